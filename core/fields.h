@@ -1,0 +1,82 @@
+#pragma once
+// Config structs are plain data. Each lists its fields once, in
+//
+//   template <class V> void VisitFields(V& v) { v.Field("key", member, bounds); ... }
+//
+// and every consumer is a visitor over that list: the YAML parser (strict: unknown keys,
+// types, bounds, duplicates), the resolved-config writer, and the tests. Defaults are the
+// member initializers, documented where they are declared.
+//
+// A visitor provides:
+//   Field(key, T& value, Bounds = {})   T in {bool, int32_t, int64_t, double, std::string}
+//   Path(key, std::string& value)        a file path; relative paths resolve against the
+//                                        experiment file's folder
+//   Enum(key, E& value, EnumNames<E>)
+//   Section(key, S& section)             S has VisitFields
+//   OptionalSection(key, S& section, bool& present)
+//   List(key, std::vector<S>& items)     each S has VisitFields
+//   Named(key, NamedParams& value)       "name" or {name: ..., <free parameters>}
+// The parser visits fields in order, so a VisitFields may branch on a field it already
+// visited (e.g. a distribution's `dist` selects which parameters exist).
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace servelab {
+
+struct Bounds {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false;  // lo itself is out of range
+  bool hi_open = false;
+
+  bool Contains(double x) const {
+    return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+  }
+  std::string Describe() const;  // e.g. "> 0", "in [0, 1]"
+};
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline constexpr Bounds kAny{};
+inline constexpr Bounds kPositive{0.0, kInf, true, false};
+inline constexpr Bounds kNonNegative{0.0, kInf, false, false};
+inline constexpr Bounds kAtLeastOne{1.0, kInf, false, false};
+inline constexpr Bounds kUnitInterval{0.0, 1.0, false, false};      // [0, 1]
+inline constexpr Bounds kOpenUnitInterval{0.0, 1.0, true, false};  // (0, 1]
+
+template <class E>
+struct EnumName {
+  std::string_view name;
+  E value;
+};
+template <class E>
+using EnumNames = std::span<const EnumName<E>>;
+
+template <class E>
+std::string_view NameOf(EnumNames<E> names, E value) {
+  for (const auto& n : names) {
+    if (n.value == value) return n.name;
+  }
+  return "?";
+}
+
+// A free-form parameter of a named extension (a policy, a router): its registry, not the
+// config parser, knows which keys exist. Values keep their source location so the
+// registry's errors can name file, line and key.
+struct Param {
+  std::string key;
+  std::string value;   // the YAML scalar as written (lists and maps are not parameters)
+  std::string where;   // "exp.yaml:12" or "--set scheduler.policy.sigma"
+};
+
+// "fcfs" or {name: priority, aging_s: 10}.
+struct NamedParams {
+  std::string name;
+  std::vector<Param> params;
+  std::string path;    // dotted config path of this value, for messages
+  std::string where;   // source location of the name
+};
+
+}  // namespace servelab

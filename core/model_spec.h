@@ -1,0 +1,66 @@
+#pragma once
+// The architecture of a decoder-only transformer (Llama, Mistral, Qwen2 families), in
+// Hugging Face config.json terms. The cost model, the memory formula and the engine all
+// read it; none of them needs more.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/fields.h"
+
+namespace servelab {
+
+enum class DType : uint8_t { kFp32, kFp16, kBf16, kFp8, kInt8, kInt4 };
+std::string_view DTypeName(DType dtype);
+std::optional<DType> ParseDType(std::string_view name);  // "fp32", "bf16", "int4", ...
+double DTypeBytes(DType dtype);                          // int4 = 0.5
+
+struct ModelSpec {
+  std::string name;                    // catalog name, e.g. "llama-2-7b"
+  int32_t hidden_size = 0;             // h
+  int32_t num_hidden_layers = 0;       // L
+  int32_t num_attention_heads = 0;     // query heads
+  int32_t num_key_value_heads = 0;     // KV heads (GQA when < query heads)
+  int32_t head_dim = 0;                // 0 in a config means hidden_size / heads
+  int32_t intermediate_size = 0;       // SwiGLU MLP width
+  int32_t vocab_size = 0;
+  int32_t max_position_embeddings = 0;  // the context window
+  bool tie_word_embeddings = false;    // LM head shares the embedding matrix
+  bool attention_bias = false;         // Qwen2: biases on q/k/v projections
+  double rms_norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+
+  int32_t HeadDim() const {
+    return head_dim > 0 ? head_dim : hidden_size / num_attention_heads;
+  }
+  int64_t QDim() const { return int64_t{num_attention_heads} * HeadDim(); }
+  int64_t KvDim() const { return int64_t{num_key_value_heads} * HeadDim(); }
+  // Custom models in YAML use the config.json key names.
+  template <class V>
+  void VisitFields(V& v) {
+    v.Field("name", name);
+    v.Field("hidden_size", hidden_size, kAtLeastOne);
+    v.Field("num_hidden_layers", num_hidden_layers, kAtLeastOne);
+    v.Field("num_attention_heads", num_attention_heads, kAtLeastOne);
+    v.Field("num_key_value_heads", num_key_value_heads, kAtLeastOne);
+    v.Field("head_dim", head_dim, kNonNegative);
+    v.Field("intermediate_size", intermediate_size, kAtLeastOne);
+    v.Field("vocab_size", vocab_size, kAtLeastOne);
+    v.Field("max_position_embeddings", max_position_embeddings, kAtLeastOne);
+    v.Field("tie_word_embeddings", tie_word_embeddings);
+    v.Field("attention_bias", attention_bias);
+    v.Field("rms_norm_eps", rms_norm_eps, kPositive);
+    v.Field("rope_theta", rope_theta, kPositive);
+  }
+
+  // Parameters of one decoder layer: q/k/v/o projections (+ q/k/v biases), the SwiGLU
+  // MLP (gate, up, down) and two RMSNorm weight vectors.
+  int64_t ParamsPerLayer() const;
+  // All parameters: embedding, layers, final norm, and an untied LM head.
+  int64_t NumParams() const;
+  // KV cache bytes per token over all layers (K and V), before any parallel split.
+  double KvBytesPerToken(DType kv_dtype) const;
+};
+
+}  // namespace servelab

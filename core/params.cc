@@ -1,0 +1,98 @@
+#include "core/params.h"
+
+#include <charconv>
+#include <cmath>
+
+#include "core/text.h"
+
+namespace servelab {
+
+const Param* ParamReader::Find(const std::string& key) {
+  known_.push_back(key);
+  for (const auto& p : named_.params) {
+    if (p.key == key) return &p;
+  }
+  return nullptr;
+}
+
+void ParamReader::Fail(const Param& param, const std::string& message) {
+  if (!status_.ok()) return;
+  status_ = InvalidArgument(param.where + ": " + named_.path + "." + param.key + ": " + message);
+}
+
+double ParamReader::GetDouble(const std::string& key, double fallback, Bounds bounds) {
+  const Param* p = Find(key);
+  if (p == nullptr) return fallback;
+  double value = 0;
+  const char* end = p->value.data() + p->value.size();
+  auto [ptr, ec] = std::from_chars(p->value.data(), end, value);
+  if (ec != std::errc() || ptr != end || !std::isfinite(value)) {
+    Fail(*p, "expected a number, got '" + p->value + "'");
+    return fallback;
+  }
+  if (!bounds.Contains(value)) {
+    Fail(*p, "value " + p->value + " out of range: must be " + bounds.Describe());
+    return fallback;
+  }
+  return value;
+}
+
+int64_t ParamReader::GetInt(const std::string& key, int64_t fallback, Bounds bounds) {
+  const Param* p = Find(key);
+  if (p == nullptr) return fallback;
+  int64_t value = 0;
+  const char* end = p->value.data() + p->value.size();
+  auto [ptr, ec] = std::from_chars(p->value.data(), end, value);
+  if (ec != std::errc() || ptr != end) {
+    Fail(*p, "expected an integer, got '" + p->value + "'");
+    return fallback;
+  }
+  if (!bounds.Contains(static_cast<double>(value))) {
+    Fail(*p, "value " + p->value + " out of range: must be " + bounds.Describe());
+    return fallback;
+  }
+  return value;
+}
+
+bool ParamReader::GetBool(const std::string& key, bool fallback) {
+  const Param* p = Find(key);
+  if (p == nullptr) return fallback;
+  if (p->value == "true") return true;
+  if (p->value == "false") return false;
+  Fail(*p, "expected true or false, got '" + p->value + "'");
+  return fallback;
+}
+
+std::string ParamReader::GetString(const std::string& key, const std::string& fallback,
+                                   const std::vector<std::string>& allowed) {
+  const Param* p = Find(key);
+  if (p == nullptr) return fallback;
+  if (!allowed.empty()) {
+    bool found = false;
+    for (const auto& a : allowed) found = found || a == p->value;
+    if (!found) {
+      Fail(*p, "'" + p->value + "' is not one of: " + Join(allowed, ", ") +
+                   DidYouMean(p->value, allowed));
+      return fallback;
+    }
+  }
+  return p->value;
+}
+
+Status ParamReader::Finish() {
+  if (!status_.ok()) return status_;
+  for (const auto& p : named_.params) {
+    bool known = false;
+    for (const auto& k : known_) known = known || k == p.key;
+    if (!known) {
+      std::string message = p.where + ": " + named_.path + ": unknown parameter '" + p.key +
+                            "' for '" + named_.name + "'" + DidYouMean(p.key, known_);
+      if (!known_.empty()) message += ". Its parameters are: " + Join(known_, ", ");
+      else message += "; it takes no parameters";
+      return InvalidArgument(message);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace servelab

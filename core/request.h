@@ -1,0 +1,74 @@
+#pragma once
+// A request and its state machine:
+//
+//   waiting ──admit──▶ running ──last token──▶ finished
+//                       │  ▲
+//               preempt ▼  │ re-admit (recompute or swap in)
+//                     preempted
+//   waiting ──never fits──▶ rejected
+//
+// There is no prefill phase and no decode phase: a request has `num_computed_tokens`
+// (tokens whose KV is in the cache) catching up to NumTokens() = prompt + generated.
+// When it catches up, the step that did it samples one token.
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "core/time.h"
+
+namespace servelab {
+
+enum class RequestState : uint8_t { kWaiting, kRunning, kPreempted, kFinished, kRejected };
+std::string_view RequestStateName(RequestState state);
+
+enum class RejectReason : uint8_t {
+  kNone,
+  kExceedsContextWindow,   // prompt + output > the model's max_model_len (vLLM rejects too)
+  kExceedsKvCapacity,      // needs more KV blocks than the replica has, even alone
+  kExceedsTokenBudget,     // chunked prefill off and prompt > max_num_batched_tokens
+};
+std::string_view RejectReasonName(RejectReason reason);
+
+struct Request {
+  // --- What the workload says (immutable after arrival). ---
+  int64_t id = 0;
+  int32_t client = 0;           // index into the experiment's clients
+  int32_t priority = 0;         // lower value = more urgent
+  TimeNs arrival = 0;
+  int32_t prompt_len = 0;       // input tokens, >= 1
+  int32_t target_output_len = 0;  // output tokens to generate, >= 1 (ignore_eos semantics)
+  // Optional prefix identity: one hash per `prefix_block_tokens` prompt tokens
+  // (Mooncake traces); equal leading hashes mean a shareable prefix.
+  std::vector<uint64_t> prefix_block_hashes;
+  int32_t prefix_block_tokens = 0;
+
+  // --- Progress (owned by the Scheduler). ---
+  RequestState state = RequestState::kWaiting;
+  RejectReason reject_reason = RejectReason::kNone;
+  int32_t num_computed_tokens = 0;  // tokens whose KV is cached
+  int32_t num_generated = 0;        // output tokens sampled so far
+  int32_t num_preemptions = 0;
+  int32_t num_recomputed_tokens = 0;  // tokens prefilled again after recompute preemption
+  int32_t replica = -1;
+  bool stopped_early = false;       // the engine sampled EOS before target_output_len
+  std::vector<int32_t> block_table;  // KV block ids, owned by KvCacheManager's accounting
+
+  // --- Timestamps (kNever until they happen). ---
+  TimeNs first_scheduled = kNever;  // first admitted into a batch
+  TimeNs first_token = kNever;
+  TimeNs last_token = kNever;
+  TimeNs finish = kNever;
+
+  // --- Scratch a Policy may use (one policy owns a request at a time). ---
+  int64_t policy_seq = 0;
+  double policy_score = 0.0;
+  int32_t policy_level = 0;
+  int32_t padding_steps = 0;  // static batching: steps spent as padding after finishing
+
+  int32_t NumTokens() const { return prompt_len + num_generated; }
+  int32_t NumTokensToCompute() const { return NumTokens() - num_computed_tokens; }
+  int32_t RemainingOutput() const { return target_output_len - num_generated; }
+  bool IsFinished() const { return state == RequestState::kFinished; }
+};
+
+}  // namespace servelab

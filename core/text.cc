@@ -1,0 +1,60 @@
+#include "core/text.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace servelab {
+
+int EditDistance(std::string_view a, std::string_view b) {
+  std::vector<int> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    int diagonal = row[0];
+    row[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const int above = row[j];
+      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                        std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string ClosestMatch(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  int best_distance = 0;
+  for (const auto& c : candidates) {
+    const int d = EditDistance(word, c);
+    if (best.empty() || d < best_distance) {
+      best = c;
+      best_distance = d;
+    }
+  }
+  // A typo changes a few characters; beyond a third of the word it is another word.
+  const int limit = std::max<int>(2, static_cast<int>(word.size()) / 3);
+  return best_distance <= limit ? best : std::string();
+}
+
+std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates) {
+  const std::string match = ClosestMatch(word, candidates);
+  return match.empty() ? std::string() : " (did you mean '" + match + "'?)";
+}
+
+std::string Join(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += separator;
+    out += items[i];
+  }
+  return out;
+}
+
+std::string UnknownNameMessage(std::string_view kind, std::string_view name,
+                               const std::vector<std::string>& valid) {
+  return "Unable to find " + std::string(kind) + " '" + std::string(name) + "'" +
+         DidYouMean(name, valid) + ". Valid values are: " + Join(valid, ", ") + ".";
+}
+
+}  // namespace servelab

@@ -1,0 +1,20 @@
+#pragma once
+// Small text helpers shared by every boundary that reports errors.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace servelab {
+
+// Levenshtein edit distance.
+int EditDistance(std::string_view a, std::string_view b);
+// The closest candidate when it is plausibly a typo of `word`, else "".
+std::string ClosestMatch(std::string_view word, const std::vector<std::string>& candidates);
+// " (did you mean 'x'?)" or "".
+std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates);
+std::string Join(const std::vector<std::string>& items, std::string_view separator);
+// Unable to find policy 'foo'. Valid values are: a, b, c.
+std::string UnknownNameMessage(std::string_view kind, std::string_view name,
+                               const std::vector<std::string>& valid);
+
+}  // namespace servelab

@@ -1,0 +1,152 @@
+#pragma once
+// The workload section of an experiment: synthetic (arrival process x length
+// distributions) or a trace replay, plus clients that tag requests by share.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/fields.h"
+
+namespace servelab {
+
+enum class ArrivalProcess : uint8_t { kPoisson, kGamma, kConstant, kBurst };
+inline constexpr EnumName<ArrivalProcess> kArrivalNames[] = {
+    {"poisson", ArrivalProcess::kPoisson},
+    {"gamma", ArrivalProcess::kGamma},
+    {"constant", ArrivalProcess::kConstant},
+    {"burst", ArrivalProcess::kBurst}};
+
+struct ArrivalConfig {
+  ArrivalProcess process = ArrivalProcess::kPoisson;
+  double rate = 1.0;  // mean requests per second (not used by burst: all arrive at t=0)
+  double cv = 1.0;    // gamma only: coefficient of variation of inter-arrival times
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Enum("process", process, EnumNames<ArrivalProcess>(kArrivalNames));
+    if (process != ArrivalProcess::kBurst) v.Field("rate", rate, kPositive);
+    if (process == ArrivalProcess::kGamma) v.Field("cv", cv, kPositive);
+  }
+};
+
+enum class LengthDist : uint8_t { kFixed, kUniform, kNormal, kLognormal, kZipf, kEmpirical };
+inline constexpr EnumName<LengthDist> kLengthDistNames[] = {
+    {"fixed", LengthDist::kFixed},         {"uniform", LengthDist::kUniform},
+    {"normal", LengthDist::kNormal},       {"lognormal", LengthDist::kLognormal},
+    {"zipf", LengthDist::kZipf},           {"empirical", LengthDist::kEmpirical}};
+
+// A token-length distribution. Samples are rounded to the nearest integer and clamped
+// to [min, max] (max 0 = unbounded); lengths are always >= 1.
+struct LengthDistConfig {
+  LengthDist dist = LengthDist::kFixed;
+  int64_t value = 128;  // fixed
+  double mean = 0;      // normal, lognormal: mean of the distribution (not of its log)
+  double std = 0;       // normal: standard deviation
+  double cv = 1.0;      // lognormal: coefficient of variation (std / mean)
+  double theta = 1.0;   // zipf: P(k) proportional to k^-theta over [min, max]
+  int64_t min = 1;      // uniform, zipf: lower bound; others: clamp
+  int64_t max = 0;      // uniform, zipf: upper bound (required); others: clamp, 0 = none
+  std::string path;     // empirical: a CSV with a header, or one integer per line
+  std::string column;   // empirical: the CSV column to sample (default: the first)
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Enum("dist", dist, EnumNames<LengthDist>(kLengthDistNames));
+    switch (dist) {
+      case LengthDist::kFixed:
+        v.Field("value", value, kAtLeastOne);
+        break;
+      case LengthDist::kUniform:
+        v.Field("min", min, kAtLeastOne);
+        v.Field("max", max, kAtLeastOne);
+        break;
+      case LengthDist::kNormal:
+        v.Field("mean", mean, kPositive);
+        v.Field("std", std, kNonNegative);
+        v.Field("min", min, kAtLeastOne);
+        v.Field("max", max, kNonNegative);
+        break;
+      case LengthDist::kLognormal:
+        v.Field("mean", mean, kPositive);
+        v.Field("cv", cv, kNonNegative);
+        v.Field("min", min, kAtLeastOne);
+        v.Field("max", max, kNonNegative);
+        break;
+      case LengthDist::kZipf:
+        v.Field("theta", theta, kPositive);
+        v.Field("min", min, kAtLeastOne);
+        v.Field("max", max, kAtLeastOne);
+        break;
+      case LengthDist::kEmpirical:
+        v.Path("path", path);
+        v.Field("column", column);
+        v.Field("min", min, kAtLeastOne);
+        v.Field("max", max, kNonNegative);
+        break;
+    }
+  }
+};
+
+enum class TraceFormat : uint8_t { kAzure, kMooncake, kSplitwise };
+inline constexpr EnumName<TraceFormat> kTraceFormatNames[] = {
+    {"azure", TraceFormat::kAzure},
+    {"mooncake", TraceFormat::kMooncake},
+    {"splitwise", TraceFormat::kSplitwise}};
+
+struct TraceConfig {
+  std::string path;
+  TraceFormat format = TraceFormat::kAzure;
+  double time_scale = 1.0;  // multiplies every arrival time (2.0 = half the load)
+  double rate = 0.0;        // > 0: rescale arrival times to this mean rate (req/s)
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Path("path", path);
+    v.Enum("format", format, EnumNames<TraceFormat>(kTraceFormatNames));
+    v.Field("time_scale", time_scale, kPositive);
+    v.Field("rate", rate, kNonNegative);
+  }
+};
+
+struct ClientConfig {
+  std::string name = "default";
+  double share = 1.0;   // fraction of requests tagged with this client (normalized)
+  int32_t priority = 0; // lower = more urgent (priority policies)
+  double weight = 1.0;  // fairness weight (VTC)
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Field("name", name);
+    v.Field("share", share, kPositive);
+    v.Field("priority", priority);
+    v.Field("weight", weight, kPositive);
+  }
+};
+
+struct WorkloadConfig {
+  // Stop after this many requests (0 = no limit) and/or after arrivals pass duration_s
+  // (0 = no limit). A synthetic workload needs at least one of the two.
+  int64_t num_requests = 0;
+  double duration_s = 0;
+  ArrivalConfig arrival;
+  LengthDistConfig input_tokens{LengthDist::kFixed, 512};
+  LengthDistConfig output_tokens{LengthDist::kFixed, 128};
+  bool has_trace = false;
+  TraceConfig trace;  // when present, replaces arrival and the length distributions
+  std::vector<ClientConfig> clients{ClientConfig{}};
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Field("num_requests", num_requests, kNonNegative);
+    v.Field("duration_s", duration_s, kNonNegative);
+    v.OptionalSection("trace", trace, has_trace);
+    if (!has_trace) {
+      v.Section("arrival", arrival);
+      v.Section("input_tokens", input_tokens);
+      v.Section("output_tokens", output_tokens);
+    }
+    v.List("clients", clients);
+  }
+};
+
+}  // namespace servelab
