@@ -1,1 +1,47 @@
-int main() { return 0; }
+// servelab: LLM-serving scheduling laboratory. See `servelab --help`.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: servelab <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR]\n"
+    "                      run an experiment on the simulator\n"
+    "  list gpus|models|policies|cost-models\n"
+    "                      show the catalogs and registries\n"
+    "  memory --model M --gpu G [--tp N] [--weight-dtype D] [--kv-dtype D] ...\n"
+    "                      weights + KV cache + activations + overhead: does it fit?\n"
+    "\n"
+    "`servelab <command> --help` describes each command's options.\n"
+    "Exit status: 0 success, 2 bad input or usage, 1 runtime failure.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return servelab::kExitBadInput;
+  }
+  const std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::fputs(kUsage, stdout);
+    return servelab::kExitOk;
+  }
+  if (command == "--version") {
+    std::puts("servelab 0.1.0");
+    return servelab::kExitOk;
+  }
+  if (command == "run") return servelab::RunCommand(args);
+  if (command == "list") return servelab::ListCommand(args);
+  if (command == "memory") return servelab::MemoryCommand(args);
+  std::fprintf(stderr, "servelab: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return servelab::kExitBadInput;
+}

@@ -16,6 +16,8 @@
 //   OptionalSection(key, S& section, bool& present)
 //   List(key, std::vector<S>& items)     each S has VisitFields
 //   Named(key, NamedParams& value)       "name" or {name: ..., <free parameters>}
+//   Catalog(key, ModelSpec& or GpuSpec&) a catalog name, or a mapping (optionally with
+//                                        `base: <catalog name>`) giving the fields
 // The parser visits fields in order, so a VisitFields may branch on a field it already
 // visited (e.g. a distribution's `dist` selects which parameters exist).
 #include <limits>

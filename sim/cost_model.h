@@ -86,6 +86,17 @@ class CostModel {
   virtual TimeNs StepTime(const StepPlan& plan) const = 0;
 };
 
+// Tokens a scheduled seq costs this step: its num_new_tokens, except that a padding seq
+// (static batching) costs one decode token whatever it carries. Every cost model counts
+// tokens this way.
+inline int32_t CostedNewTokens(const ScheduledRequest& seq) {
+  return seq.is_padding ? 1 : seq.num_new_tokens;
+}
+// Context a seq attends over this step: cached tokens plus its costed new tokens.
+inline int64_t CostedContextLen(const ScheduledRequest& seq) {
+  return int64_t{seq.num_computed_tokens} + CostedNewTokens(seq);
+}
+
 // The registry of cost models: "roofline", "constant", "linear".
 std::vector<std::string> CostModelNames();
 StatusOr<std::unique_ptr<CostModel>> MakeCostModel(const CostModelConfig& config,

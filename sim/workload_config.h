@@ -49,6 +49,12 @@ struct LengthDistConfig {
   std::string path;     // empirical: a CSV with a header, or one integer per line
   std::string column;   // empirical: the CSV column to sample (default: the first)
 
+  static LengthDistConfig Fixed(int64_t tokens) {
+    LengthDistConfig config;
+    config.value = tokens;
+    return config;
+  }
+
   template <class V>
   void VisitFields(V& v) {
     v.Enum("dist", dist, EnumNames<LengthDist>(kLengthDistNames));
@@ -129,8 +135,8 @@ struct WorkloadConfig {
   int64_t num_requests = 0;
   double duration_s = 0;
   ArrivalConfig arrival;
-  LengthDistConfig input_tokens{LengthDist::kFixed, 512};
-  LengthDistConfig output_tokens{LengthDist::kFixed, 128};
+  LengthDistConfig input_tokens = LengthDistConfig::Fixed(512);
+  LengthDistConfig output_tokens = LengthDistConfig::Fixed(128);
   bool has_trace = false;
   TraceConfig trace;  // when present, replaces arrival and the length distributions
   std::vector<ClientConfig> clients{ClientConfig{}};

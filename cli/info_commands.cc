@@ -1,0 +1,147 @@
+// `servelab list` and `servelab memory`: the catalogs, registries and the memory formula.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "core/text.h"
+#include "policies/registry.h"
+#include "sim/cost_model.h"
+#include "sim/gpu_catalog.h"
+#include "sim/memory.h"
+#include "sim/model_catalog.h"
+#include "sim/router.h"
+
+namespace servelab {
+namespace {
+
+namespace po = boost::program_options;
+
+void ListGpus() {
+  std::printf("%-12s %8s %9s %9s %8s %8s %7s %6s %7s\n", "name", "mem_GiB", "HBM_GB/s",
+              "bf16_TF", "fp8_TF", "link_GB/s", "pcie", "TDP_W", "$/h");
+  for (const GpuSpec& g : GpuCatalog()) {
+    std::printf("%-12s %8.1f %9.0f %9.1f %8.1f %8.0f %7.0f %6.0f %7.2f\n", g.name.c_str(),
+                g.memory_gib, g.mem_bandwidth_gbps, g.bf16_tflops, g.fp8_tflops,
+                g.interconnect_gbps, g.pcie_gbps, g.power_w, g.price_per_hour);
+  }
+  std::puts("\nTFLOPS are dense tensor-core peaks; link = GPU-GPU per direction; a custom GPU\n"
+            "is a mapping under hardware.gpu with these keys (see sim/gpu_spec.h).");
+}
+
+void ListModels() {
+  std::printf("%-16s %9s %6s %7s %6s %4s %7s %8s %7s\n", "name", "params_B", "layers", "hidden",
+              "heads", "kv", "inter", "context", "vocab");
+  for (const ModelSpec& m : ModelCatalog()) {
+    std::printf("%-16s %9.2f %6d %7d %6d %4d %7d %8d %7d\n", m.name.c_str(),
+                static_cast<double>(m.NumParams()) * 1e-9, m.num_hidden_layers, m.hidden_size,
+                m.num_attention_heads, m.num_key_value_heads, m.intermediate_size,
+                m.max_position_embeddings, m.vocab_size);
+  }
+  std::puts("\nA custom model is a mapping under `model` with config.json keys, optionally\n"
+            "starting from `base: <catalog name>`.");
+}
+
+void ListPolicies() {
+  const PolicyRegistry& registry = BuiltinPolicies();
+  for (const auto& name : registry.Names()) {
+    std::printf("%-14s %s\n", name.c_str(), registry.Summary(name).c_str());
+  }
+  std::printf("\nrouters: %s\n", Join(RouterNames(), ", ").c_str());
+}
+
+void ListCostModels() {
+  std::puts("roofline   per op: max(FLOPs / (peak x efficiency), bytes / (bandwidth x efficiency));\n"
+            "           attention per sequence from its own context; TP all-reduce; PP stages");
+  std::puts("constant   every iteration takes step_ms");
+  std::puts("linear     base_ms + per_token_ms x new tokens + per_context_token_ms x context tokens");
+}
+
+}  // namespace
+
+int ListCommand(const std::vector<std::string>& args) {
+  const std::vector<std::string> kinds = {"gpus", "models", "policies", "cost-models"};
+  if (args.size() != 1 || args[0] == "--help" || args[0] == "-h") {
+    const bool help = args.size() == 1;
+    std::fprintf(help ? stdout : stderr, "usage: servelab list %s\n", Join(kinds, "|").c_str());
+    return help ? kExitOk : kExitBadInput;
+  }
+  const std::string& kind = args[0];
+  if (kind == "gpus") ListGpus();
+  else if (kind == "models") ListModels();
+  else if (kind == "policies") ListPolicies();
+  else if (kind == "cost-models") ListCostModels();
+  else {
+    std::fprintf(stderr, "servelab list: %s\n", UnknownNameMessage("list", kind, kinds).c_str());
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+int MemoryCommand(const std::vector<std::string>& args) {
+  po::options_description options("servelab memory --model M --gpu G [options]");
+  std::string model_name, gpu_name, weight_dtype = "bf16", kv_dtype = "bf16";
+  MemoryOptions mem;
+  options.add_options()
+      ("help,h", "show this help")
+      ("model", po::value<std::string>(&model_name), "catalog model (servelab list models)")
+      ("gpu", po::value<std::string>(&gpu_name), "catalog GPU (servelab list gpus)")
+      ("tp", po::value<int32_t>(&mem.tensor_parallel)->default_value(1), "tensor parallel GPUs")
+      ("pp", po::value<int32_t>(&mem.pipeline_parallel)->default_value(1), "pipeline stages")
+      ("weight-dtype", po::value<std::string>(&weight_dtype)->default_value("bf16"),
+       "fp32|fp16|bf16|fp8|int8|int4")
+      ("kv-dtype", po::value<std::string>(&kv_dtype)->default_value("bf16"), "fp16|bf16|fp8")
+      ("memory-utilization", po::value<double>(&mem.memory_utilization)->default_value(0.9),
+       "fraction of device memory used")
+      ("overhead-gib", po::value<double>(&mem.framework_overhead_gib)->default_value(1.0),
+       "framework overhead per GPU")
+      ("max-num-batched-tokens", po::value<int32_t>(&mem.max_num_batched_tokens)->default_value(8192),
+       "tokens in the largest forward pass (activations)")
+      ("max-num-seqs", po::value<int32_t>(&mem.max_num_seqs)->default_value(256),
+       "rows of logits in the largest step")
+      ("block-size", po::value<int32_t>(&mem.block_size)->default_value(16), "tokens per KV block")
+      ("context", po::value<int32_t>(&mem.context_len)->default_value(0),
+       "context length for 'concurrent sequences' (0 = the model's window)");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(options).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "servelab memory: " << e.what() << "\n\n" << options;
+    return kExitBadInput;
+  }
+  if (vm.count("help")) {
+    std::cout << options;
+    return kExitOk;
+  }
+  auto fail = [&](const std::string& message) {
+    std::cerr << "servelab memory: " << message << "\n";
+    return kExitBadInput;
+  };
+  if (model_name.empty() || gpu_name.empty()) return fail("--model and --gpu are required");
+  auto model = FindModel(model_name);
+  if (!model.ok()) return fail("--model: " + model.status().message());
+  auto gpu = FindGpu(gpu_name);
+  if (!gpu.ok()) return fail("--gpu: " + gpu.status().message());
+  auto w = ParseDType(weight_dtype);
+  if (!w) return fail("--weight-dtype: '" + weight_dtype + "' is not one of fp32, fp16, bf16, fp8, int8, int4");
+  auto kv = ParseDType(kv_dtype);
+  if (!kv || (*kv != DType::kFp16 && *kv != DType::kBf16 && *kv != DType::kFp8)) {
+    return fail("--kv-dtype: '" + kv_dtype + "' is not one of fp16, bf16, fp8");
+  }
+  if (mem.tensor_parallel < 1 || mem.pipeline_parallel < 1) return fail("--tp and --pp must be >= 1");
+  if (mem.memory_utilization <= 0 || mem.memory_utilization > 1) {
+    return fail("--memory-utilization must be in (0, 1]");
+  }
+  if (mem.block_size < 1 || mem.max_num_batched_tokens < 1 || mem.max_num_seqs < 1 ||
+      mem.context_len < 0 || mem.framework_overhead_gib < 0) {
+    return fail("sizes must be positive");
+  }
+  mem.weight_dtype = *w;
+  mem.kv_dtype = *kv;
+  const MemoryEstimate estimate = EstimateMemory(*model, *gpu, mem);
+  std::cout << FormatMemoryReport(*model, *gpu, mem, estimate);
+  return kExitOk;
+}
+
+}  // namespace servelab

@@ -1,0 +1,63 @@
+#pragma once
+// ChromeTraceWriter: streams iteration slices in the Chrome trace event format
+// (chrome://tracing, ui.perfetto.dev):
+//
+//   {"traceEvents":[
+//   {"name":"process_name","ph":"M","pid":0,"tid":0,"args":{"name":"replica 0"}},
+//   {"name":"step","ph":"X","pid":0,"tid":0,"ts":1000,"dur":500,"args":{...}},
+//   ...
+//   {"name":"dropped_steps","ph":"i","s":"g",...,"args":{"dropped_steps":3,...}}
+//   ],"displayTimeUnit":"ms","otherData":{...}}
+//
+// One "X" slice per iteration: pid = replica, tid 0, ts/dur in microseconds (exact
+// decimals of the ns times). Nothing is buffered beyond the current event. After
+// `max_steps` slices the rest are counted, not written; Close() adds a global instant
+// event saying how many were dropped. The file is valid JSON once Close() has run.
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "core/time.h"
+
+namespace servelab {
+
+struct TraceStepArgs {
+  int64_t batch_size = 0;
+  int64_t prefill_tokens = 0;
+  int64_t decode_tokens = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t waiting = 0;
+};
+
+class ChromeTraceWriter {
+ public:
+  // `os` may be null (every call is a no-op). Writes the opening and one process_name
+  // event per replica.
+  ChromeTraceWriter(std::ostream* os, int32_t num_replicas, int64_t max_steps,
+                    const std::string& run_name);
+  ~ChromeTraceWriter();  // closes the trace if Close() was not called
+
+  void Step(int32_t replica, TimeNs start, TimeNs end, const TraceStepArgs& args);
+  // Writes the dropped-steps note (when any were dropped, at time `end`) and the closing.
+  // Later calls do nothing.
+  void Close(TimeNs end);
+
+  int64_t written_steps() const { return written_steps_; }
+  int64_t dropped_steps() const { return dropped_steps_; }
+
+ private:
+  void BeginEvent();  // the separator before every event but the first
+  void Flush();
+
+  std::ostream* os_;
+  int64_t max_steps_;
+  std::string run_name_;
+  std::string buf_;
+  bool any_event_ = false;
+  bool closed_ = false;
+  int64_t written_steps_ = 0;
+  int64_t dropped_steps_ = 0;
+  TimeNs last_end_ = 0;
+};
+
+}  // namespace servelab

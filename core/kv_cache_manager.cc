@@ -1,0 +1,56 @@
+#include "core/kv_cache_manager.h"
+
+#include "core/status.h"
+
+namespace servelab {
+
+KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, int32_t watermark_blocks)
+    : block_size_(block_size), watermark_blocks_(watermark_blocks), ref_counts_(num_blocks, 0) {
+  SERVELAB_CHECK(num_blocks >= 0 && block_size >= 1);
+  SERVELAB_CHECK(watermark_blocks >= 0 && watermark_blocks <= num_blocks);
+  free_blocks_.reserve(num_blocks);
+  // Lowest ids on top of the stack so a fresh cache hands out 0, 1, 2, ...
+  for (int32_t b = num_blocks - 1; b >= 0; --b) free_blocks_.push_back(b);
+}
+
+int32_t KvCacheManager::BlocksNeeded(const Request& request, int32_t num_new_tokens) const {
+  const int32_t needed = BlocksFor(int64_t{request.num_computed_tokens} + num_new_tokens);
+  const int32_t have = static_cast<int32_t>(request.block_table.size());
+  return needed > have ? needed - have : 0;
+}
+
+bool KvCacheManager::CanAllocate(const Request& request, int32_t num_new_tokens,
+                                 bool admission) const {
+  const int32_t reserve = admission ? watermark_blocks_ : 0;
+  return NumFreeBlocks() - BlocksNeeded(request, num_new_tokens) >= reserve;
+}
+
+void KvCacheManager::Allocate(Request& request, int32_t num_new_tokens) {
+  int32_t needed = BlocksNeeded(request, num_new_tokens);
+  SERVELAB_CHECK(needed <= NumFreeBlocks());
+  while (needed-- > 0) {
+    const int32_t block = free_blocks_.back();
+    free_blocks_.pop_back();
+    SERVELAB_CHECK(ref_counts_[block] == 0);
+    ref_counts_[block] = 1;
+    request.block_table.push_back(block);
+  }
+}
+
+void KvCacheManager::Share(Request& request, int32_t block) {
+  SERVELAB_CHECK(block >= 0 && block < NumTotalBlocks() && ref_counts_[block] > 0);
+  ++ref_counts_[block];
+  request.block_table.push_back(block);
+}
+
+void KvCacheManager::Free(Request& request) {
+  // Release in reverse so the request's first block ends on top of the free stack.
+  for (auto it = request.block_table.rbegin(); it != request.block_table.rend(); ++it) {
+    const int32_t block = *it;
+    SERVELAB_CHECK_MSG(ref_counts_[block] > 0, "double free of KV block");
+    if (--ref_counts_[block] == 0) free_blocks_.push_back(block);
+  }
+  request.block_table.clear();
+}
+
+}  // namespace servelab

@@ -1,0 +1,52 @@
+#pragma once
+// Paged KV cache accounting: fixed-size blocks, a block table per request, reference
+// counts (a block shared by several requests' prefixes is freed when the last one lets
+// go), and a watermark kept free at admission so running requests can still grow.
+//
+// Invariants (CHECKed): every block is either on the free list with ref count 0, or
+// referenced by >= 1 block table with ref count equal to the number of tables holding
+// it; NumFreeBlocks() + NumUsedBlocks() == NumTotalBlocks().
+#include <cstdint>
+#include <vector>
+
+#include "core/request.h"
+
+namespace servelab {
+
+class KvCacheManager {
+ public:
+  // REQUIRES: num_blocks >= 0, block_size >= 1, 0 <= watermark_blocks <= num_blocks.
+  KvCacheManager(int32_t num_blocks, int32_t block_size, int32_t watermark_blocks);
+
+  int32_t BlockSize() const { return block_size_; }
+  int32_t NumTotalBlocks() const { return static_cast<int32_t>(ref_counts_.size()); }
+  int32_t NumFreeBlocks() const { return static_cast<int32_t>(free_blocks_.size()); }
+  int32_t NumUsedBlocks() const { return NumTotalBlocks() - NumFreeBlocks(); }
+  int32_t WatermarkBlocks() const { return watermark_blocks_; }
+  int32_t RefCount(int32_t block) const { return ref_counts_[block]; }
+
+  // Blocks needed to hold `num_tokens` tokens.
+  int32_t BlocksFor(int64_t num_tokens) const {
+    return static_cast<int32_t>((num_tokens + block_size_ - 1) / block_size_);
+  }
+  // New blocks `request` needs so that its table covers num_computed_tokens + num_new.
+  int32_t BlocksNeeded(const Request& request, int32_t num_new_tokens) const;
+
+  // Can `request` get the blocks for `num_new_tokens` more tokens? Admission (a request
+  // not yet running) must also leave the watermark free; growth may use it.
+  bool CanAllocate(const Request& request, int32_t num_new_tokens, bool admission) const;
+  // Extends the block table. REQUIRES: CanAllocate(request, num_new_tokens, false).
+  void Allocate(Request& request, int32_t num_new_tokens);
+  // Makes `request` share `block` (a cached prefix block): ref count + 1.
+  void Share(Request& request, int32_t block);
+  // Drops the request's references; blocks whose count reaches 0 return to the free list.
+  void Free(Request& request);
+
+ private:
+  int32_t block_size_;
+  int32_t watermark_blocks_;
+  std::vector<int32_t> ref_counts_;
+  std::vector<int32_t> free_blocks_;  // a stack: the most recently freed block is reused first
+};
+
+}  // namespace servelab

@@ -1,0 +1,207 @@
+#include "core/scheduler.h"
+
+#include <algorithm>
+
+#include "core/status.h"
+
+namespace servelab {
+
+Scheduler::Scheduler(const SchedulerConfig& config, int32_t max_model_len,
+                     std::unique_ptr<Policy> policy, KvCacheManager* kv)
+    : config_(config), max_model_len_(max_model_len), policy_(std::move(policy)), kv_(kv) {
+  SERVELAB_CHECK(policy_ != nullptr && kv_ != nullptr);
+  SERVELAB_CHECK(kv_->BlockSize() == config_.block_size);
+  running_.reserve(config_.max_num_seqs);
+  finished_.reserve(config_.max_num_seqs);
+  plan_.seqs.reserve(config_.max_num_seqs);
+}
+
+bool Scheduler::AddRequest(Request& request, TimeNs now) {
+  SERVELAB_CHECK(request.prompt_len >= 1 && request.target_output_len >= 1);
+  const int64_t total = int64_t{request.prompt_len} + request.target_output_len;
+  // The last sampled token's KV is never computed, hence total - 1 cached tokens at most.
+  const int32_t max_blocks = kv_->BlocksFor(total - 1);
+  RejectReason reason = RejectReason::kNone;
+  if (total > max_model_len_) {
+    reason = RejectReason::kExceedsContextWindow;
+  } else if (max_blocks > kv_->NumTotalBlocks() - kv_->WatermarkBlocks()) {
+    // Even alone it could not hold all its tokens: it would be preempted forever.
+    reason = RejectReason::kExceedsKvCapacity;
+  } else if (!config_.chunked_prefill && request.prompt_len > config_.max_num_batched_tokens) {
+    reason = RejectReason::kExceedsTokenBudget;
+  }
+  if (reason != RejectReason::kNone) {
+    request.state = RequestState::kRejected;
+    request.reject_reason = reason;
+    request.finish = now;
+    return false;
+  }
+  request.state = RequestState::kWaiting;
+  tokens_pending_ += total;
+  policy_->Enqueue(request, now);
+  return true;
+}
+
+const StepPlan& Scheduler::Schedule(TimeNs now) {
+  plan_.Clear();
+  plan_.start = now;
+  preempted_this_step_ = 0;
+  int32_t budget = config_.max_num_batched_tokens;
+  ScheduleRunning(now, budget);
+  for (Request* r : padding_) AddPadding(*r);
+  // As vLLM: no admission in a step that had to preempt (memory is short).
+  const bool may_admit = config_.batching == Batching::kContinuous
+                             ? preempted_this_step_ == 0
+                             : running_.empty() && padding_.empty();
+  if (may_admit) AdmitWaiting(now, budget);
+  preempted_last_step_ = preempted_this_step_;
+  return plan_;
+}
+
+void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget) {
+  size_t i = 0;
+  while (i < running_.size()) {
+    Request& r = *running_[i];
+    int32_t n = r.NumTokensToCompute();
+    SERVELAB_CHECK(n >= 1);
+    if (n > budget) n = config_.chunked_prefill || r.num_generated > 0 ? budget : 0;
+    if (n <= 0) {  // no budget left for it in this step
+      ++i;
+      continue;
+    }
+    bool preempted_self = false;
+    bool stalled = false;
+    while (!kv_->CanAllocate(r, n, /*admission=*/false)) {
+      // Victims come from the requests not yet scheduled in this step (r included).
+      std::span<Request* const> candidates(running_.data() + i, running_.size() - i);
+      Request* victim = policy_->PickVictim(candidates, now);
+      if (victim == nullptr) {
+        stalled = true;
+        break;
+      }
+      SERVELAB_CHECK_MSG(std::find(candidates.begin(), candidates.end(), victim) !=
+                             candidates.end(),
+                         "policy picked a victim outside the candidates");
+      preempted_self = victim == &r;
+      Preempt(*victim, now);
+      if (preempted_self) break;
+    }
+    if (preempted_self) continue;  // running_[i] is now the next request
+    if (!stalled) {
+      kv_->Allocate(r, n);
+      AddToPlan(r, n);
+      budget -= n;
+    }
+    ++i;
+  }
+}
+
+void Scheduler::AdmitWaiting(TimeNs now, int32_t& budget) {
+  while (budget > 0 && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    Request* r = policy_->Peek(now);
+    if (r == nullptr) break;
+    int32_t n = r->NumTokensToCompute();
+    const bool may_chunk =
+        config_.batching == Batching::kContinuous && (config_.chunked_prefill || r->num_generated > 0);
+    if (n > budget) {
+      if (!may_chunk) break;
+      n = budget;
+    }
+    if (!kv_->CanAllocate(*r, n, /*admission=*/true)) break;
+    policy_->Admitted(*r, now);
+    r->state = RequestState::kRunning;
+    if (r->first_scheduled == kNever) r->first_scheduled = now;
+    running_.push_back(r);
+    kv_->Allocate(*r, n);
+    AddToPlan(*r, n);
+    budget -= n;
+  }
+}
+
+void Scheduler::Preempt(Request& victim, TimeNs now) {
+  auto it = std::find(running_.begin(), running_.end(), &victim);
+  SERVELAB_CHECK(it != running_.end());
+  running_.erase(it);
+  victim.num_recomputed_tokens += victim.num_computed_tokens;
+  kv_->Free(victim);
+  victim.num_computed_tokens = 0;
+  victim.num_preemptions += 1;
+  victim.state = RequestState::kPreempted;
+  ++preempted_this_step_;
+  policy_->Enqueue(victim, now);
+}
+
+void Scheduler::AddToPlan(Request& request, int32_t num_new_tokens) {
+  ScheduledRequest& s = plan_.seqs.emplace_back();
+  s.request = &request;
+  s.num_new_tokens = num_new_tokens;
+  s.num_computed_tokens = request.num_computed_tokens;
+  s.emits_token = request.num_computed_tokens + num_new_tokens == request.NumTokens();
+  if (s.IsDecode()) {
+    plan_.num_decode_tokens += 1;
+  } else {
+    plan_.num_prefill_tokens += num_new_tokens;
+  }
+  plan_.num_emitting += s.emits_token ? 1 : 0;
+}
+
+void Scheduler::AddPadding(Request& request) {
+  ScheduledRequest& s = plan_.seqs.emplace_back();
+  s.request = &request;
+  s.num_new_tokens = 1;
+  s.num_computed_tokens = request.NumTokens() - 1 + request.padding_steps;
+  s.is_padding = true;
+  plan_.num_decode_tokens += 1;
+  plan_.num_padding += 1;
+}
+
+std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end) {
+  finished_.clear();
+  size_t sampled = 0;
+  for (const ScheduledRequest& s : plan_.seqs) {
+    Request& r = *s.request;
+    if (s.is_padding) {
+      r.padding_steps += 1;
+      continue;
+    }
+    r.num_computed_tokens += s.num_new_tokens;
+    if (!s.emits_token) continue;
+    r.num_generated += 1;
+    if (r.first_token == kNever) r.first_token = end;
+    r.last_token = end;
+    if (sampled < result.stopped.size() && result.stopped[sampled] != 0 &&
+        r.num_generated < r.target_output_len) {
+      r.stopped_early = true;
+    }
+    ++sampled;
+    if (!IsDone(r)) continue;
+    if (config_.batching == Batching::kContinuous) {
+      Finish(r, end);
+    } else {
+      // Static batching: the member stays in the batch as padding until the batch ends;
+      // its blocks are released now (a paged cache has no use for them).
+      kv_->Free(r);
+      padding_.push_back(&r);
+    }
+  }
+  std::erase_if(running_, [this](const Request* r) {
+    return r->state == RequestState::kFinished || (config_.batching == Batching::kStatic && IsDone(*r));
+  });
+  if (config_.batching == Batching::kStatic && running_.empty() && !padding_.empty()) {
+    // The whole batch is done: every member's response returns now.
+    for (Request* r : padding_) Finish(*r, end);
+    padding_.clear();
+  }
+  policy_->OnStepDone(plan_, result, end);
+  return finished_;
+}
+
+void Scheduler::Finish(Request& request, TimeNs end) {
+  request.state = RequestState::kFinished;
+  request.finish = end;
+  kv_->Free(request);
+  tokens_pending_ -= int64_t{request.prompt_len} + request.target_output_len;
+  finished_.push_back(&request);
+}
+
+}  // namespace servelab

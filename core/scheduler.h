@@ -1,0 +1,86 @@
+#pragma once
+// The Scheduler owns the mechanics of continuous batching over a paged KV cache:
+// the per-iteration token budget, max_num_seqs, chunked prefill, block allocation,
+// admission, and recompute preemption. Its Policy decides only order and victims.
+//
+// There is no prefill phase and no decode phase: each running request computes
+// NumTokensToCompute() tokens (capped by the budget) and samples a token when it
+// catches up. One iteration is
+//     const StepPlan& plan = scheduler.Schedule(now);   // allocates, may preempt
+//     StepResult result = backend.Execute(plan);
+//     auto finished = scheduler.Commit(result, now + result.elapsed);
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/kv_cache_manager.h"
+#include "core/policy.h"
+#include "core/request.h"
+#include "core/scheduler_config.h"
+#include "core/step_plan.h"
+#include "core/time.h"
+
+namespace servelab {
+
+class Scheduler {
+ public:
+  // `max_model_len`: the longest prompt + output accepted (the model's context window
+  // unless the config lowers it). `kv` must outlive the scheduler.
+  Scheduler(const SchedulerConfig& config, int32_t max_model_len, std::unique_ptr<Policy> policy,
+            KvCacheManager* kv);
+
+  // An arriving request. Returns false, with request.state = kRejected and a reason,
+  // when it can never be served here; otherwise it waits in the policy's queue.
+  bool AddRequest(Request& request, TimeNs now);
+
+  // The next iteration's batch. Allocates its KV blocks; preempts (policy's victim)
+  // when a running request cannot grow. Empty when there is nothing to run.
+  const StepPlan& Schedule(TimeNs now);
+
+  // Applies the iteration that Schedule() planned and that ended at `end`: advances
+  // computed tokens, appends sampled tokens, finishes requests and frees their blocks.
+  // Returns the requests finished in this step (valid until the next call).
+  std::span<Request* const> Commit(const StepResult& result, TimeNs end);
+
+  bool HasWork() const {
+    return !running_.empty() || !padding_.empty() || policy_->NumWaiting() > 0;
+  }
+  int32_t NumRunning() const { return static_cast<int32_t>(running_.size()); }
+  int32_t NumWaiting() const { return static_cast<int32_t>(policy_->NumWaiting()); }
+  int32_t NumPreemptedLastStep() const { return preempted_last_step_; }
+  // Prompt + output tokens of requests accepted and not yet finished (for routers).
+  int64_t TokensPending() const { return tokens_pending_; }
+  std::span<Request* const> Running() const { return running_; }
+  // The plan the last Schedule() returned (until the next Schedule()).
+  const StepPlan& LastPlan() const { return plan_; }
+  const KvCacheManager& Kv() const { return *kv_; }
+  Policy& GetPolicy() { return *policy_; }
+  const SchedulerConfig& Config() const { return config_; }
+
+ private:
+  void ScheduleRunning(TimeNs now, int32_t& budget);
+  void AdmitWaiting(TimeNs now, int32_t& budget);
+  // Frees the victim's blocks and returns it to the policy's queue.
+  void Preempt(Request& victim, TimeNs now);
+  void AddToPlan(Request& request, int32_t num_new_tokens);
+  void AddPadding(Request& request);
+  void Finish(Request& request, TimeNs end);
+  bool IsDone(const Request& request) const {
+    return request.num_generated >= request.target_output_len || request.stopped_early;
+  }
+
+  SchedulerConfig config_;
+  int32_t max_model_len_;
+  std::unique_ptr<Policy> policy_;
+  KvCacheManager* kv_;
+  std::vector<Request*> running_;  // admission order; excludes static-batch padding
+  std::vector<Request*> padding_;  // static batching: finished members still in the batch
+  std::vector<Request*> finished_;
+  StepPlan plan_;
+  int32_t preempted_this_step_ = 0;
+  int32_t preempted_last_step_ = 0;
+  int64_t tokens_pending_ = 0;
+};
+
+}  // namespace servelab

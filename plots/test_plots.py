@@ -1,0 +1,262 @@
+#!/usr/bin/python3
+"""Tests for plots/: run as `/usr/bin/python3 plots/test_plots.py` (unittest only).
+
+Each test writes tiny result folders into a temp dir, runs the scripts as
+subprocesses (as a user would) and checks their PNGs, exit status and messages.
+"""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+import pandas as pd
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import servelab_plots as sp  # noqa: E402
+
+REQUEST_HEADER = ("id,client,replica,status,reject_reason,arrival_s,first_token_s,finish_s,"
+                  "input_tokens,output_tokens,ttft_s,e2e_s,tpot_s,queue_s,preemptions")
+STEP_HEADER = ("replica,start_s,duration_s,batch_size,prefill_tokens,decode_tokens,"
+               "kv_blocks_used,kv_blocks_total,waiting,preempted")
+
+
+def write_run(directory, n_requests=40, n_steps=300, clients=("alice", "bob"),
+              all_rejected=False, drop_column=None):
+    """A small but plausible run: two clients, two replicas, a few rejections."""
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.default_rng(7)
+    rows = [REQUEST_HEADER]
+    for i in range(n_requests):
+        client = clients[i % len(clients)]
+        arrival = 0.5 * i
+        if all_rejected or i % 10 == 9:
+            rows.append(f"{i},{client},,rejected,exceeds_kv_capacity,{arrival},,,5000,100,,,,,0")
+            continue
+        queue = 0.0 if i % 3 == 0 else float(rng.lognormal(-2, 1))
+        ttft = queue + float(rng.lognormal(-3, 0.5))
+        out = int(rng.integers(1, 200))
+        tpot = float(rng.lognormal(np.log(0.03), 0.2)) if out > 1 else None
+        e2e = ttft + (tpot or 0.0) * (out - 1)
+        rows.append(f"{i},{client},{i % 2},finished,,{arrival},{arrival + ttft},"
+                    f"{arrival + e2e},{int(rng.integers(10, 900))},{out},{ttft},{e2e},"
+                    f"{'' if tpot is None else tpot},{queue},{int(i % 7 == 0)}")
+    steps = [STEP_HEADER]
+    for k in range(0 if all_rejected else n_steps):
+        batch = int(rng.integers(1, 32))
+        steps.append(f"{k % 2},{0.1 * k},0.02,{batch},{int(rng.integers(0, 512)) * (k % 5 == 0)},"
+                     f"{batch},{int(rng.integers(0, 1024))},1024,{int(rng.integers(0, 9))},"
+                     f"{int(k % 50 == 0)}")
+    for name, lines in (("requests.csv", rows), ("steps.csv", steps)):
+        header = lines[0].split(",")
+        if drop_column in header:  # remove that column from every line
+            j = header.index(drop_column)
+            lines = [",".join(c for n, c in enumerate(l.split(",")) if n != j) for l in lines]
+        with open(os.path.join(directory, name), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    with open(os.path.join(directory, "summary.json"), "w") as f:
+        f.write('{"name": "%s"}\n' % os.path.basename(directory))
+    return directory
+
+
+def run(script, *args):
+    return subprocess.run([sys.executable, os.path.join(HERE, script), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def tree_digest(directory):
+    """{relative path: sha256} of every file, to show a run's files are left alone."""
+    digest = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                digest[os.path.relpath(path, directory)] = hashlib.sha256(f.read()).hexdigest()
+    return digest
+
+
+class PlotTestCase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="servelab_plots_test_")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def assertPng(self, path):
+        self.assertTrue(os.path.isfile(path), path)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", path)
+        self.assertGreater(os.path.getsize(path), 5000, path)
+
+    def assertOk(self, result):
+        self.assertEqual(result.returncode, 0, result.stderr)
+
+
+class ScriptTest(PlotTestCase):
+    def test_latency_cdf_writes_png_and_prints_its_path(self):
+        d = write_run(os.path.join(self.tmp, "run"))
+        r = run("latency_cdf.py", d)
+        self.assertOk(r)
+        png = os.path.join(d, "plots", "latency_cdf.png")
+        self.assertEqual(r.stdout.split(), [png])
+        self.assertPng(png)
+
+    def test_timeline_honours_out(self):
+        d = write_run(os.path.join(self.tmp, "run"))
+        out = os.path.join(self.tmp, "figs")
+        r = run("timeline.py", d, "--out", out)
+        self.assertOk(r)
+        self.assertPng(os.path.join(out, "timeline.png"))
+        self.assertFalse(os.path.exists(os.path.join(d, "plots")))
+
+    def test_timeline_downsamples_many_steps(self):
+        d = write_run(os.path.join(self.tmp, "run"), n_steps=9000)
+        r = run("timeline.py", d)
+        self.assertOk(r)
+        self.assertPng(os.path.join(d, "plots", "timeline.png"))
+
+    def test_all_draws_both_and_leaves_results_alone(self):
+        d = write_run(os.path.join(self.tmp, "run"))
+        before = tree_digest(d)
+        r = run("all.py", d)
+        self.assertOk(r)
+        pngs = [os.path.join(d, "plots", n) for n in ("latency_cdf.png", "timeline.png")]
+        self.assertEqual(r.stdout.split(), pngs)
+        for p in pngs:
+            self.assertPng(p)
+        after = {k: v for k, v in tree_digest(d).items() if not k.startswith("plots")}
+        self.assertEqual(after, before)
+
+    def test_single_client_run(self):
+        d = write_run(os.path.join(self.tmp, "run"), clients=("only",))
+        self.assertOk(run("all.py", d))
+
+    def test_compare_with_labels(self):
+        a = write_run(os.path.join(self.tmp, "a"))
+        b = write_run(os.path.join(self.tmp, "b"), n_requests=25)
+        out = os.path.join(self.tmp, "cmp")
+        r = run("compare.py", a, b, "--labels", "fcfs,vtc", "--out", out)
+        self.assertOk(r)
+        self.assertPng(os.path.join(out, "compare.png"))
+
+    def test_compare_label_count_mismatch_is_exit_2(self):
+        a = write_run(os.path.join(self.tmp, "a"))
+        r = run("compare.py", a, "--labels", "x,y")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--labels", r.stderr)
+
+
+class EmptyDataTest(PlotTestCase):
+    def test_all_rejected_run_still_draws(self):
+        d = write_run(os.path.join(self.tmp, "rejected"), all_rejected=True)
+        r = run("all.py", d)
+        self.assertOk(r)
+        for n in ("latency_cdf.png", "timeline.png"):
+            self.assertPng(os.path.join(d, "plots", n))
+        ok = write_run(os.path.join(self.tmp, "ok"))
+        r = run("compare.py", ok, d, "--out", os.path.join(self.tmp, "cmp"))
+        self.assertOk(r)
+        self.assertPng(os.path.join(self.tmp, "cmp", "compare.png"))
+
+    def test_header_only_csvs_draw_no_data(self):
+        d = os.path.join(self.tmp, "empty")
+        os.makedirs(d)
+        with open(os.path.join(d, "requests.csv"), "w") as f:
+            f.write(REQUEST_HEADER + "\n")
+        with open(os.path.join(d, "steps.csv"), "w") as f:
+            f.write(STEP_HEADER + "\n")
+        r = run("all.py", d)
+        self.assertOk(r)
+        self.assertPng(os.path.join(d, "plots", "timeline.png"))
+
+
+class BadInputTest(PlotTestCase):
+    def test_missing_request_column_is_exit_2_naming_it(self):
+        d = write_run(os.path.join(self.tmp, "run"), drop_column="ttft_s")
+        for script in ("latency_cdf.py", "compare.py", "all.py"):
+            r = run(script, d)
+            self.assertEqual(r.returncode, 2, script)
+            self.assertIn("ttft_s", r.stderr, script)
+            self.assertIn("requests.csv", r.stderr, script)
+
+    def test_missing_step_column_is_exit_2_naming_it(self):
+        d = write_run(os.path.join(self.tmp, "run"), drop_column="kv_blocks_total")
+        r = run("timeline.py", d)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("kv_blocks_total", r.stderr)
+        self.assertIn("steps.csv", r.stderr)
+
+    def test_missing_file_is_exit_2_and_all_still_draws_the_rest(self):
+        d = write_run(os.path.join(self.tmp, "run"))
+        os.remove(os.path.join(d, "steps.csv"))
+        r = run("all.py", d)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("steps.csv", r.stderr)
+        self.assertPng(os.path.join(d, "plots", "latency_cdf.png"))
+
+    def test_missing_folder_is_exit_2(self):
+        r = run("latency_cdf.py", os.path.join(self.tmp, "nope"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("nope", r.stderr)
+
+    def test_non_number_is_exit_2_naming_column_and_line(self):
+        d = write_run(os.path.join(self.tmp, "run"))
+        path = os.path.join(d, "requests.csv")
+        with open(path) as f:
+            lines = f.read().splitlines()
+        cells = lines[2].split(",")
+        cells[REQUEST_HEADER.split(",").index("e2e_s")] = "oops"
+        lines[2] = ",".join(cells)
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        r = run("latency_cdf.py", d)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("e2e_s", r.stderr)
+        self.assertIn("line 3", r.stderr)
+
+
+class HelperTest(unittest.TestCase):
+    def test_output_throughput_hand_computed(self):
+        df = pd.DataFrame({
+            "status": ["finished", "finished", "rejected"],
+            "arrival_s": [1.0, 3.0, 0.0],
+            "finish_s": [11.0, 6.0, np.nan],
+            "output_tokens": [100.0, 50.0, 1000.0]})
+        # (100 + 50) tokens / (11 - 1) s; the rejected row counts for nothing.
+        self.assertAlmostEqual(sp.output_throughput(df), 15.0)
+        self.assertEqual(sp.output_throughput(df[df.status == "rejected"]), 0.0)
+
+    def test_binning_bounds_points_and_conserves_max_sum_mean(self):
+        rng = np.random.default_rng(1)
+        n = 25000
+        df = pd.DataFrame({
+            "replica": pd.Categorical(rng.integers(0, 2, n).astype(str)),
+            "start_s": np.sort(rng.uniform(0, 600, n)),
+            "batch_size": rng.integers(1, 100, n).astype("float32")})
+        binned, width = sp.bin_by_time(df, "start_s", ["batch_size"], max_points=2000)
+        self.assertAlmostEqual(width, (df.start_s.max() - df.start_s.min()) / 2000)
+        self.assertEqual(sorted(binned), ["0", "1"])
+        for rep, stats in binned.items():
+            rows = df[df.replica == rep].batch_size
+            self.assertLessEqual(len(stats), 2000)
+            self.assertEqual(stats[("batch_size", "max")].max(), rows.max())
+            self.assertEqual(stats[("batch_size", "sum")].sum(), rows.sum())
+            self.assertEqual(stats[("batch_size", "count")].sum(), len(rows))
+
+    def test_few_steps_are_not_binned(self):
+        df = pd.DataFrame({"replica": pd.Categorical(["0", "0", "1"]),
+                           "start_s": [0.0, 1.0, 0.5], "batch_size": [1.0, 2.0, 3.0]})
+        binned, width = sp.bin_by_time(df, "start_s", ["batch_size"])
+        self.assertEqual(width, 0.0)
+        self.assertEqual(list(binned["0"][("batch_size", "mean")]), [1.0, 2.0])
+
+    def test_replicas_sort_numerically(self):
+        self.assertEqual(sp.replica_order(["10", "2", "1"]), ["1", "2", "10"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)

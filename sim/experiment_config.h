@@ -1,0 +1,126 @@
+#pragma once
+// An experiment, as a researcher writes it in YAML: plain structs, every default
+// documented where it is declared. The YAML parser (cli/config_yaml.cc) is the only
+// place that reads YAML; it visits these fields through VisitFields.
+#include <cstdint>
+#include <string>
+
+#include "core/fields.h"
+#include "core/model_spec.h"
+#include "core/scheduler_config.h"
+#include "sim/cost_model.h"
+#include "sim/gpu_spec.h"
+#include "sim/workload_config.h"
+
+namespace servelab {
+
+inline constexpr EnumName<DType> kWeightDTypeNames[] = {
+    {"fp32", DType::kFp32}, {"fp16", DType::kFp16}, {"bf16", DType::kBf16},
+    {"fp8", DType::kFp8},   {"int8", DType::kInt8}, {"int4", DType::kInt4}};
+inline constexpr EnumName<DType> kKvDTypeNames[] = {
+    {"fp16", DType::kFp16}, {"bf16", DType::kBf16}, {"fp8", DType::kFp8}};
+
+struct HardwareConfig {
+  GpuSpec gpu;                    // a catalog name (`servelab list gpus`) or a mapping
+  int32_t tensor_parallel = 1;    // GPUs splitting each layer (all-reduce per layer)
+  int32_t pipeline_parallel = 1;  // GPUs holding consecutive layer stages
+  double memory_utilization = 0.9;  // fraction of device memory servelab may use (vLLM's)
+  double framework_overhead_gib = 1.0;  // CUDA context, allocator slack, graphs (seed: 0.5-2)
+  // KV cache blocks per replica; 0 = derived from the memory formula (`servelab memory`).
+  int64_t num_gpu_blocks = 0;
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Catalog("gpu", gpu);
+    v.Field("tensor_parallel", tensor_parallel, Bounds{1, 64});
+    v.Field("pipeline_parallel", pipeline_parallel, Bounds{1, 64});
+    v.Field("memory_utilization", memory_utilization, kOpenUnitInterval);
+    v.Field("framework_overhead_gib", framework_overhead_gib, kNonNegative);
+    v.Field("num_gpu_blocks", num_gpu_blocks, kNonNegative);
+  }
+};
+
+struct PrecisionConfig {
+  DType weights = DType::kBf16;   // fp32 | fp16 | bf16 | fp8 | int8 | int4
+  DType kv_cache = DType::kBf16;  // fp16 | bf16 | fp8
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Enum("weights", weights, EnumNames<DType>(kWeightDTypeNames));
+    v.Enum("kv_cache", kv_cache, EnumNames<DType>(kKvDTypeNames));
+  }
+};
+
+struct ClusterConfig {
+  int32_t replicas = 1;  // identical replicas (data parallel), each its own scheduler
+  NamedParams router{"round_robin", {}, "cluster.router", ""};  // round_robin | least_loaded
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Field("replicas", replicas, Bounds{1, 4096});
+    v.Named("router", router);
+  }
+};
+
+// Latency targets; 0 = no target on that metric. A request meets the SLO when it meets
+// every set target (goodput counts those).
+struct SloConfig {
+  double ttft_ms = 0;
+  double tpot_ms = 0;
+  double e2e_ms = 0;
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Field("ttft_ms", ttft_ms, kNonNegative);
+    v.Field("tpot_ms", tpot_ms, kNonNegative);
+    v.Field("e2e_ms", e2e_ms, kNonNegative);
+  }
+};
+
+struct OutputConfig {
+  std::string dir;                  // "" = results/<name> (relative to the working directory)
+  bool steps_csv = true;            // one row per iteration
+  bool trace_json = true;           // Chrome/Perfetto trace, one slice per iteration
+  int64_t trace_max_steps = 200000;  // slices beyond this are dropped (keeps files openable)
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Field("dir", dir);
+    v.Field("steps_csv", steps_csv);
+    v.Field("trace_json", trace_json);
+    v.Field("trace_max_steps", trace_max_steps, kNonNegative);
+  }
+};
+
+struct ExperimentConfig {
+  std::string name = "experiment";
+  int64_t seed = 1;  // every random stream derives from it
+  ModelSpec model;   // a catalog name (`servelab list models`) or a mapping (config.json keys)
+  HardwareConfig hardware;
+  PrecisionConfig precision;
+  ClusterConfig cluster;
+  SchedulerConfig scheduler;
+  CostModelConfig cost_model;
+  WorkloadConfig workload;
+  SloConfig slo;
+  OutputConfig output;
+
+  std::string source_path;  // the YAML file this came from (not a key)
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Field("name", name);
+    v.Field("seed", seed, kNonNegative);
+    v.Catalog("model", model);
+    v.Section("hardware", hardware);
+    v.Section("precision", precision);
+    v.Section("cluster", cluster);
+    v.Section("scheduler", scheduler);
+    v.Section("cost_model", cost_model);
+    v.Section("workload", workload);
+    v.Section("slo", slo);
+    v.Section("output", output);
+  }
+};
+
+}  // namespace servelab

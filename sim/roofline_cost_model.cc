@@ -1,0 +1,166 @@
+#include "sim/roofline_cost_model.h"
+
+#include <algorithm>
+#include <string>
+
+#include "sim/memory.h"
+
+namespace servelab {
+namespace {
+
+constexpr double kFp32LogitBytes = 4.0;
+
+Status Invalid(const std::string& what) {
+  return InvalidArgument("roofline cost model: " + what);
+}
+
+}  // namespace
+
+double TensorPeakTflops(const GpuSpec& gpu, DType dtype) {
+  switch (dtype) {
+    case DType::kFp8:
+      return gpu.fp8_tflops > 0 ? gpu.fp8_tflops : gpu.bf16_tflops;
+    case DType::kFp32:
+      return gpu.fp32_tflops > 0 ? gpu.fp32_tflops : gpu.bf16_tflops;
+    case DType::kFp16:
+    case DType::kBf16:
+    case DType::kInt8:
+    case DType::kInt4:
+      break;
+  }
+  return gpu.bf16_tflops;
+}
+
+Status RooflineCostModel::Validate(const DeploymentSpec& d) {
+  const ModelSpec& m = d.model;
+  if (m.hidden_size < 1 || m.num_hidden_layers < 1 || m.num_attention_heads < 1 ||
+      m.num_key_value_heads < 1 || m.intermediate_size < 1 || m.vocab_size < 1 ||
+      m.HeadDim() < 1) {
+    return Invalid("model '" + m.name + "' has a non-positive shape");
+  }
+  if (d.gpu.mem_bandwidth_gbps <= 0 || d.gpu.bf16_tflops <= 0) {
+    return Invalid("GPU '" + d.gpu.name + "' needs mem_bandwidth_gbps > 0 and bf16_tflops > 0");
+  }
+  if (d.tensor_parallel < 1 || d.pipeline_parallel < 1) {
+    return Invalid("tensor_parallel and pipeline_parallel must be >= 1");
+  }
+  if (m.num_attention_heads % d.tensor_parallel != 0) {
+    return Invalid("tensor_parallel " + std::to_string(d.tensor_parallel) +
+                   " does not divide num_attention_heads " +
+                   std::to_string(m.num_attention_heads));
+  }
+  if (d.pipeline_parallel > m.num_hidden_layers) {
+    return Invalid("pipeline_parallel " + std::to_string(d.pipeline_parallel) +
+                   " exceeds num_hidden_layers " + std::to_string(m.num_hidden_layers));
+  }
+  if ((d.tensor_parallel > 1 || d.pipeline_parallel > 1) && d.gpu.interconnect_gbps <= 0) {
+    return Invalid("GPU '" + d.gpu.name +
+                   "' has interconnect_gbps 0 but the deployment spans several GPUs");
+  }
+  return Status::Ok();
+}
+
+RooflineCostModel::RooflineCostModel(const CostModelConfig& config,
+                                     const DeploymentSpec& d) {
+  SERVELAB_CHECK_MSG(Validate(d).ok(), Validate(d).message());
+  const ModelSpec& m = d.model;
+  const double tp = d.tensor_parallel;
+  const double pp = d.pipeline_parallel;
+  const double w = DTypeBytes(d.weight_dtype);
+  const double a = DTypeBytes(d.activation_dtype);
+  const double kvb = DTypeBytes(d.kv_dtype);
+  const double h = m.hidden_size;
+  const double q = static_cast<double>(m.QDim()) / tp;        // per GPU
+  const double kv = static_cast<double>(KvHeadsPerGpu(m, d.tensor_parallel)) * m.HeadDim();
+  const double inter = m.intermediate_size / tp;               // per GPU
+  const double vocab = m.vocab_size / tp;                      // per GPU
+  num_layers_ = m.num_hidden_layers;
+
+  // Seconds per FLOP and per byte at the configured efficiencies.
+  const double gemm_s_per_flop =
+      1.0 / (TensorPeakTflops(d.gpu, d.weight_dtype) * 1e12 * config.gemm_efficiency);
+  const double attention_s_per_flop =
+      1.0 / (TensorPeakTflops(d.gpu, d.activation_dtype) * 1e12 * config.attention_efficiency);
+  const double s_per_byte = 1.0 / (d.gpu.mem_bandwidth_gbps * 1e9 * config.memory_efficiency);
+
+  // A [T,k] x [k,n] GEMM: 2kn FLOPs and (k+n) activations per token, kn weights.
+  auto gemm = [&](double k, double n) {
+    return Gemm{2.0 * k * n * gemm_s_per_flop, k * n * w * s_per_byte,
+                (k + n) * a * s_per_byte};
+  };
+  gemms_ = {gemm(h, q + 2.0 * kv), gemm(q, h), gemm(h, 2.0 * inter), gemm(inter, h)};
+
+  // Attention, one layer: QK^T and PV are 2 FLOPs per (query head, dim, causal pair) each.
+  attention_s_per_pair_ = 4.0 * (m.num_attention_heads / tp) * m.HeadDim() * attention_s_per_flop;
+  kv_read_s_per_token_ = 2.0 * kv * kvb * s_per_byte;
+  qo_s_per_new_token_ = 2.0 * q * a * s_per_byte;
+
+  // Elementwise bytes per token, one layer: 2 fused residual-add + RMSNorms (read x and
+  // the residual, write both: 4h each), RoPE on q and k (read + write), SiLU*mul (read
+  // 2I, write I), KV write (read K and V activations, write them to the cache).
+  const double layer_bytes = 2.0 * (4.0 * h) * a + 2.0 * (q + kv) * a + 3.0 * inter * a +
+                             2.0 * kv * (a + kvb);
+  // Once per step: embedding gather (read a weight row, write it) and the final norm.
+  const double step_bytes = h * (w + a) + 2.0 * h * a;
+  elementwise_s_per_token_ = (num_layers_ * layer_bytes + step_bytes) * s_per_byte;
+
+  // LM head: per emitting row, [1,h] x [h,V/tp] with fp32 logits out.
+  lm_head_ = Gemm{2.0 * h * vocab * gemm_s_per_flop, h * vocab * w * s_per_byte,
+                  (h * a + vocab * kFp32LogitBytes) * s_per_byte};
+
+  const double link_s_per_byte =
+      d.gpu.interconnect_gbps > 0
+          ? 1.0 / (d.gpu.interconnect_gbps * 1e9 * config.interconnect_efficiency)
+          : 0.0;
+  const double latency_s = config.allreduce_latency_us * 1e-6;
+  if (d.tensor_parallel > 1) {
+    const double allreduces = 2.0 * num_layers_;
+    allreduce_s_per_token_ = allreduces * 2.0 * (tp - 1.0) / tp * h * a * link_s_per_byte;
+    allreduce_latency_s_ = allreduces * latency_s;
+  }
+  if (d.pipeline_parallel > 1) {
+    transfer_s_per_token_ = (pp - 1.0) * h * a * link_s_per_byte;
+    transfer_latency_s_ = (pp - 1.0) * latency_s;
+  }
+  overhead_s_ = config.step_overhead_ms * 1e-3;
+}
+
+RooflineBreakdown RooflineCostModel::Breakdown(const StepPlan& plan) const {
+  RooflineBreakdown b;
+  b.overhead_s = overhead_s_;
+  double tokens = 0;
+  double emitting = 0;
+  double attention_layer_s = 0;
+  for (const ScheduledRequest& seq : plan.seqs) {
+    const double n = CostedNewTokens(seq);
+    const double c = seq.num_computed_tokens;
+    tokens += n;
+    if (seq.emits_token || seq.is_padding) emitting += 1;
+    const double pairs = n * c + n * (n + 1.0) / 2.0;
+    attention_layer_s += std::max(pairs * attention_s_per_pair_,
+                                  (c + n) * kv_read_s_per_token_ + n * qo_s_per_new_token_);
+  }
+  if (tokens <= 0) return b;  // swaps only: the backend's copies are not modelled here
+
+  double gemm_layer_s = 0;
+  for (const Gemm& g : gemms_) {
+    gemm_layer_s += std::max(tokens * g.compute_s_per_token,
+                             g.weight_s + tokens * g.act_s_per_token);
+  }
+  b.gemm_s = num_layers_ * gemm_layer_s;
+  b.attention_s = num_layers_ * attention_layer_s;
+  b.elementwise_s = tokens * elementwise_s_per_token_;
+  if (emitting > 0) {
+    b.lm_head_s = std::max(emitting * lm_head_.compute_s_per_token,
+                           lm_head_.weight_s + emitting * lm_head_.act_s_per_token);
+  }
+  b.communication_s = tokens * (allreduce_s_per_token_ + transfer_s_per_token_) +
+                      allreduce_latency_s_ + transfer_latency_s_;
+  return b;
+}
+
+TimeNs RooflineCostModel::StepTime(const StepPlan& plan) const {
+  return FromSeconds(Breakdown(plan).total_s());
+}
+
+}  // namespace servelab

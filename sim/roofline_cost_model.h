@@ -1,0 +1,97 @@
+#pragma once
+// The roofline cost model: one iteration's time from the model's shapes and the GPU's
+// datasheet peaks. Every op costs
+//
+//   max(FLOPs / (peak * efficiency), bytes / (bandwidth * memory_efficiency))
+//
+// and the step is the sum over ops, plus communication and a fixed overhead.
+//
+// Per decoder layer, with T = Σ new tokens (padding seqs count 1), tp-way splits, per GPU:
+//   GEMMs  QKV [T,h]x[h,q+2kv]/tp, O [T,q/tp]x[q/tp,h], gate|up [T,h]x[h,2I]/tp,
+//          down [T,I/tp]x[I/tp,h]: FLOPs 2*T*K*N, bytes K*N*weight + T*(K+N)*act.
+//   attention, PER SEQUENCE (c cached, n new tokens): causal pairs p = n*c + n(n+1)/2,
+//          FLOPs 4*(heads/tp)*head_dim*p (QK^T and PV), bytes (c+n)*2*kv_heads_per_gpu*
+//          head_dim*kv (KV read once) + 2*n*(q/tp)*act (Q in, O out). Summing each seq's
+//          own max keeps a long decode memory-bound next to a compute-bound prefill,
+//          which a batch mean would blend away.
+//   elementwise, memory-bound (bytes only): 2 fused residual-add + RMSNorms, RoPE on q
+//          and k, SiLU*mul, and the KV-cache write.
+//   tensor parallel: 2 ring all-reduces of [T,h] act per layer, each
+//          2*(tp-1)/tp * T*h*act / (link * interconnect_efficiency) + allreduce_latency.
+// Once per step: embedding gather and final norm over T tokens (elementwise), and the LM
+// head over E rows, E = seqs that emit a token (padding seqs count): FLOPs 2*E*h*V/tp,
+// bytes h*V/tp*weight + E*(h*act + V/tp*4) (fp32 logits).
+//
+// Pipeline parallel: the L layers split into pp stages of ceil(L/pp) layers; one batch is
+// in flight (no micro-batch interleaving), so the stages run one after another and the
+// step's latency is the time of all L layers plus (pp-1) stage-to-stage transfers of
+// [T,h] activations (T*h*act / (link * interconnect_efficiency) + allreduce_latency each).
+//
+// Precision: GEMMs and the LM head run at the tensor peak of the weight dtype: fp8 on a
+// GPU with FP8 tensor cores uses fp8_tflops; fp32 uses fp32_tflops (bf16 if 0); bf16,
+// fp16, int8, int4 (and fp8 without FP8 units) use bf16_tflops: weight-only quantization
+// streams weights at their width but computes in bf16. Attention runs at the activation
+// dtype's peak by the same rule.
+#include <array>
+#include <string_view>
+
+#include "core/status.h"
+#include "sim/cost_model.h"
+
+namespace servelab {
+
+// Where one step's time goes, in seconds. total_s() is what StepTime rounds to ns.
+struct RooflineBreakdown {
+  double gemm_s = 0;           // the four projection GEMMs, all layers
+  double attention_s = 0;      // per-sequence attention, all layers
+  double elementwise_s = 0;    // norms, adds, RoPE, SiLU*mul, KV write, embedding, final norm
+  double lm_head_s = 0;        // logits for the emitting rows
+  double communication_s = 0;  // TP all-reduces and PP stage transfers
+  double overhead_s = 0;       // step_overhead_ms
+
+  double total_s() const {
+    return gemm_s + attention_s + elementwise_s + lm_head_s + communication_s + overhead_s;
+  }
+};
+
+// Dense tensor peak, TFLOP/s, that math in `dtype` runs at on `gpu` (rule above).
+double TensorPeakTflops(const GpuSpec& gpu, DType dtype);
+
+class RooflineCostModel : public CostModel {
+ public:
+  // InvalidArgument when the deployment cannot be costed: non-positive shapes or GPU
+  // peaks, tp or pp < 1, tp not dividing the attention heads, pp > layers, or tp/pp > 1
+  // with no interconnect bandwidth.
+  static Status Validate(const DeploymentSpec& deployment);
+
+  // REQUIRES: Validate(deployment).ok().
+  RooflineCostModel(const CostModelConfig& config, const DeploymentSpec& deployment);
+
+  std::string_view Name() const override { return "roofline"; }
+  TimeNs StepTime(const StepPlan& plan) const override;
+  // One pass over plan.seqs; allocates nothing. A plan with no seqs (swaps only) costs
+  // the overhead alone.
+  RooflineBreakdown Breakdown(const StepPlan& plan) const;
+
+ private:
+  // One GEMM of a layer, per GPU, as seconds at the configured rates.
+  struct Gemm {
+    double compute_s_per_token = 0;  // 2*K*N FLOPs / (peak * gemm_efficiency)
+    double weight_s = 0;             // K*N*weight bytes / (bw * memory_efficiency)
+    double act_s_per_token = 0;      // (K+N)*act bytes / (bw * memory_efficiency)
+  };
+  std::array<Gemm, 4> gemms_;         // qkv, o, gate|up, down
+  double num_layers_ = 0;             // L (all stages)
+  double attention_s_per_pair_ = 0;   // one layer, compute side
+  double kv_read_s_per_token_ = 0;    // one layer, one cached or new token's K and V
+  double qo_s_per_new_token_ = 0;     // one layer, Q in + O out of one new token
+  double elementwise_s_per_token_ = 0;  // all layers + embedding + final norm
+  Gemm lm_head_;                      // per emitting row
+  double allreduce_s_per_token_ = 0;  // all layers' all-reduces, bandwidth part
+  double allreduce_latency_s_ = 0;    // all layers' all-reduces, latency part
+  double transfer_s_per_token_ = 0;   // all (pp-1) stage transfers, bandwidth part
+  double transfer_latency_s_ = 0;     // all (pp-1) stage transfers, latency part
+  double overhead_s_ = 0;
+};
+
+}  // namespace servelab

@@ -1,0 +1,167 @@
+// The `servelab` binary as a user meets it: exit statuses, messages, result files.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace servelab {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+struct CliResult {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("servelab_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CliResult Run(const std::string& args) {
+    const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
+    const std::string command =
+        std::string(SERVELAB_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+    const int status = std::system(command.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
+  }
+  fs::path Write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name, std::ios::binary) << text;
+    return dir_ / name;
+  }
+
+  fs::path dir_;
+};
+
+constexpr const char* kSmall = R"(name: small
+seed: 3
+model: llama-2-7b
+hardware: {gpu: a100-80gb}
+scheduler: {max_num_seqs: 16}
+workload:
+  num_requests: 40
+  arrival: {process: poisson, rate: 20}
+  input_tokens: {dist: uniform, min: 10, max: 300}
+  output_tokens: {dist: uniform, min: 1, max: 50}
+slo: {ttft_ms: 500, tpot_ms: 50}
+)";
+
+TEST_F(CliTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(Run("").exit_code, 2);
+  EXPECT_EQ(Run("frobnicate").exit_code, 2);
+  EXPECT_EQ(Run("run").exit_code, 2);
+  EXPECT_EQ(Run("run x.yaml --bogus").exit_code, 2);
+  EXPECT_EQ(Run("list nothing").exit_code, 2);
+  EXPECT_EQ(Run("memory --model llama-2-7b").exit_code, 2);
+}
+
+TEST_F(CliTest, EverySubcommandHasHelp) {
+  for (const char* command : {"--help", "run --help", "list --help", "memory --help"}) {
+    const CliResult r = Run(command);
+    EXPECT_EQ(r.exit_code, 0) << command;
+    EXPECT_FALSE(r.out.empty()) << command;
+  }
+}
+
+TEST_F(CliTest, ListShowsCatalogsAndRegistries) {
+  EXPECT_THAT(Run("list gpus").out, HasSubstr("h200-141gb"));
+  EXPECT_THAT(Run("list models").out, HasSubstr("qwen2.5-72b"));
+  EXPECT_THAT(Run("list policies").out, HasSubstr("fcfs"));
+  EXPECT_THAT(Run("list cost-models").out, HasSubstr("roofline"));
+}
+
+TEST_F(CliTest, MemoryReportsFitAndKvTokens) {
+  const CliResult fits = Run("memory --model llama-2-7b --gpu a100-80gb");
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_THAT(fits.out, HasSubstr("llama-2-7b"));
+  const CliResult unknown = Run("memory --model llama-2-7b --gpu a100");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("Unable to find GPU 'a100'"));
+}
+
+TEST_F(CliTest, RunWritesEveryResultFileAndIsByteIdenticalAcrossRuns) {
+  const fs::path exp = Write("small.yaml", kSmall);
+  const CliResult first = Run("run " + exp.string() + " --out " + (dir_ / "a").string());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_TRUE(first.err.empty()) << "no progress line when stderr is not a terminal: " << first.err;
+  EXPECT_THAT(first.out, HasSubstr("results: "));
+  for (const char* f : {"requests.csv", "steps.csv", "summary.json", "summary.md", "trace.json",
+                        "config.resolved.yaml"}) {
+    EXPECT_TRUE(fs::exists(dir_ / "a" / f)) << f;
+  }
+  const CliResult second = Run("run " + exp.string() + " --out " + (dir_ / "b").string());
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  for (const char* f : {"requests.csv", "steps.csv", "summary.json", "summary.md", "trace.json"}) {
+    EXPECT_EQ(ReadFile(dir_ / "a" / f), ReadFile(dir_ / "b" / f)) << f;
+  }
+  // The resolved configs differ only in the output folder they record.
+  std::string resolved_a = ReadFile(dir_ / "a" / "config.resolved.yaml");
+  const std::string resolved_b = ReadFile(dir_ / "b" / "config.resolved.yaml");
+  const std::string a_dir = (dir_ / "a").string(), b_dir = (dir_ / "b").string();
+  ASSERT_NE(resolved_a.find(a_dir), std::string::npos);
+  resolved_a.replace(resolved_a.find(a_dir), a_dir.size(), b_dir);
+  EXPECT_EQ(resolved_a, resolved_b);
+  // The resolved config runs again to the same results.
+  const CliResult third =
+      Run("run " + (dir_ / "a" / "config.resolved.yaml").string() + " --out " + (dir_ / "c").string());
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_EQ(ReadFile(dir_ / "a" / "requests.csv"), ReadFile(dir_ / "c" / "requests.csv"));
+}
+
+TEST_F(CliTest, BadInputExitsTwoAndLeavesEarlierResultsIntact) {
+  const fs::path exp = Write("small.yaml", kSmall);
+  const fs::path out = dir_ / "r";
+  ASSERT_EQ(Run("run " + exp.string() + " --out " + out.string()).exit_code, 0);
+  const std::string before = ReadFile(out / "requests.csv");
+
+  const CliResult bad_key = Run("run " + exp.string() + " --out " + out.string() +
+                                " --set scheduler.max_num_seqs=zero");
+  EXPECT_EQ(bad_key.exit_code, 2);
+  EXPECT_THAT(bad_key.err, HasSubstr("scheduler.max_num_seqs: expected an integer"));
+
+  const fs::path broken = Write("broken.yaml", "name: x\nmodel: llama-2-7b\n  bad indent: [\n");
+  const CliResult syntax = Run("run " + broken.string() + " --out " + out.string());
+  EXPECT_EQ(syntax.exit_code, 2);
+  EXPECT_THAT(syntax.err, HasSubstr(broken.string() + ":"));
+
+  const fs::path trace = Write("trace.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                            "2023-11-16 18:15:46.6805900,100,20\n"
+                                            "2023-11-16 18:15:47.0000000,abc,20\n");
+  const fs::path replay = Write("replay.yaml", std::string("name: replay\nmodel: llama-2-7b\n"
+                                                           "hardware: {gpu: a100-80gb}\n"
+                                                           "workload:\n  trace: {path: trace.csv, format: azure}\n"));
+  const CliResult bad_trace = Run("run " + replay.string() + " --out " + out.string());
+  EXPECT_EQ(bad_trace.exit_code, 2);
+  EXPECT_THAT(bad_trace.err, HasSubstr(trace.string() + ":3"));
+  EXPECT_THAT(bad_trace.err, HasSubstr("ContextTokens"));
+
+  const CliResult missing = Run("run " + (dir_ / "nope.yaml").string());
+  EXPECT_EQ(missing.exit_code, 2);
+
+  EXPECT_EQ(ReadFile(out / "requests.csv"), before);
+  for (const auto& entry : fs::directory_iterator(out)) {
+    EXPECT_NE(entry.path().filename().string()[0], '.') << "temporary left: " << entry.path();
+  }
+}
+
+}  // namespace
+}  // namespace servelab

@@ -1,0 +1,259 @@
+#include "sim/roofline_cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+
+#include "sim/gpu_catalog.h"
+#include "sim/model_catalog.h"
+
+namespace servelab {
+namespace {
+
+// Builds StepPlans over Requests it owns (a deque keeps their addresses stable).
+class Plan {
+ public:
+  // A decode: one new token at context `context` (context - 1 tokens cached).
+  Plan& Decode(int32_t context) { return Add(context - 1, 1, true); }
+  // A prefill chunk of `n` tokens after `cached` ones; emits when it ends the prompt.
+  Plan& Prefill(int32_t cached, int32_t n, bool emits = true) { return Add(cached, n, emits); }
+  Plan& Padding(int32_t context) {
+    Add(context - 1, 1, false);
+    plan_.seqs.back().is_padding = true;
+    ++plan_.num_padding;
+    return *this;
+  }
+  const StepPlan& get() const { return plan_; }
+
+ private:
+  Plan& Add(int32_t cached, int32_t n, bool emits) {
+    Request& r = requests_.emplace_back();
+    r.id = static_cast<int64_t>(requests_.size());
+    r.prompt_len = emits && n > 1 ? cached + n : std::max(1, cached);
+    r.num_computed_tokens = cached;
+    r.num_generated = cached + n - r.prompt_len;
+    ScheduledRequest s{&r, n, cached, emits};
+    plan_.seqs.push_back(s);
+    if (s.IsDecode()) {
+      ++plan_.num_decode_tokens;
+    } else {
+      plan_.num_prefill_tokens += n;
+    }
+    if (emits) ++plan_.num_emitting;
+    return *this;
+  }
+  std::deque<Request> requests_;
+  StepPlan plan_;
+};
+
+DeploymentSpec Deployment(const char* model, const char* gpu, int32_t tp = 1, int32_t pp = 1) {
+  DeploymentSpec d;
+  d.model = FindModel(model).value();
+  d.gpu = FindGpu(gpu).value();
+  d.tensor_parallel = tp;
+  d.pipeline_parallel = pp;
+  return d;
+}
+
+RooflineCostModel Llama7bOnA100(int32_t tp = 1, int32_t pp = 1) {
+  return RooflineCostModel(CostModelConfig{}, Deployment("llama-2-7b", "a100-80gb", tp, pp));
+}
+
+// Llama-2-7B: 32 layers; per layer the four GEMMs hold 4*4096^2 + 3*4096*11008
+// = 202,375,168 weights.
+constexpr double kLayerGemmParams = 4.0 * 4096 * 4096 + 3.0 * 4096 * 11008;
+constexpr double kA100Bandwidth = 2039e9;
+constexpr double kA100Bf16 = 312e12;
+// CostModelConfig defaults.
+constexpr double kGemmEff = 0.75, kAttnEff = 0.5, kMemEff = 0.85, kLinkEff = 0.8;
+constexpr double kOverheadS = 0.5e-3, kAllreduceLatencyS = 10e-6;
+
+TEST(RooflineCostModelTest, Batch1DecodeStreamsTheWeights) {
+  // Decode at context 512: every weight is read once; 13,476,831,232 bytes at
+  // 2039 GB/s * 0.85 = 7.776 ms, plus 0.5 ms overhead. The embedding table is gathered
+  // (not streamed) and the KV read (512 * 0.5 MiB = 268 MB) adds back about as much.
+  const RooflineCostModel model = Llama7bOnA100();
+  const double expected = 13'476'831'232.0 / (kA100Bandwidth * kMemEff) + kOverheadS;
+  const double got = ToSeconds(model.StepTime(Plan().Decode(512).get()));
+  EXPECT_NEAR(got / expected, 1.0, 0.03) << got << " vs " << expected;
+}
+
+TEST(RooflineCostModelTest, DecodeGemmsAreMemoryBoundByHand) {
+  // Batch-1 GEMMs: each op costs (weights + (K+N) activations) bytes / (bw * 0.85).
+  // Per layer the (K+N) sums are (4096+12288) + (4096+4096) + (4096+22016) + (11008+4096).
+  const RooflineBreakdown b = Llama7bOnA100().Breakdown(Plan().Decode(512).get());
+  const double bytes = 32 * (kLayerGemmParams * 2 + (16384 + 8192 + 26112 + 15104) * 2.0);
+  EXPECT_NEAR(b.gemm_s, bytes / (kA100Bandwidth * kMemEff), 1e-12);
+}
+
+TEST(RooflineCostModelTest, DoublingShortDecodesBarelyChangesTheStep) {
+  const RooflineCostModel model = Llama7bOnA100();
+  Plan eight, sixteen;
+  for (int i = 0; i < 8; ++i) eight.Decode(128);
+  for (int i = 0; i < 16; ++i) sixteen.Decode(128);
+  const double t8 = ToSeconds(model.StepTime(eight.get()));
+  const double t16 = ToSeconds(model.StepTime(sixteen.get()));
+  EXPECT_GT(t16, t8);
+  EXPECT_LT(t16 / t8, 1.05);  // memory-bound: twice the tokens, < 5% more time
+}
+
+TEST(RooflineCostModelTest, LongPrefillIsComputeBound) {
+  // 2048-token prefill: every GEMM is compute-bound, so
+  // gemm_s = 32 layers * 2 * 202,375,168 * 2048 / (312e12 * 0.75) = 113.4 ms exactly.
+  const RooflineCostModel model = Llama7bOnA100();
+  const RooflineBreakdown b = model.Breakdown(Plan().Prefill(0, 2048).get());
+  EXPECT_NEAR(b.gemm_s, 32 * 2 * kLayerGemmParams * 2048 / (kA100Bf16 * kGemmEff), 1e-12);
+  // The whole step: ~2 * params * tokens / (peak * efficiency), within 10%. The rule
+  // counts the embedding as a GEMM (-4%) and omits attention (+6%: 7.35 ms), the
+  // elementwise ops (+6%: 7.5 ms) and the 0.5 ms overhead: about +9% net.
+  const double params = 6'738'415'616.0;
+  const double rule = 2 * params * 2048 / (kA100Bf16 * kGemmEff);
+  EXPECT_NEAR(b.total_s() / rule, 1.0, 0.10) << b.total_s() << " vs " << rule;
+  EXPECT_GT(b.gemm_s, 10 * (b.elementwise_s + b.lm_head_s));
+}
+
+TEST(RooflineCostModelTest, AttentionIsCostedPerSequence) {
+  // A: 2048-token prefill from empty: pairs 2048*2049/2 = 2,098,176;
+  //    FLOPs 4 * 32 heads * 128 * pairs = 34,376,515,584 -> 220.36 us at 312e12 * 0.5;
+  //    bytes 2048*2*32*128*2 (KV) + 2*2048*4096*2 (Q, O) = 67,108,864 -> 38.72 us.
+  //    Compute-bound.
+  // B: decode at context 4000: FLOPs 16384 * 4000 = 65,536,000 -> 0.42 us;
+  //    bytes 4000*16384 + 2*4096*2 = 65,552,384 -> 37.82 us. Memory-bound.
+  const double a_flops = 4.0 * 32 * 128 * (2048.0 * 2049 / 2);
+  const double a_bytes = 2048.0 * 2 * 32 * 128 * 2 + 2.0 * 2048 * 4096 * 2;
+  const double b_flops = 4.0 * 32 * 128 * 4000;
+  const double b_bytes = 4000.0 * 2 * 32 * 128 * 2 + 2.0 * 4096 * 2;
+  const double compute = kA100Bf16 * kAttnEff;
+  const double memory = kA100Bandwidth * kMemEff;
+  const double per_seq = 32 * (a_flops / compute + b_bytes / memory);
+
+  const RooflineBreakdown b =
+      Llama7bOnA100().Breakdown(Plan().Prefill(0, 2048).Decode(4000).get());
+  EXPECT_NEAR(b.attention_s, per_seq, 1e-12);
+  // Costing the batch as one op, max(sum FLOPs, sum bytes), would hide the decode's
+  // KV read behind the prefill's math: 17% less.
+  const double pooled = 32 * std::max((a_flops + b_flops) / compute, (a_bytes + b_bytes) / memory);
+  EXPECT_GT(b.attention_s, 1.15 * pooled);
+}
+
+TEST(RooflineCostModelTest, AttentionGrowsWithEachSequencesOwnContext) {
+  // Two decodes at 4000 + 100 cost the same KV read as 2050 + 2050 (memory-bound, linear),
+  // but more than one decode at 4000 alone.
+  const RooflineCostModel model = Llama7bOnA100();
+  const double skewed = model.Breakdown(Plan().Decode(4000).Decode(100).get()).attention_s;
+  const double even = model.Breakdown(Plan().Decode(2050).Decode(2050).get()).attention_s;
+  const double alone = model.Breakdown(Plan().Decode(4000).get()).attention_s;
+  EXPECT_NEAR(skewed, even, 1e-15);
+  EXPECT_GT(skewed, alone);
+}
+
+TEST(RooflineCostModelTest, TensorParallelHalvesGemmsAndAddsAllReduces) {
+  Plan built;
+  built.Prefill(0, 2048);
+  const StepPlan& plan = built.get();
+  const RooflineBreakdown one = Llama7bOnA100(1).Breakdown(plan);
+  const RooflineBreakdown two = Llama7bOnA100(2).Breakdown(plan);
+  EXPECT_NEAR(two.gemm_s, one.gemm_s / 2, 1e-12);
+  EXPECT_DOUBLE_EQ(one.communication_s, 0.0);
+  // 2 all-reduces per layer of 2048 * 4096 * 2 bytes: ring factor 2*(2-1)/2 = 1, over
+  // 300 GB/s * 0.8, plus 10 us each: 64 * (16,777,216 / 240e9 + 10e-6) = 5.114 ms.
+  const double allreduce = 2048.0 * 4096 * 2 / (300e9 * kLinkEff) + kAllreduceLatencyS;
+  EXPECT_NEAR(two.communication_s, 64 * allreduce, 1e-12);
+}
+
+TEST(RooflineCostModelTest, PipelineParallelRunsStagesInSeries) {
+  Plan built;
+  built.Prefill(0, 1024).Decode(300);
+  const StepPlan& plan = built.get();
+  const RooflineBreakdown one = Llama7bOnA100(1, 1).Breakdown(plan);
+  const RooflineBreakdown two = Llama7bOnA100(1, 2).Breakdown(plan);
+  // One batch in flight: the layers' work is unchanged, one transfer of 1025 tokens'
+  // hidden states is added.
+  EXPECT_DOUBLE_EQ(two.gemm_s, one.gemm_s);
+  EXPECT_DOUBLE_EQ(two.attention_s, one.attention_s);
+  EXPECT_NEAR(two.communication_s, 1025.0 * 4096 * 2 / (300e9 * kLinkEff) + kAllreduceLatencyS,
+              1e-15);
+  EXPECT_GT(two.total_s(), one.total_s());
+}
+
+TEST(RooflineCostModelTest, LmHeadOnlyForEmittingRows) {
+  const RooflineCostModel model = Llama7bOnA100();
+  // A mid-prompt chunk samples nothing.
+  EXPECT_DOUBLE_EQ(model.Breakdown(Plan().Prefill(0, 512, false).get()).lm_head_s, 0.0);
+  // One row: memory-bound, 4096 * 32000 * 2 bytes + 4096*2 + 32000*4 per row.
+  const double bytes = 4096.0 * 32000 * 2 + 4096 * 2 + 32000 * 4;
+  EXPECT_NEAR(model.Breakdown(Plan().Prefill(0, 512).get()).lm_head_s,
+              bytes / (kA100Bandwidth * kMemEff), 1e-15);
+}
+
+TEST(RooflineCostModelTest, PaddingCostsADecodeToken) {
+  const RooflineCostModel model = Llama7bOnA100();
+  const RooflineBreakdown padded = model.Breakdown(Plan().Decode(200).Padding(200).get());
+  const RooflineBreakdown real = model.Breakdown(Plan().Decode(200).Decode(200).get());
+  EXPECT_DOUBLE_EQ(padded.total_s(), real.total_s());
+}
+
+TEST(RooflineCostModelTest, PrecisionPicksThePeak) {
+  const GpuSpec h100 = FindGpu("h100-80gb").value();
+  const GpuSpec a100 = FindGpu("a100-80gb").value();
+  EXPECT_DOUBLE_EQ(TensorPeakTflops(h100, DType::kFp8), 1979);
+  EXPECT_DOUBLE_EQ(TensorPeakTflops(a100, DType::kFp8), 312);  // no FP8 units
+  EXPECT_DOUBLE_EQ(TensorPeakTflops(a100, DType::kInt4), 312);  // weight-only
+  EXPECT_DOUBLE_EQ(TensorPeakTflops(a100, DType::kFp32), 19.5);
+
+  // Int4 weights: a quarter of the bytes, so batch-1 decode GEMMs run ~4x faster.
+  DeploymentSpec d = Deployment("llama-2-7b", "a100-80gb");
+  Plan built;
+  built.Decode(64);
+  const StepPlan& plan = built.get();
+  const double bf16 = RooflineCostModel(CostModelConfig{}, d).Breakdown(plan).gemm_s;
+  d.weight_dtype = DType::kInt4;
+  const double int4 = RooflineCostModel(CostModelConfig{}, d).Breakdown(plan).gemm_s;
+  EXPECT_NEAR(bf16 / int4, 4.0, 0.05);
+}
+
+TEST(RooflineCostModelTest, StepTimeRoundsTheBreakdown) {
+  const RooflineCostModel model = Llama7bOnA100();
+  Plan plan;
+  plan.Prefill(100, 300).Decode(900).Decode(17);
+  EXPECT_EQ(model.StepTime(plan.get()), FromSeconds(model.Breakdown(plan.get()).total_s()));
+  EXPECT_EQ(model.StepTime(plan.get()), model.StepTime(plan.get()));
+  EXPECT_EQ(model.Name(), "roofline");
+}
+
+TEST(RooflineCostModelTest, SwapOnlyPlanCostsTheOverhead) {
+  StepPlan plan;
+  plan.swap_in.push_back({3, 4});
+  EXPECT_EQ(Llama7bOnA100().StepTime(plan), FromSeconds(kOverheadS));
+}
+
+TEST(RooflineCostModelTest, ValidateRejectsUncostableDeployments) {
+  EXPECT_TRUE(RooflineCostModel::Validate(Deployment("llama-2-7b", "a100-80gb", 8, 4)).ok());
+  const Status bad_tp = RooflineCostModel::Validate(Deployment("llama-2-7b", "a100-80gb", 3));
+  EXPECT_EQ(bad_tp.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_tp.message().find("does not divide num_attention_heads 32"), std::string::npos);
+  EXPECT_FALSE(RooflineCostModel::Validate(Deployment("llama-2-7b", "a100-80gb", 1, 33)).ok());
+  DeploymentSpec no_link = Deployment("llama-2-7b", "a100-80gb", 2);
+  no_link.gpu.interconnect_gbps = 0;
+  EXPECT_FALSE(RooflineCostModel::Validate(no_link).ok());
+}
+
+TEST(CostModelRegistryTest, NamesAndTypes) {
+  EXPECT_EQ(CostModelNames(), (std::vector<std::string>{"constant", "linear", "roofline"}));
+  const DeploymentSpec d = Deployment("llama-3-8b", "h100-80gb");
+  for (const auto& entry : kCostModelNames) {
+    CostModelConfig config;
+    config.type = entry.value;
+    StatusOr<std::unique_ptr<CostModel>> model = MakeCostModel(config, d);
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    EXPECT_EQ((*model)->Name(), entry.name);
+  }
+  CostModelConfig roofline;
+  const StatusOr<std::unique_ptr<CostModel>> bad =
+      MakeCostModel(roofline, Deployment("llama-3-8b", "h100-80gb", 5));
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace servelab
