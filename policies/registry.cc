@@ -10,14 +10,15 @@ void PolicyRegistry::Register(std::string name, std::string summary, PolicyFacto
   entries_[std::move(name)] = Entry{std::move(summary), std::move(factory)};
 }
 
-StatusOr<std::unique_ptr<Policy>> PolicyRegistry::Make(const NamedParams& config) const {
+StatusOr<std::unique_ptr<Policy>> PolicyRegistry::Make(const NamedParams& config,
+                                                       const PolicyContext& context) const {
   auto it = entries_.find(config.name);
   if (it == entries_.end()) {
     std::string where = config.where.empty() ? "" : config.where + ": ";
     return InvalidArgument(where + config.path + ": " +
                            UnknownNameMessage("policy", config.name, Names()));
   }
-  return it->second.factory(config);
+  return it->second.factory(config, context);
 }
 
 std::vector<std::string> PolicyRegistry::Names() const {
@@ -32,7 +33,8 @@ const std::string& PolicyRegistry::Summary(const std::string& name) const {
 
 void RegisterBuiltinPolicies(PolicyRegistry& registry) {
   registry.Register("fcfs", "first come, first served; preempts the latest admitted",
-                    [](const NamedParams& config) -> StatusOr<std::unique_ptr<Policy>> {
+                    [](const NamedParams& config,
+                       const PolicyContext&) -> StatusOr<std::unique_ptr<Policy>> {
                       ParamReader params(config);
                       SERVELAB_RETURN_IF_ERROR(params.Finish());
                       return std::unique_ptr<Policy>(std::make_unique<FcfsPolicy>());

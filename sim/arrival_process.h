@@ -14,7 +14,7 @@
 
 #include "core/status.h"
 #include "core/time.h"
-#include "sim/rng.h"
+#include "core/rng.h"
 #include "sim/workload_config.h"
 
 namespace servelab {

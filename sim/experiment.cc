@@ -96,9 +96,14 @@ StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
   p.simulation.max_model_len = max_model_len;
   p.simulation.num_replicas = config.cluster.replicas;
   p.simulation.router = config.cluster.router;
+  p.simulation.policy_context.seed = static_cast<uint64_t>(config.seed);
+  for (const auto& c : config.workload.clients) {
+    p.simulation.policy_context.clients.push_back(PolicyClient{c.name, c.priority, c.weight});
+  }
 
   // Surface every construction error now, before anything runs or is written.
-  if (auto policy = BuiltinPolicies().Make(config.scheduler.policy); !policy.ok()) {
+  if (auto policy = BuiltinPolicies().Make(config.scheduler.policy, p.simulation.policy_context);
+      !policy.ok()) {
     return policy.status();
   }
   if (auto router = MakeRouter(config.cluster.router); !router.ok()) return router.status();
@@ -107,6 +112,20 @@ StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
       !workload.ok()) {
     return workload.status();
   }
+
+  // Policies that size quanta by prefill time ask the cost model (a pure function).
+  auto estimator = MakeCostModel(config.cost_model, p.deployment);
+  std::shared_ptr<CostModel> shared_cost(std::move(estimator).value().release());
+  p.simulation.policy_context.prefill_time_s = [shared_cost](int32_t tokens) {
+    Request probe;
+    probe.prompt_len = tokens;
+    probe.target_output_len = 1;
+    StepPlan plan;
+    plan.seqs.push_back(ScheduledRequest{&probe, tokens, 0, true, false});
+    plan.num_prefill_tokens = tokens;
+    plan.num_emitting = 1;
+    return ToSeconds(shared_cost->StepTime(plan));
+  };
 
   MetricsOptions& m = p.metrics;
   m.run_name = config.name;

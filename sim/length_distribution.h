@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "sim/rng.h"
+#include "core/rng.h"
 #include "sim/workload_config.h"
 
 namespace servelab {

@@ -33,7 +33,9 @@ StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const SimulationOptions& 
         std::floor(options.scheduler.watermark * capacity.num_gpu_blocks));
     replica->kv = std::make_unique<KvCacheManager>(capacity.num_gpu_blocks, capacity.block_size,
                                                    watermark);
-    auto policy = BuiltinPolicies().Make(options.scheduler.policy);
+    PolicyContext context = options.policy_context;
+    context.replica = i;
+    auto policy = BuiltinPolicies().Make(options.scheduler.policy, context);
     if (!policy.ok()) return policy.status();
     replica->scheduler = std::make_unique<Scheduler>(options.scheduler, options.max_model_len,
                                                      std::move(policy).value(), replica->kv.get());

@@ -19,6 +19,7 @@
 #include "core/scheduler.h"
 #include "core/scheduler_config.h"
 #include "core/status.h"
+#include "policies/registry.h"
 #include "sim/event_queue.h"
 #include "sim/router.h"
 #include "sim/workload.h"
@@ -32,6 +33,7 @@ struct SimulationOptions {
   int32_t max_model_len = 0;  // effective context window (REQUIRES > 0)
   int32_t num_replicas = 1;
   NamedParams router{"round_robin", {}, "cluster.router", ""};
+  PolicyContext policy_context;  // seed and clients, for the policies
 };
 
 struct SimulationProgress {

@@ -7,7 +7,7 @@
 
 #include "sim/arrival_process.h"
 #include "sim/length_distribution.h"
-#include "sim/rng.h"
+#include "core/rng.h"
 #include "sim/trace_reader.h"
 #include "sim/workload.h"
 

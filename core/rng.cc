@@ -1,4 +1,4 @@
-#include "sim/rng.h"
+#include "core/rng.h"
 
 #include <limits>
 
