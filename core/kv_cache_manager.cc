@@ -13,22 +13,9 @@ KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, int32_t w
   for (int32_t b = num_blocks - 1; b >= 0; --b) free_blocks_.push_back(b);
 }
 
-int32_t KvCacheManager::BlocksNeeded(const Request& request, int32_t num_new_tokens) const {
-  const int32_t needed = BlocksFor(int64_t{request.num_computed_tokens} + num_new_tokens);
-  const int32_t have = static_cast<int32_t>(request.block_table.size());
-  return needed > have ? needed - have : 0;
-}
-
-bool KvCacheManager::CanAllocate(const Request& request, int32_t num_new_tokens,
-                                 bool admission) const {
-  const int32_t reserve = admission ? watermark_blocks_ : 0;
-  return NumFreeBlocks() - BlocksNeeded(request, num_new_tokens) >= reserve;
-}
-
-void KvCacheManager::Allocate(Request& request, int32_t num_new_tokens) {
-  int32_t needed = BlocksNeeded(request, num_new_tokens);
-  SERVELAB_CHECK(needed <= NumFreeBlocks());
-  while (needed-- > 0) {
+void KvCacheManager::AllocateBlocks(Request& request, int32_t count) {
+  SERVELAB_CHECK(count <= NumFreeBlocks());
+  while (count-- > 0) {
     const int32_t block = free_blocks_.back();
     free_blocks_.pop_back();
     SERVELAB_CHECK(ref_counts_[block] == 0);

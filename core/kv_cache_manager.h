@@ -30,19 +30,33 @@ class KvCacheManager {
     return static_cast<int32_t>((num_tokens + block_size_ - 1) / block_size_);
   }
   // New blocks `request` needs so that its table covers num_computed_tokens + num_new.
-  int32_t BlocksNeeded(const Request& request, int32_t num_new_tokens) const;
+  // Inline fast path: most decode steps still fit in the last block (no division).
+  int32_t BlocksNeeded(const Request& request, int32_t num_new_tokens) const {
+    const int64_t tokens = int64_t{request.num_computed_tokens} + num_new_tokens;
+    const auto have = static_cast<int64_t>(request.block_table.size());
+    if (tokens <= have * block_size_) return 0;
+    return BlocksFor(tokens) - static_cast<int32_t>(have);
+  }
 
   // Can `request` get the blocks for `num_new_tokens` more tokens? Admission (a request
   // not yet running) must also leave the watermark free; growth may use it.
-  bool CanAllocate(const Request& request, int32_t num_new_tokens, bool admission) const;
+  bool CanAllocate(const Request& request, int32_t num_new_tokens, bool admission) const {
+    const int32_t reserve = admission ? watermark_blocks_ : 0;
+    return NumFreeBlocks() - BlocksNeeded(request, num_new_tokens) >= reserve;
+  }
   // Extends the block table. REQUIRES: CanAllocate(request, num_new_tokens, false).
-  void Allocate(Request& request, int32_t num_new_tokens);
+  void Allocate(Request& request, int32_t num_new_tokens) {
+    const int32_t needed = BlocksNeeded(request, num_new_tokens);
+    if (needed > 0) AllocateBlocks(request, needed);
+  }
   // Makes `request` share `block` (a cached prefix block): ref count + 1.
   void Share(Request& request, int32_t block);
   // Drops the request's references; blocks whose count reaches 0 return to the free list.
   void Free(Request& request);
 
  private:
+  void AllocateBlocks(Request& request, int32_t count);
+
   int32_t block_size_;
   int32_t watermark_blocks_;
   std::vector<int32_t> ref_counts_;

@@ -29,41 +29,43 @@ enum class RejectReason : uint8_t {
 };
 std::string_view RejectReasonName(RejectReason reason);
 
-struct Request {
+// Field order is deliberate: the scheduler touches the first cache line of every running
+// request every iteration, so the per-step progress fields come first.
+struct alignas(64) Request {
+  // --- Hot: read and written every iteration by the Scheduler. ---
+  int32_t prompt_len = 0;         // input tokens, >= 1
+  int32_t target_output_len = 0;  // output tokens to generate, >= 1 (ignore_eos semantics)
+  int32_t num_computed_tokens = 0;  // tokens whose KV is cached
+  int32_t num_generated = 0;        // output tokens sampled so far
+  RequestState state = RequestState::kWaiting;
+  bool stopped_early = false;       // the engine sampled EOS before target_output_len
+  int32_t padding_steps = 0;  // static batching: steps spent as padding after finishing
+  std::vector<int32_t> block_table;  // KV block ids, owned by KvCacheManager's accounting
+  TimeNs first_token = kNever;
+  TimeNs last_token = kNever;
+
   // --- What the workload says (immutable after arrival). ---
   int64_t id = 0;
   int32_t client = 0;           // index into the experiment's clients
   int32_t priority = 0;         // lower value = more urgent
   TimeNs arrival = 0;
-  int32_t prompt_len = 0;       // input tokens, >= 1
-  int32_t target_output_len = 0;  // output tokens to generate, >= 1 (ignore_eos semantics)
   // Optional prefix identity: one hash per `prefix_block_tokens` prompt tokens
   // (Mooncake traces); equal leading hashes mean a shareable prefix.
   std::vector<uint64_t> prefix_block_hashes;
   int32_t prefix_block_tokens = 0;
 
-  // --- Progress (owned by the Scheduler). ---
-  RequestState state = RequestState::kWaiting;
+  // --- Progress that changes rarely (owned by the Scheduler). ---
   RejectReason reject_reason = RejectReason::kNone;
-  int32_t num_computed_tokens = 0;  // tokens whose KV is cached
-  int32_t num_generated = 0;        // output tokens sampled so far
   int32_t num_preemptions = 0;
   int32_t num_recomputed_tokens = 0;  // tokens prefilled again after recompute preemption
   int32_t replica = -1;
-  bool stopped_early = false;       // the engine sampled EOS before target_output_len
-  std::vector<int32_t> block_table;  // KV block ids, owned by KvCacheManager's accounting
-
-  // --- Timestamps (kNever until they happen). ---
   TimeNs first_scheduled = kNever;  // first admitted into a batch
-  TimeNs first_token = kNever;
-  TimeNs last_token = kNever;
   TimeNs finish = kNever;
 
   // --- Scratch a Policy may use (one policy owns a request at a time). ---
   int64_t policy_seq = 0;
   double policy_score = 0.0;
   int32_t policy_level = 0;
-  int32_t padding_steps = 0;  // static batching: steps spent as padding after finishing
 
   int32_t NumTokens() const { return prompt_len + num_generated; }
   int32_t NumTokensToCompute() const { return NumTokens() - num_computed_tokens; }

@@ -184,9 +184,12 @@ std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end
       padding_.push_back(&r);
     }
   }
-  std::erase_if(running_, [this](const Request* r) {
-    return r->state == RequestState::kFinished || (config_.batching == Batching::kStatic && IsDone(*r));
-  });
+  if (!finished_.empty() || config_.batching == Batching::kStatic) {
+    std::erase_if(running_, [this](const Request* r) {
+      return r->state == RequestState::kFinished ||
+             (config_.batching == Batching::kStatic && IsDone(*r));
+    });
+  }
   if (config_.batching == Batching::kStatic && running_.empty() && !padding_.empty()) {
     // The whole batch is done: every member's response returns now.
     for (Request* r : padding_) Finish(*r, end);

@@ -36,9 +36,15 @@ TEST(PolicyRegistryTest, UnknownNameListsValidOnes) {
   NamedParams config{"fcfss", {}, "scheduler.policy", "exp.yaml:7"};
   auto policy = BuiltinPolicies().Make(config);
   ASSERT_FALSE(policy.ok());
-  EXPECT_EQ(policy.status().message(),
-            "exp.yaml:7: scheduler.policy: Unable to find policy 'fcfss' (did you mean "
-            "'fcfs'?). Valid values are: fcfs.");
+  const std::string& message = policy.status().message();
+  EXPECT_EQ(message.rfind("exp.yaml:7: scheduler.policy: Unable to find policy 'fcfss' (did you "
+                          "mean 'fcfs'?). Valid values are: ",
+                          0),
+            0u)
+      << message;
+  for (const auto& name : BuiltinPolicies().Names()) {
+    EXPECT_NE(message.find(name), std::string::npos) << name;
+  }
 }
 
 TEST(PolicyRegistryTest, FcfsRejectsParameters) {
