@@ -13,5 +13,7 @@ inline constexpr int kExitBadInput = 2;
 int RunCommand(const std::vector<std::string>& args);
 int ListCommand(const std::vector<std::string>& args);
 int MemoryCommand(const std::vector<std::string>& args);
+int SweepCommand(const std::vector<std::string>& args);
+int CompareCommand(const std::vector<std::string>& args);
 
 }  // namespace servelab

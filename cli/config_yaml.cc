@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "cli/config_yaml_internal.h"
 #include "core/text.h"
 #include "sim/gpu_catalog.h"
 #include "sim/model_catalog.h"
@@ -29,25 +30,28 @@ bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
-// Labels where a value came from: "file:line", or "--set key" for overridden keys.
+// Labels where a value came from: "file:line", or the label of the override that set it
+// ("--set key", or a sweep value's "file:line").
 class Locator {
  public:
-  Locator(std::string source, std::vector<std::string> overridden)
+  Locator(std::string source, std::vector<config_internal::OverriddenPath> overridden)
       : source_(std::move(source)), overridden_(std::move(overridden)) {}
 
   std::string Where(const std::string& path, const YAML::Node& node) const {
+    const config_internal::OverriddenPath* best = nullptr;
     for (const auto& o : overridden_) {
-      if (path == o || StartsWith(path, o + ".") || StartsWith(path, o + "[")) {
-        return "--set " + o;
-      }
+      const bool covers = path == o.path || StartsWith(path, o.path + ".") ||
+                          StartsWith(path, o.path + "[");
+      if (covers && (best == nullptr || o.path.size() >= best->path.size())) best = &o;
     }
+    if (best != nullptr) return best->where;
     if (!node.IsDefined() || node.Mark().is_null()) return source_;
     return source_ + ":" + std::to_string(node.Mark().line + 1);
   }
 
  private:
   std::string source_;
-  std::vector<std::string> overridden_;
+  std::vector<config_internal::OverriddenPath> overridden_;
 };
 
 [[noreturn]] void Fail(const std::string& where, const std::string& path,
@@ -240,6 +244,9 @@ class Parser {
     CatalogEntry(key, gpu, FindGpu, {"memory_gib", "mem_bandwidth_gbps", "bf16_tflops"});
   }
 
+  // `key` is valid here but read elsewhere (the top-level `sweep` block).
+  void Skip(const std::string& key) { visited_.push_back(key); }
+
   // Every key of the mapping must have been visited.
   void Finish() {
     if (!node_.IsDefined() || !node_.IsMap()) return;
@@ -344,112 +351,28 @@ class Parser {
   std::vector<std::string> visited_;
 };
 
-// Writes a config struct back as YAML through the same field list.
-class Emitter {
- public:
-  explicit Emitter(YAML::Emitter& out) : out_(out) {}
-
-  void Field(const std::string& key, bool value) { out_ << YAML::Key << key << YAML::Value << value; }
-  void Field(const std::string& key, int32_t value, Bounds = kAny) { Int(key, value); }
-  void Field(const std::string& key, int64_t value, Bounds = kAny) { Int(key, value); }
-  void Field(const std::string& key, double value, Bounds = kAny) {
-    char buf[64];
-    auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, value);
-    std::string text(buf, ptr);
-    // Keep it a YAML number that reads back as floating point.
-    if (text.find_first_of(".e") == std::string::npos && text.find("inf") == std::string::npos) text += ".0";
-    out_ << YAML::Key << key << YAML::Value << text;
-  }
-  void Field(const std::string& key, const std::string& value, Bounds = kAny) {
-    out_ << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << value;
-  }
-  void Path(const std::string& key, const std::string& value) { Field(key, value); }
-  template <class E>
-  void Enum(const std::string& key, E value, EnumNames<E> names) {
-    out_ << YAML::Key << key << YAML::Value << std::string(NameOf(names, value));
-  }
-  template <class S>
-  void Section(const std::string& key, S& section) {
-    out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
-    section.VisitFields(*this);
-    out_ << YAML::EndMap;
-  }
-  template <class S>
-  void OptionalSection(const std::string& key, S& section, bool& present) {
-    if (present) Section(key, section);
-  }
-  template <class S>
-  void List(const std::string& key, std::vector<S>& items) {
-    out_ << YAML::Key << key << YAML::Value << YAML::BeginSeq;
-    for (auto& item : items) {
-      out_ << YAML::BeginMap;
-      item.VisitFields(*this);
-      out_ << YAML::EndMap;
-    }
-    out_ << YAML::EndSeq;
-  }
-  void Named(const std::string& key, NamedParams& value) {
-    out_ << YAML::Key << key << YAML::Value;
-    if (value.params.empty()) {
-      out_ << value.name;
-      return;
-    }
-    out_ << YAML::BeginMap << YAML::Key << "name" << YAML::Value << value.name;
-    for (const auto& p : value.params) out_ << YAML::Key << p.key << YAML::Value << p.value;
-    out_ << YAML::EndMap;
-  }
-  template <class T>
-  void Catalog(const std::string& key, T& entry) {
-    Section(key, entry);
-  }
-
- private:
-  void Int(const std::string& key, int64_t value) {
-    out_ << YAML::Key << key << YAML::Value << std::to_string(value);
-  }
-  YAML::Emitter& out_;
-};
-
-// "a.b.0.c" -> {"a", "b", "0", "c"}
-std::vector<std::string> SplitPath(const std::string& path) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(path);
-  while (std::getline(in, part, '.')) parts.push_back(part);
-  return parts;
-}
-
 bool IsIndex(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
 }
 
-// Applies "key.path=value" to the document; returns the normalized key path.
-std::string ApplyOverride(YAML::Node& root, const std::string& text) {
-  const size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0) {
-    throw ConfigError{"--set " + text + ": expected key.path=value"};
-  }
-  const std::string key_path = text.substr(0, eq);
-  const std::string value_text = text.substr(eq + 1);
-  const std::vector<std::string> parts = SplitPath(key_path);
+// Sets `key_path` to `value` in the document; returns the normalized key path. Messages
+// start with `label`.
+std::string SetPath(YAML::Node& root, const std::string& key_path, const YAML::Node& value,
+                    const std::string& label) {
+  const std::vector<std::string> parts = config_internal::SplitPath(key_path);
+  if (parts.empty()) throw ConfigError{label + ": empty key in path"};
+  if (value.IsNull()) throw ConfigError{label + ": missing value"};
   std::string normalized;
-  YAML::Node value;
-  try {
-    value = YAML::Load(value_text);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError{"--set " + key_path + ": invalid value '" + value_text + "': " + e.msg};
-  }
-  if (value.IsNull()) throw ConfigError{"--set " + key_path + ": missing value"};
   YAML::Node cur = root;
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& part = parts[i];
-    if (part.empty()) throw ConfigError{"--set " + key_path + ": empty key in path"};
+    if (part.empty()) throw ConfigError{label + ": empty key in path"};
     const bool last = i + 1 == parts.size();
     if (IsIndex(part) && cur.IsSequence()) {
       const size_t index = std::stoul(part);
       if (index >= cur.size()) {
-        throw ConfigError{"--set " + key_path + ": index " + part + " is past the end of " +
-                          normalized + " (" + std::to_string(cur.size()) + " items)"};
+        throw ConfigError{label + ": index " + part + " is past the end of " + normalized + " (" +
+                          std::to_string(cur.size()) + " items)"};
       }
       normalized += "[" + part + "]";
       if (last) {
@@ -462,7 +385,7 @@ std::string ApplyOverride(YAML::Node& root, const std::string& text) {
     }
     normalized = JoinPath(normalized, part);
     if (cur.IsDefined() && !cur.IsNull() && !cur.IsMap()) {
-      throw ConfigError{"--set " + key_path + ": '" + normalized.substr(0, normalized.rfind('.')) +
+      throw ConfigError{label + ": '" + normalized.substr(0, normalized.rfind('.')) +
                         "' is not a mapping"};
     }
     if (last) {
@@ -481,30 +404,85 @@ std::string ApplyOverride(YAML::Node& root, const std::string& text) {
 
 }  // namespace
 
-StatusOr<ExperimentConfig> ParseExperiment(const std::string& yaml_text,
-                                           const std::string& source_name,
-                                           const std::string& base_dir,
-                                           const std::vector<std::string>& overrides) {
+namespace config_internal {
+
+std::vector<std::string> SplitPath(const std::string& path) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(path);
+  while (std::getline(in, part, '.')) parts.push_back(part);
+  if (!path.empty() && path.back() == '.') parts.emplace_back();
+  return parts;
+}
+
+StatusOr<YAML::Node> LoadDocument(const std::string& yaml_text, const std::string& source_name) {
+  YAML::Node root;
   try {
-    YAML::Node root;
-    try {
-      root = YAML::Load(yaml_text);
-    } catch (const YAML::Exception& e) {
-      return InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) + ":" +
-                             std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
-    }
-    if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-    Locator file_only(source_name, {});
-    if (!root.IsMap()) {
-      return InvalidArgument(source_name + ": expected a mapping of experiment keys at the top level");
-    }
-    CheckDuplicates(root, "", file_only);
-    std::vector<std::string> overridden;
-    for (const auto& o : overrides) overridden.push_back(ApplyOverride(root, o));
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) + ":" +
+                           std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
+  }
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) {
+    return InvalidArgument(source_name +
+                           ": expected a mapping of experiment keys at the top level");
+  }
+  try {
+    CheckDuplicates(root, "", Locator(source_name, {}));
+  } catch (const ConfigError& e) {
+    return InvalidArgument(e.message);
+  }
+  return root;
+}
+
+Status ApplyValue(YAML::Node& root, const std::string& key_path, const YAML::Node& value,
+                  const std::string& label, const std::string& where,
+                  std::vector<OverriddenPath>& overridden) {
+  try {
+    overridden.push_back({SetPath(root, key_path, value, label), where});
+  } catch (const ConfigError& e) {
+    return InvalidArgument(e.message);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(label + ": " + e.what());
+  }
+  return Status::Ok();
+}
+
+Status ApplySet(YAML::Node& root, const std::string& text,
+                std::vector<OverriddenPath>& overridden) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return InvalidArgument("--set " + text + ": expected key.path=value");
+  }
+  const std::string key_path = text.substr(0, eq);
+  const std::string value_text = text.substr(eq + 1);
+  const std::string label = "--set " + key_path;
+  if (SplitPath(key_path).front() == "sweep") {
+    return InvalidArgument(label + ": the sweep block cannot be overridden; edit the file");
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(value_text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(label + ": invalid value '" + value_text + "': " + e.msg);
+  }
+  // The label names the normalized path ("--set workload.clients[0].rate").
+  std::vector<OverriddenPath> one;
+  SERVELAB_RETURN_IF_ERROR(ApplyValue(root, key_path, value, label, "", one));
+  overridden.push_back({one[0].path, "--set " + one[0].path});
+  return Status::Ok();
+}
+
+StatusOr<ExperimentConfig> ParseDocument(const YAML::Node& root, const std::string& source_name,
+                                         const std::string& base_dir,
+                                         const std::vector<OverriddenPath>& overridden) {
+  try {
     Locator loc(source_name, overridden);
     ExperimentConfig config;
     Parser parser(root, "", loc, base_dir.empty() ? std::string(".") : base_dir);
     config.VisitFields(parser);
+    parser.Skip("sweep");
     parser.Finish();
     config.source_path = source_name;
     if (config.output.dir.empty()) config.output.dir = "results/" + config.name;
@@ -516,25 +494,44 @@ StatusOr<ExperimentConfig> ParseExperiment(const std::string& yaml_text,
   }
 }
 
+}  // namespace config_internal
+
+StatusOr<ExperimentConfig> ParseExperiment(const std::string& yaml_text,
+                                           const std::string& source_name,
+                                           const std::string& base_dir,
+                                           const std::vector<std::string>& overrides,
+                                           LoadNotes* notes) {
+  auto root = config_internal::LoadDocument(yaml_text, source_name);
+  if (!root.ok()) return root.status();
+  if (notes != nullptr) {
+    notes->sweep_line = 0;
+    for (auto it = root->begin(); it != root->end(); ++it) {
+      if (it->first.Scalar() == "sweep") notes->sweep_line = it->first.Mark().line + 1;
+    }
+  }
+  std::vector<config_internal::OverriddenPath> overridden;
+  for (const auto& o : overrides) {
+    SERVELAB_RETURN_IF_ERROR(config_internal::ApplySet(*root, o, overridden));
+  }
+  return config_internal::ParseDocument(*root, source_name, base_dir, overridden);
+}
+
 StatusOr<ExperimentConfig> LoadExperiment(const std::string& path,
-                                          const std::vector<std::string>& overrides) {
+                                          const std::vector<std::string>& overrides,
+                                          LoadNotes* notes) {
+  auto text = ReadExperimentFile(path);
+  if (!text.ok()) return text.status();
+  const std::string base_dir = std::filesystem::path(path).parent_path().string();
+  return ParseExperiment(*text, path, base_dir, overrides, notes);
+}
+
+StatusOr<std::string> ReadExperimentFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound(path + ": cannot open experiment file");
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) return Internal(path + ": read error");
-  const std::string base_dir = std::filesystem::path(path).parent_path().string();
-  return ParseExperiment(text.str(), path, base_dir, overrides);
-}
-
-std::string EmitResolvedConfig(const ExperimentConfig& config) {
-  YAML::Emitter out;
-  out << YAML::BeginMap;
-  Emitter emitter(out);
-  ExperimentConfig copy = config;  // VisitFields is shared with the parser, hence non-const
-  copy.VisitFields(emitter);
-  out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
+  return text.str();
 }
 
 }  // namespace servelab

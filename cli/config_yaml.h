@@ -12,16 +12,27 @@
 
 namespace servelab {
 
+// Worth a line on stderr, but not an error.
+struct LoadNotes {
+  int sweep_line = 0;  // line of a top-level `sweep:` block (a single run ignores it); 0 = none
+};
+
 // Reads `path`, applies each override ("scheduler.max_num_seqs=64"; the value is YAML,
-// so lists and mappings work: "scheduler.policy={name: fcfs}"), and parses.
+// so lists and mappings work: "scheduler.policy={name: fcfs}"), and parses. A top-level
+// `sweep:` block is accepted and skipped (cli/sweep_config.h reads it).
 StatusOr<ExperimentConfig> LoadExperiment(const std::string& path,
-                                          const std::vector<std::string>& overrides = {});
+                                          const std::vector<std::string>& overrides = {},
+                                          LoadNotes* notes = nullptr);
 
 // The same from text; `source_name` labels messages, `base_dir` anchors relative paths.
 StatusOr<ExperimentConfig> ParseExperiment(const std::string& yaml_text,
                                            const std::string& source_name,
                                            const std::string& base_dir,
-                                           const std::vector<std::string>& overrides = {});
+                                           const std::vector<std::string>& overrides = {},
+                                           LoadNotes* notes = nullptr);
+
+// The file's text; NotFound when it cannot be opened.
+StatusOr<std::string> ReadExperimentFile(const std::string& path);
 
 // The fully resolved config (every default filled in) as YAML that parses back to the
 // same config. Deterministic: same config, same bytes.

@@ -14,6 +14,10 @@ constexpr const char* kUsage =
     "commands:\n"
     "  run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR]\n"
     "                      run an experiment on the simulator\n"
+    "  sweep EXPERIMENT.yaml [--set ...] [--out DIR] [--jobs N]\n"
+    "                      run every point of the file's `sweep:` grid, and sweep.csv\n"
+    "  compare EXPERIMENT.yaml --policies a,b,... [--set ...] [--out DIR] [--jobs N]\n"
+    "                      the same requests under each policy: table, compare.csv, plots\n"
     "  list gpus|models|policies|cost-models\n"
     "                      show the catalogs and registries\n"
     "  memory --model M --gpu G [--tp N] [--weight-dtype D] [--kv-dtype D] ...\n"
@@ -40,6 +44,8 @@ int main(int argc, char** argv) {
     return servelab::kExitOk;
   }
   if (command == "run") return servelab::RunCommand(args);
+  if (command == "sweep") return servelab::SweepCommand(args);
+  if (command == "compare") return servelab::CompareCommand(args);
   if (command == "list") return servelab::ListCommand(args);
   if (command == "memory") return servelab::MemoryCommand(args);
   std::fprintf(stderr, "servelab: unknown command '%s'\n\n%s", command.c_str(), kUsage);

@@ -10,13 +10,16 @@
 #include <vector>
 
 #include "core/request.h"
+#include "core/step_plan.h"
 
 namespace servelab {
 
 class KvCacheManager {
  public:
-  // REQUIRES: num_blocks >= 0, block_size >= 1, 0 <= watermark_blocks <= num_blocks.
-  KvCacheManager(int32_t num_blocks, int32_t block_size, int32_t watermark_blocks);
+  // REQUIRES: num_blocks >= 0, block_size >= 1, 0 <= watermark_blocks <= num_blocks,
+  // num_host_blocks >= 0 (the swap space on the host, in blocks).
+  KvCacheManager(int32_t num_blocks, int32_t block_size, int32_t watermark_blocks,
+                 int32_t num_host_blocks = 0);
 
   int32_t BlockSize() const { return block_size_; }
   int32_t NumTotalBlocks() const { return static_cast<int32_t>(ref_counts_.size()); }
@@ -51,8 +54,24 @@ class KvCacheManager {
   }
   // Makes `request` share `block` (a cached prefix block): ref count + 1.
   void Share(Request& request, int32_t block);
-  // Drops the request's references; blocks whose count reaches 0 return to the free list.
+  // Drops the request's references; blocks whose count reaches 0 return to the free list
+  // (the host pool's, when the request is swapped out).
   void Free(Request& request);
+
+  // Swap space. A swapped-out request's block table holds host block ids and
+  // request.kv_swapped is set; its num_computed_tokens are kept.
+  int32_t NumHostBlocks() const { return num_host_blocks_; }
+  int32_t NumFreeHostBlocks() const { return static_cast<int32_t>(free_host_blocks_.size()); }
+  bool CanSwapOut(const Request& request) const;
+  // Moves every block of `request` to the host, appending device->host copies.
+  // REQUIRES: CanSwapOut(request); the request's blocks are not shared.
+  void SwapOut(Request& request, std::vector<BlockCopy>& copies);
+  // Can `request` come back and then grow by `num_new_tokens`? (Admission: keeps the
+  // watermark.)
+  bool CanSwapIn(const Request& request, int32_t num_new_tokens) const;
+  // Moves every block of a swapped-out request back to the device, appending
+  // host->device copies. REQUIRES: CanSwapIn(request, 0).
+  void SwapIn(Request& request, std::vector<BlockCopy>& copies);
 
  private:
   void AllocateBlocks(Request& request, int32_t count);
@@ -61,6 +80,8 @@ class KvCacheManager {
   int32_t watermark_blocks_;
   std::vector<int32_t> ref_counts_;
   std::vector<int32_t> free_blocks_;  // a stack: the most recently freed block is reused first
+  int32_t num_host_blocks_;
+  std::vector<int32_t> free_host_blocks_;  // a stack, like free_blocks_
 };
 
 }  // namespace servelab

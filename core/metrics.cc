@@ -1,13 +1,16 @@
 // MetricsCollector: streams requests.csv / steps.csv / trace.json rows as events arrive and
-// keeps only what the summary needs: one double per finished request per latency metric,
-// the inter-token latencies as a WeightedSample, and running sums over steps.
+// keeps only what the summary needs: one double per finished request per latency metric
+// (ClientMetrics adds its client), the inter-token latencies as a WeightedSample, and
+// running sums over steps.
 #include "core/metrics.h"
 
 #include <algorithm>
 #include <array>
+#include <span>
 #include <utility>
 
 #include "core/chrome_trace.h"
+#include "core/client_metrics.h"
 #include "core/csv_writer.h"
 #include "core/percentile.h"
 
@@ -27,22 +30,6 @@ constexpr std::array<RejectReason, 4> kRejectReasons = {
 // Correctly rounded ns -> s (t * 1e-9 is not: 1e-9 is inexact).
 double Sec(TimeNs ns) { return static_cast<double>(ns) / 1e9; }
 
-// Sorts `values` in place. count 0 gives all zeros.
-Distribution Summarize(std::vector<double>& values) {
-  Distribution d;
-  if (values.empty()) return d;
-  double sum = 0;
-  for (double v : values) sum += v;  // arrival order: deterministic
-  std::sort(values.begin(), values.end());
-  d.count = static_cast<int64_t>(values.size());
-  d.mean = sum / static_cast<double>(values.size());
-  d.p50 = PercentileOfSorted(values, 50);
-  d.p90 = PercentileOfSorted(values, 90);
-  d.p99 = PercentileOfSorted(values, 99);
-  d.max = values.back();
-  return d;
-}
-
 Distribution Summarize(WeightedSample& sample) {
   Distribution d;
   if (sample.Count() == 0) return d;
@@ -59,30 +46,52 @@ double Ratio(double num, double den) { return den > 0 ? num / den : 0.0; }
 
 }  // namespace
 
+Distribution Distribution::Of(std::span<double> values) {
+  Distribution d;
+  if (values.empty()) return d;
+  double sum = 0;
+  for (double v : values) sum += v;  // arrival order: deterministic
+  std::sort(values.begin(), values.end());
+  d.count = static_cast<int64_t>(values.size());
+  d.mean = sum / static_cast<double>(values.size());
+  d.p50 = PercentileOfSorted(values, 50);
+  d.p90 = PercentileOfSorted(values, 90);
+  d.p99 = PercentileOfSorted(values, 99);
+  d.max = values.back();
+  return d;
+}
+
 class MetricsCollector::Impl {
  public:
   Impl(MetricsOptions options, MetricsSinks sinks)
       : options_(std::move(options)),
         requests_(sinks.requests_csv),
         steps_(sinks.steps_csv),
+        clients_csv_(sinks.clients_csv),
         trace_(sinks.trace_json, options_.num_replicas, sinks.trace_max_steps,
                options_.run_name),
         slo_ttft_ns_(FromSeconds(options_.slo_ttft_s)),
         slo_tpot_ns_(FromSeconds(options_.slo_tpot_s)),
-        slo_e2e_ns_(FromSeconds(options_.slo_e2e_s)) {
+        slo_e2e_ns_(FromSeconds(options_.slo_e2e_s)),
+        clients_(options_) {
     if (requests_.enabled()) requests_.Line(kRequestsHeader);
     if (steps_.enabled()) steps_.Line(kStepsHeader);
   }
+
+  void OnArrival(const Request& r) { clients_.OnArrival(r); }
 
   void OnStep(int32_t replica, const StepPlan& plan, TimeNs start, TimeNs end,
               int32_t kv_blocks_used, int32_t waiting, int32_t preempted) {
     // Inter-token latency of every token made at `end`. Most requests also got a token at
     // `start` (the previous step's end): those share the value end - start and are added
     // as one weighted pair.
+    clients_.BeginStep(end);
     int64_t at_step_start = 0;
     for (const ScheduledRequest& s : plan.seqs) {
       if (!s.emits_token || s.is_padding) continue;
-      const TimeNs last = s.request->last_token;
+      const Request& r = *s.request;
+      const TimeNs last = r.last_token;
+      clients_.OnToken(r, last == kNever);
       if (last == kNever) continue;  // the first token: TTFT, not ITL
       if (last == start) {
         ++at_step_start;
@@ -91,6 +100,8 @@ class MetricsCollector::Impl {
       }
     }
     itl_.Add(Sec(end - start), at_step_start);
+    swap_out_blocks_ += static_cast<int64_t>(plan.swap_out.size());
+    swap_in_blocks_ += static_cast<int64_t>(plan.swap_in.size());
 
     const TimeNs duration = end - start;
     ++num_steps_;
@@ -140,6 +151,7 @@ class MetricsCollector::Impl {
     const double tpot_ns = r.num_generated > 1
                                ? static_cast<double>(r.finish - first_token) / (r.num_generated - 1)
                                : 0.0;
+    clients_.OnFinished(r, queue);
     ttft_.push_back(Sec(ttft));
     e2e_.push_back(Sec(e2e));
     queue_.push_back(Sec(queue));
@@ -166,6 +178,7 @@ class MetricsCollector::Impl {
   void OnRejected(const Request& r) {
     ++num_rejected_;
     ++rejected_by_reason_[static_cast<size_t>(r.reject_reason)];
+    clients_.OnRejected(r);
     preemptions_ += r.num_preemptions;
     recomputed_tokens_ += r.num_recomputed_tokens;
     if (!requests_.enabled()) return;
@@ -189,12 +202,13 @@ class MetricsCollector::Impl {
     s.request_throughput = Ratio(static_cast<double>(num_finished_), s.makespan_s);
     s.input_throughput = Ratio(static_cast<double>(input_tokens_), s.makespan_s);
     s.output_throughput = Ratio(static_cast<double>(output_tokens_), s.makespan_s);
-    s.ttft_s = Summarize(ttft_);
-    s.tpot_s = Summarize(tpot_);
+    clients_.Summarize(last_end_, ttft_, e2e_, s);  // before ttft_ and e2e_ are sorted
+    s.ttft_s = Distribution::Of(ttft_);
+    s.tpot_s = Distribution::Of(tpot_);
     s.itl_s = Summarize(itl_);
-    s.e2e_s = Summarize(e2e_);
-    s.queue_s = Summarize(queue_);
-    s.normalized_latency_s = Summarize(normalized_);
+    s.e2e_s = Distribution::Of(e2e_);
+    s.queue_s = Distribution::Of(queue_);
+    s.normalized_latency_s = Distribution::Of(normalized_);
     s.slo_ttft_s = options_.slo_ttft_s;
     s.slo_tpot_s = options_.slo_tpot_s;
     s.slo_e2e_s = options_.slo_e2e_s;
@@ -216,6 +230,11 @@ class MetricsCollector::Impl {
     s.peak_kv_utilization = kv_util_peak_;
     s.preemptions = preemptions_;
     s.recomputed_tokens = recomputed_tokens_;
+    s.swap_out_blocks = swap_out_blocks_;
+    s.swap_in_blocks = swap_in_blocks_;
+    s.swap_bytes = static_cast<double>(swap_out_blocks_ + swap_in_blocks_) *
+                   static_cast<double>(options_.kv_bytes_per_block_per_gpu) *
+                   options_.gpus_per_replica;
     s.cost_usd = static_cast<double>(s.num_gpus) * options_.price_per_gpu_hour *
                  s.makespan_s / 3600.0;
     s.cost_per_million_output_tokens =
@@ -229,6 +248,7 @@ class MetricsCollector::Impl {
       s.rejected_by_reason.emplace_back(std::string(name), n);
     }
     s.trace_dropped_steps = trace_.dropped_steps();
+    if (clients_csv_ != nullptr) s.WriteClientsCsv(*clients_csv_);
     return s;
   }
 
@@ -247,8 +267,10 @@ class MetricsCollector::Impl {
   MetricsOptions options_;
   CsvWriter requests_;
   CsvWriter steps_;
+  std::ostream* clients_csv_;
   ChromeTraceWriter trace_;
   TimeNs slo_ttft_ns_, slo_tpot_ns_, slo_e2e_ns_;  // 0 = no target
+  ClientMetrics clients_;
 
   // One value per finished request, in seconds, in OnFinished order.
   std::vector<double> ttft_, tpot_, e2e_, queue_, normalized_;
@@ -256,6 +278,7 @@ class MetricsCollector::Impl {
   int64_t num_finished_ = 0, num_rejected_ = 0, slo_met_ = 0;
   int64_t input_tokens_ = 0, output_tokens_ = 0;
   int64_t preemptions_ = 0, recomputed_tokens_ = 0;
+  int64_t swap_out_blocks_ = 0, swap_in_blocks_ = 0;
   std::array<int64_t, 4> rejected_by_reason_{};  // indexed by RejectReason
 
   TimeNs last_end_ = 0;  // latest step end or finish: the makespan
@@ -271,6 +294,7 @@ MetricsCollector::MetricsCollector(MetricsOptions options, MetricsSinks sinks)
     : impl_(std::make_unique<Impl>(std::move(options), sinks)) {}
 MetricsCollector::~MetricsCollector() = default;
 
+void MetricsCollector::OnArrival(const Request& request) { impl_->OnArrival(request); }
 void MetricsCollector::OnStep(int32_t replica, const StepPlan& plan, TimeNs start, TimeNs end,
                               int32_t kv_blocks_used, int32_t waiting, int32_t preempted) {
   impl_->OnStep(replica, plan, start, end, kv_blocks_used, waiting, preempted);

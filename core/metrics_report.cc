@@ -1,9 +1,10 @@
-// RunSummary's renderings: summary.json (ToJson), summary.md (ToMarkdown), stdout (ToText).
-// All three are deterministic functions of the summary (fixed key order, printf in the
-// "C" locale).
+// RunSummary's renderings: summary.json (ToJson), summary.md (ToMarkdown), stdout (ToText),
+// clients.csv (WriteClientsCsv). All are deterministic functions of the summary (fixed key
+// order, printf in the "C" locale, std::to_chars).
 #include <cstdio>
 #include <string>
 
+#include "core/csv_writer.h"
 #include "core/metrics.h"
 
 namespace servelab {
@@ -32,6 +33,24 @@ void LatencyRow(std::string& out, const char* label, const Distribution& d) {
   Appendf(out, "| %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f |\n", label,
           static_cast<long long>(d.count), d.mean * 1e3, d.p50 * 1e3, d.p90 * 1e3,
           d.p99 * 1e3, d.max * 1e3);
+}
+
+nlohmann::ordered_json ClientJson(const ClientSummary& c) {
+  nlohmann::ordered_json j;
+  j["name"] = c.name;
+  j["weight"] = c.weight;
+  j["requests"] = c.requests;
+  j["finished"] = c.finished;
+  j["rejected"] = c.rejected;
+  j["input_tokens"] = c.input_tokens;
+  j["output_tokens"] = c.output_tokens;
+  j["service"] = c.service;
+  j["service_per_weight"] = c.service_per_weight;
+  j["output_throughput"] = c.output_throughput;
+  j["ttft_s"] = DistributionJson(c.ttft_s);
+  j["e2e_s"] = DistributionJson(c.e2e_s);
+  j["max_queue_s"] = c.max_queue_s;
+  return j;
 }
 
 std::string SloTargets(const RunSummary& s) {
@@ -77,12 +96,25 @@ nlohmann::ordered_json RunSummary::ToJson() const {
   j["peak_kv_utilization"] = peak_kv_utilization;
   j["preemptions"] = preemptions;
   j["recomputed_tokens"] = recomputed_tokens;
+  j["swap_out_blocks"] = swap_out_blocks;
+  j["swap_in_blocks"] = swap_in_blocks;
+  j["swap_bytes"] = swap_bytes;
   j["cost_usd"] = cost_usd;
   j["cost_per_million_output_tokens"] = cost_per_million_output_tokens;
   nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
   for (const auto& [reason, count] : rejected_by_reason) reasons[reason] = count;
   j["rejected_by_reason"] = std::move(reasons);
   j["trace_dropped_steps"] = trace_dropped_steps;
+  j["service_input_weight"] = service_input_weight;
+  j["service_output_weight"] = service_output_weight;
+  j["fairness_window_s"] = fairness_window_s;
+  j["jain_index"] = jain_index;
+  j["service_difference_max"] = service_difference_max;
+  j["service_difference_mean"] = service_difference_mean;
+  j["service_difference_windows"] = service_difference_windows;
+  nlohmann::ordered_json client_list = nlohmann::ordered_json::array();
+  for (const ClientSummary& c : clients) client_list.push_back(ClientJson(c));
+  j["clients"] = std::move(client_list);
   return j;
 }
 
@@ -118,8 +150,38 @@ std::string RunSummary::ToMarkdown() const {
           gpu_busy_fraction * 100, static_cast<long long>(num_steps), mean_batch_size);
   Appendf(out, "- KV cache: mean %.1f%% (time-weighted), peak %.1f%%\n",
           mean_kv_utilization * 100, peak_kv_utilization * 100);
-  Appendf(out, "- preemptions: %lld, recomputed tokens: %lld\n\n",
+  Appendf(out, "- preemptions: %lld, recomputed tokens: %lld\n",
           static_cast<long long>(preemptions), static_cast<long long>(recomputed_tokens));
+  Appendf(out, "- swap: %lld blocks out, %lld in, %.3f GiB over the host links\n\n",
+          static_cast<long long>(swap_out_blocks), static_cast<long long>(swap_in_blocks),
+          swap_bytes / (1024.0 * 1024.0 * 1024.0));
+
+  out += "## Clients\n\n";
+  out += "| client | weight | requests | finished | rejected | output tok/s | service | "
+         "service / weight | TTFT mean ms | TTFT p99 ms | TTFT max ms | E2E p99 ms | "
+         "max queue ms |\n";
+  out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const ClientSummary& c : clients) {
+    Appendf(out, "| %s | %g | %lld | %lld | %lld | %.1f | %.0f | %.0f | %.3f | %.3f | %.3f | "
+            "%.3f | %.3f |\n",
+            c.name.c_str(), c.weight, static_cast<long long>(c.requests),
+            static_cast<long long>(c.finished), static_cast<long long>(c.rejected),
+            c.output_throughput, c.service, c.service_per_weight, c.ttft_s.mean * 1e3,
+            c.ttft_s.p99 * 1e3, c.ttft_s.max * 1e3, c.e2e_s.p99 * 1e3, c.max_queue_s * 1e3);
+  }
+  out += "\n## Fairness\n\n";
+  Appendf(out, "- service = %g x input tokens + %g x output tokens, counted when delivered\n",
+          service_input_weight, service_output_weight);
+  Appendf(out, "- Jain's index over service / weight: %.4f\n", jain_index);
+  if (service_difference_windows > 0) {
+    Appendf(out, "- service difference (max - min service / weight among clients backlogged "
+            "for a whole %g s window): max %.1f, mean %.1f over %lld windows\n\n",
+            fairness_window_s, service_difference_max, service_difference_mean,
+            static_cast<long long>(service_difference_windows));
+  } else {
+    Appendf(out, "- service difference: no %g s window had two clients backlogged throughout"
+            "\n\n", fairness_window_s);
+  }
 
   out += "## SLO\n\n";
   if (HasSlo()) {
@@ -167,12 +229,39 @@ std::string RunSummary::ToText() const {
     Appendf(out, "SLO (%s): %.2f%% attained, goodput %.3f req/s\n", SloTargets(*this).c_str(),
             slo_attainment * 100, goodput);
   }
-  Appendf(out, "GPU busy %.1f%%, KV mean %.1f%% peak %.1f%%, %lld preemptions\n",
+  Appendf(out, "GPU busy %.1f%%, KV mean %.1f%% peak %.1f%%, %lld preemptions",
           gpu_busy_fraction * 100, mean_kv_utilization * 100, peak_kv_utilization * 100,
           static_cast<long long>(preemptions));
+  if (swap_out_blocks + swap_in_blocks > 0) {
+    Appendf(out, ", %lld blocks swapped", static_cast<long long>(swap_out_blocks + swap_in_blocks));
+  }
+  out += "\n";
+  if (clients.size() >= 2) {
+    Appendf(out, "fairness: Jain %.4f over service / weight, service difference max %.1f mean "
+            "%.1f (%lld windows of %g s)\n",
+            jain_index, service_difference_max, service_difference_mean,
+            static_cast<long long>(service_difference_windows), fairness_window_s);
+  }
   Appendf(out, "cost: $%.6g total, $%.6g per 1M output tokens\n", cost_usd,
           cost_per_million_output_tokens);
   return out;
+}
+
+void RunSummary::WriteClientsCsv(std::ostream& out) const {
+  CsvWriter csv(&out);
+  csv.Line("client,weight,requests,finished,rejected,input_tokens,output_tokens,service,"
+           "service_per_weight,output_throughput,ttft_mean_s,ttft_p50_s,ttft_p99_s,e2e_mean_s,"
+           "e2e_p50_s,e2e_p99_s,max_queue_s");
+  // Non-integers with 9 decimals, trailing zeros trimmed (SecondsDouble's format).
+  for (const ClientSummary& c : clients) {
+    csv.Str(c.name).SecondsDouble(c.weight).Int(c.requests).Int(c.finished).Int(c.rejected);
+    csv.Int(c.input_tokens).Int(c.output_tokens).SecondsDouble(c.service);
+    csv.SecondsDouble(c.service_per_weight).SecondsDouble(c.output_throughput);
+    csv.SecondsDouble(c.ttft_s.mean).SecondsDouble(c.ttft_s.p50).SecondsDouble(c.ttft_s.p99);
+    csv.SecondsDouble(c.e2e_s.mean).SecondsDouble(c.e2e_s.p50).SecondsDouble(c.e2e_s.p99);
+    csv.SecondsDouble(c.max_queue_s);
+    csv.EndRow();
+  }
 }
 
 }  // namespace servelab

@@ -39,6 +39,7 @@ struct alignas(64) Request {
   int32_t num_generated = 0;        // output tokens sampled so far
   RequestState state = RequestState::kWaiting;
   bool stopped_early = false;       // the engine sampled EOS before target_output_len
+  bool kv_swapped = false;  // preempted by swap: block_table holds HOST block ids
   int32_t padding_steps = 0;  // static batching: steps spent as padding after finishing
   std::vector<int32_t> block_table;  // KV block ids, owned by KvCacheManager's accounting
   TimeNs first_token = kNever;

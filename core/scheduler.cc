@@ -11,6 +11,10 @@ Scheduler::Scheduler(const SchedulerConfig& config, int32_t max_model_len,
     : config_(config), max_model_len_(max_model_len), policy_(std::move(policy)), kv_(kv) {
   SERVELAB_CHECK(policy_ != nullptr && kv_ != nullptr);
   SERVELAB_CHECK(kv_->BlockSize() == config_.block_size);
+  if (config_.has_sla_control) {
+    sla_ = std::make_unique<SlaController>(config_.sla_control, config_.max_num_seqs,
+                                           config_.max_num_batched_tokens);
+  }
   running_.reserve(config_.max_num_seqs);
   finished_.reserve(config_.max_num_seqs);
   plan_.seqs.reserve(config_.max_num_seqs);
@@ -42,20 +46,48 @@ bool Scheduler::AddRequest(Request& request, TimeNs now) {
   return true;
 }
 
+int32_t Scheduler::NumSeqsLimit() const {
+  return sla_ ? sla_->NumSeqsLimit() : config_.max_num_seqs;
+}
+
+int32_t Scheduler::TokenBudgetLimit() const {
+  // Running requests always get their decode token: the controller trims prefill only.
+  return sla_ ? std::max(sla_->TokenBudget(), static_cast<int32_t>(running_.size()))
+              : config_.max_num_batched_tokens;
+}
+
 const StepPlan& Scheduler::Schedule(TimeNs now) {
   plan_.Clear();
   plan_.start = now;
   preempted_this_step_ = 0;
-  int32_t budget = config_.max_num_batched_tokens;
+  memory_preemption_this_step_ = false;
+  int32_t budget = TokenBudgetLimit();
+  if (config_.batching == Batching::kContinuous) PreemptForWaiting(now, budget);
   ScheduleRunning(now, budget);
   for (Request* r : padding_) AddPadding(*r);
-  // As vLLM: no admission in a step that had to preempt (memory is short).
+  // As vLLM: no admission in a step that had to preempt for memory.
   const bool may_admit = config_.batching == Batching::kContinuous
-                             ? preempted_this_step_ == 0
+                             ? !memory_preemption_this_step_
                              : running_.empty() && padding_.empty();
   if (may_admit) AdmitWaiting(now, budget);
   preempted_last_step_ = preempted_this_step_;
   return plan_;
+}
+
+void Scheduler::PreemptForWaiting(TimeNs now, int32_t budget) {
+  // Each pass displaces one victim; at most as many passes as there are running requests.
+  for (size_t guard = running_.size(); guard > 0 && !running_.empty(); --guard) {
+    Request* waiting = policy_->Peek(now);
+    if (waiting == nullptr) return;
+    const int32_t n = std::max(1, std::min(waiting->NumTokensToCompute(), budget));
+    const bool has_slot = static_cast<int32_t>(running_.size()) < NumSeqsLimit();
+    const bool has_blocks = waiting->kv_swapped ? kv_->CanSwapIn(*waiting, n)
+                                                : kv_->CanAllocate(*waiting, n, true);
+    if (has_slot && has_blocks) return;  // it will be admitted without displacing anyone
+    Request* victim = policy_->PickVictim(running_, now);
+    if (victim == nullptr || !policy_->ShouldPreemptFor(*waiting, *victim)) return;
+    Preempt(*victim, now);
+  }
 }
 
 void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget) {
@@ -83,6 +115,7 @@ void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget) {
                              candidates.end(),
                          "policy picked a victim outside the candidates");
       preempted_self = victim == &r;
+      memory_preemption_this_step_ = true;
       Preempt(*victim, now);
       if (preempted_self) break;
     }
@@ -97,7 +130,8 @@ void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget) {
 }
 
 void Scheduler::AdmitWaiting(TimeNs now, int32_t& budget) {
-  while (budget > 0 && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+  const int32_t max_seqs = NumSeqsLimit();
+  while (budget > 0 && static_cast<int32_t>(running_.size()) < max_seqs) {
     Request* r = policy_->Peek(now);
     if (r == nullptr) break;
     int32_t n = r->NumTokensToCompute();
@@ -107,7 +141,12 @@ void Scheduler::AdmitWaiting(TimeNs now, int32_t& budget) {
       if (!may_chunk) break;
       n = budget;
     }
-    if (!kv_->CanAllocate(*r, n, /*admission=*/true)) break;
+    if (r->kv_swapped) {
+      if (!kv_->CanSwapIn(*r, n)) break;
+      kv_->SwapIn(*r, plan_.swap_in);
+    } else if (!kv_->CanAllocate(*r, n, /*admission=*/true)) {
+      break;
+    }
     policy_->Admitted(*r, now);
     r->state = RequestState::kRunning;
     if (r->first_scheduled == kNever) r->first_scheduled = now;
@@ -122,9 +161,13 @@ void Scheduler::Preempt(Request& victim, TimeNs now) {
   auto it = std::find(running_.begin(), running_.end(), &victim);
   SERVELAB_CHECK(it != running_.end());
   running_.erase(it);
-  victim.num_recomputed_tokens += victim.num_computed_tokens;
-  kv_->Free(victim);
-  victim.num_computed_tokens = 0;
+  if (config_.preemption == PreemptionMode::kSwap && kv_->CanSwapOut(victim)) {
+    kv_->SwapOut(victim, plan_.swap_out);  // its computed tokens survive on the host
+  } else {
+    victim.num_recomputed_tokens += victim.num_computed_tokens;
+    kv_->Free(victim);
+    victim.num_computed_tokens = 0;
+  }
   victim.num_preemptions += 1;
   victim.state = RequestState::kPreempted;
   ++preempted_this_step_;
@@ -167,7 +210,10 @@ std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end
     r.num_computed_tokens += s.num_new_tokens;
     if (!s.emits_token) continue;
     r.num_generated += 1;
-    if (r.first_token == kNever) r.first_token = end;
+    if (r.first_token == kNever) {
+      r.first_token = end;
+      if (sla_) sla_->OnFirstToken(end - r.arrival);
+    }
     r.last_token = end;
     if (sampled < result.stopped.size() && result.stopped[sampled] != 0 &&
         r.num_generated < r.target_output_len) {
@@ -195,6 +241,7 @@ std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end
     for (Request* r : padding_) Finish(*r, end);
     padding_.clear();
   }
+  if (sla_) sla_->OnStep(end - plan_.start, plan_.num_decode_tokens);
   policy_->OnStepDone(plan_, result, end);
   return finished_;
 }

@@ -1,7 +1,14 @@
 #pragma once
 // The Scheduler owns the mechanics of continuous batching over a paged KV cache:
 // the per-iteration token budget, max_num_seqs, chunked prefill, block allocation,
-// admission, and recompute preemption. Its Policy decides only order and victims.
+// admission, preemption (recompute or swap) and SLA-driven batch control. Its Policy
+// decides only order and victims.
+//
+// Preemption happens for two reasons: memory (a running request cannot grow: the
+// policy's victim among the requests not yet scheduled this step is preempted, and no
+// request is admitted in that step), and urgency (preemptive policies: when the policy's
+// next waiting request cannot be admitted for lack of a slot or blocks and
+// ShouldPreemptFor(waiting, victim) holds, the victim makes room first).
 //
 // There is no prefill phase and no decode phase: each running request computes
 // NumTokensToCompute() tokens (capped by the budget) and samples a token when it
@@ -18,6 +25,7 @@
 #include "core/policy.h"
 #include "core/request.h"
 #include "core/scheduler_config.h"
+#include "core/sla_controller.h"
 #include "core/step_plan.h"
 #include "core/time.h"
 
@@ -49,6 +57,10 @@ class Scheduler {
   int32_t NumRunning() const { return static_cast<int32_t>(running_.size()); }
   int32_t NumWaiting() const { return static_cast<int32_t>(policy_->NumWaiting()); }
   int32_t NumPreemptedLastStep() const { return preempted_last_step_; }
+  // The limits in force this step (the SLA controller moves them below the config).
+  int32_t NumSeqsLimit() const;
+  int32_t TokenBudgetLimit() const;
+  const SlaController* Sla() const { return sla_.get(); }
   // Prompt + output tokens of requests accepted and not yet finished (for routers).
   int64_t TokensPending() const { return tokens_pending_; }
   std::span<Request* const> Running() const { return running_; }
@@ -59,6 +71,7 @@ class Scheduler {
   const SchedulerConfig& Config() const { return config_; }
 
  private:
+  void PreemptForWaiting(TimeNs now, int32_t budget);
   void ScheduleRunning(TimeNs now, int32_t& budget);
   void AdmitWaiting(TimeNs now, int32_t& budget);
   // Frees the victim's blocks and returns it to the policy's queue.
@@ -74,11 +87,13 @@ class Scheduler {
   int32_t max_model_len_;
   std::unique_ptr<Policy> policy_;
   KvCacheManager* kv_;
+  std::unique_ptr<SlaController> sla_;  // null unless config.has_sla_control
   std::vector<Request*> running_;  // admission order; excludes static-batch padding
   std::vector<Request*> padding_;  // static batching: finished members still in the batch
   std::vector<Request*> finished_;
   StepPlan plan_;
   int32_t preempted_this_step_ = 0;
+  bool memory_preemption_this_step_ = false;
   int32_t preempted_last_step_ = 0;
   int64_t tokens_pending_ = 0;
 };

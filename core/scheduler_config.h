@@ -16,9 +16,47 @@ inline constexpr EnumName<Batching> kBatchingNames[] = {
 
 enum class PreemptionMode : uint8_t {
   kRecompute,  // free the victim's blocks; it re-prefills prompt + generated tokens later
+  kSwap,       // copy the victim's blocks to host memory (hardware.swap_space_gib) and
+               // back before it resumes; recompute when the swap space is full
 };
 inline constexpr EnumName<PreemptionMode> kPreemptionNames[] = {
-    {"recompute", PreemptionMode::kRecompute}};
+    {"recompute", PreemptionMode::kRecompute}, {"swap", PreemptionMode::kSwap}};
+
+// SLA-driven adaptive batching (the seeds' recommended strategy): an AIMD controller
+// that shrinks the running-batch limit and the token budget when the observed latency
+// percentile exceeds the target and grows them back while it holds, so the replica keeps
+// the target at the largest batch it allows.
+enum class SlaMetric : uint8_t {
+  kTpotP95,  // p95 of decode step time over the window (each decode token's latency)
+  kTtftP95,  // p95 of time to first token of the requests that got one in the window
+};
+inline constexpr EnumName<SlaMetric> kSlaMetricNames[] = {{"tpot_p95", SlaMetric::kTpotP95},
+                                                          {"ttft_p95", SlaMetric::kTtftP95}};
+
+struct SlaControlConfig {
+  SlaMetric metric = SlaMetric::kTpotP95;
+  double target_ms = 100.0;
+  int32_t window = 256;          // most recent samples the percentile is taken over
+  int32_t interval_steps = 32;   // iterations between two adjustments
+  double decrease = 0.8;         // multiplicative decrease when the target is missed
+  int32_t increase_seqs = 4;     // additive increase of the batch limit when it holds
+  int32_t increase_tokens = 256; // additive increase of the token budget when it holds
+  int32_t min_num_seqs = 1;
+  int32_t min_batched_tokens = 64;
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Enum("metric", metric, EnumNames<SlaMetric>(kSlaMetricNames));
+    v.Field("target_ms", target_ms, kPositive);
+    v.Field("window", window, kAtLeastOne);
+    v.Field("interval_steps", interval_steps, kAtLeastOne);
+    v.Field("decrease", decrease, Bounds{0.0, 1.0, true, true});
+    v.Field("increase_seqs", increase_seqs, kNonNegative);
+    v.Field("increase_tokens", increase_tokens, kNonNegative);
+    v.Field("min_num_seqs", min_num_seqs, kAtLeastOne);
+    v.Field("min_batched_tokens", min_batched_tokens, kAtLeastOne);
+  }
+};
 
 struct SchedulerConfig {
   Batching batching = Batching::kContinuous;
@@ -34,6 +72,10 @@ struct SchedulerConfig {
   double watermark = 0.01;
   // Longest prompt + output accepted; 0 means the model's context window.
   int32_t max_model_len = 0;
+  // When present, max_num_seqs and max_num_batched_tokens become upper bounds that an
+  // SLA controller moves below.
+  bool has_sla_control = false;
+  SlaControlConfig sla_control;
 
   template <class V>
   void VisitFields(V& v) {
@@ -46,6 +88,7 @@ struct SchedulerConfig {
     v.Enum("preemption", preemption, EnumNames<PreemptionMode>(kPreemptionNames));
     v.Field("watermark", watermark, Bounds{0.0, 1.0, false, true});
     v.Field("max_model_len", max_model_len, kNonNegative);
+    v.OptionalSection("sla_control", sla_control, has_sla_control);
   }
 };
 

@@ -3,6 +3,10 @@
 #include "core/params.h"
 #include "core/text.h"
 #include "policies/fcfs_policy.h"
+#include "policies/length_policies.h"
+#include "policies/mlfq_policy.h"
+#include "policies/priority_policy.h"
+#include "policies/vtc_policy.h"
 
 namespace servelab {
 
@@ -39,6 +43,22 @@ void RegisterBuiltinPolicies(PolicyRegistry& registry) {
                       SERVELAB_RETURN_IF_ERROR(params.Finish());
                       return std::unique_ptr<Policy>(std::make_unique<FcfsPolicy>());
                     });
+  registry.Register("priority",
+                    "lowest priority value first, FCFS within a class; optional aging_s, "
+                    "preemptive",
+                    MakePriorityPolicy);
+  registry.Register("sjf", "shortest predicted output first (oracle|noisy|bucket predictor)",
+                    MakeSjfPolicy);
+  registry.Register("srpt", "shortest predicted remaining output first; preemptive by default",
+                    MakeSrptPolicy);
+  registry.Register("lof", "longest (true) output first, as SGLang's lof; victim = latest arrival",
+                    MakeLofPolicy);
+  registry.Register("vtc",
+                    "Virtual Token Counter fairness (OSDI'24): least-served client first",
+                    MakeVtcPolicy);
+  registry.Register("mlfq",
+                    "FastServe skip-join MLFQ: prefill-sized entry level, quantum demotion",
+                    MakeMlfqPolicy);
 }
 
 const PolicyRegistry& BuiltinPolicies() {

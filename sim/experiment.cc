@@ -1,5 +1,7 @@
 #include "sim/experiment.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -73,6 +75,18 @@ StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
       hw.num_gpu_blocks > 0 ? hw.num_gpu_blocks : p.memory.kv_blocks);
   p.capacity.bytes_per_block = static_cast<int64_t>(
       model.KvBytesPerToken(config.precision.kv_cache) * config.scheduler.block_size);
+  p.kv_bytes_per_block_per_gpu = static_cast<int64_t>(
+      KvBytesPerTokenPerGpu(model, config.precision.kv_cache, hw.tensor_parallel,
+                            hw.pipeline_parallel) *
+      config.scheduler.block_size);
+  p.capacity.num_cpu_blocks = static_cast<int32_t>(
+      std::floor(hw.swap_space_gib * kBytesPerGib / static_cast<double>(p.kv_bytes_per_block_per_gpu)));
+  if (config.scheduler.preemption == PreemptionMode::kSwap) {
+    if (hw.gpu.pcie_gbps <= 0) {
+      return InvalidArgument(src + ": scheduler.preemption: swap needs hardware.gpu.pcie_gbps > 0");
+    }
+    p.swap_ns_per_block = static_cast<double>(p.kv_bytes_per_block_per_gpu) / hw.gpu.pcie_gbps;
+  }
 
   int32_t max_model_len = model.max_position_embeddings;
   if (config.scheduler.max_model_len > 0) {
@@ -137,6 +151,23 @@ StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
   m.gpus_per_replica = hw.tensor_parallel * hw.pipeline_parallel;
   m.price_per_gpu_hour = hw.gpu.price_per_hour;
   m.kv_blocks_per_replica = p.capacity.num_gpu_blocks;
+  // What one block copy moves over one GPU's PCIe link (the figure SimBackend times swaps
+  // with): the shard of the GPU holding the most layers, KV heads replicated when TP
+  // exceeds them. swap_bytes = blocks x this x GPUs per replica.
+  m.kv_bytes_per_block_per_gpu = p.kv_bytes_per_block_per_gpu;
+  for (const auto& c : config.workload.clients) m.client_weights.push_back(c.weight);
+  // Service is counted in the units the VTC policy charges, when it runs (its registry has
+  // already validated the values); otherwise VTC's defaults.
+  if (config.scheduler.policy.name == "vtc") {
+    for (const Param& param : config.scheduler.policy.params) {
+      double value = 0;
+      const char* end = param.value.data() + param.value.size();
+      const auto [ptr, ec] = std::from_chars(param.value.data(), end, value);
+      if (ec != std::errc() || ptr != end || !(value >= 0)) continue;
+      if (param.key == "input_weight") m.service_input_weight = value;
+      if (param.key == "output_weight") m.service_output_weight = value;
+    }
+  }
   return p;
 }
 
@@ -144,8 +175,8 @@ BackendFactory MakeSimBackendFactory(const PreparedExperiment& experiment) {
   return [&experiment](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
     auto cost = MakeCostModel(experiment.config.cost_model, experiment.deployment);
     if (!cost.ok()) return cost.status();
-    return std::unique_ptr<Backend>(
-        std::make_unique<SimBackend>(std::move(cost).value(), experiment.capacity));
+    return std::unique_ptr<Backend>(std::make_unique<SimBackend>(
+        std::move(cost).value(), experiment.capacity, experiment.swap_ns_per_block));
   };
 }
 

@@ -23,6 +23,8 @@ struct PreparedExperiment {
   DeploymentSpec deployment;
   MemoryEstimate memory;      // per GPU of one replica
   KvCapacity capacity;        // per replica
+  int64_t kv_bytes_per_block_per_gpu = 0;  // one GPU's shard of a block
+  double swap_ns_per_block = 0;  // one block's shard over one GPU's PCIe link
   SimulationOptions simulation;
   MetricsOptions metrics;
 };

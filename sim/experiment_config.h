@@ -28,6 +28,9 @@ struct HardwareConfig {
   double framework_overhead_gib = 1.0;  // CUDA context, allocator slack, graphs (seed: 0.5-2)
   // KV cache blocks per replica; 0 = derived from the memory formula (`servelab memory`).
   int64_t num_gpu_blocks = 0;
+  // Host memory per GPU for swapped-out KV blocks (scheduler.preemption: swap); vLLM's
+  // default is 4 GiB.
+  double swap_space_gib = 4.0;
 
   template <class V>
   void VisitFields(V& v) {
@@ -37,6 +40,7 @@ struct HardwareConfig {
     v.Field("memory_utilization", memory_utilization, kOpenUnitInterval);
     v.Field("framework_overhead_gib", framework_overhead_gib, kNonNegative);
     v.Field("num_gpu_blocks", num_gpu_blocks, kNonNegative);
+    v.Field("swap_space_gib", swap_space_gib, kNonNegative);
   }
 };
 

@@ -32,7 +32,7 @@ StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const SimulationOptions& 
     const auto watermark = static_cast<int32_t>(
         std::floor(options.scheduler.watermark * capacity.num_gpu_blocks));
     replica->kv = std::make_unique<KvCacheManager>(capacity.num_gpu_blocks, capacity.block_size,
-                                                   watermark);
+                                                   watermark, capacity.num_cpu_blocks);
     PolicyContext context = options.policy_context;
     context.replica = i;
     auto policy = BuiltinPolicies().Make(options.scheduler.policy, context);
@@ -116,6 +116,7 @@ Status Simulator::Run(const std::function<void(const SimulationProgress&)>& on_p
       SERVELAB_CHECK(target >= 0 && target < NumReplicas());
       r->replica = target;
       ++progress_.arrived;
+      if (metrics_ != nullptr) metrics_->OnArrival(*r);
       if (!replicas_[target]->scheduler->AddRequest(*r, now)) {
         ++progress_.rejected;
         if (metrics_ != nullptr) metrics_->OnRejected(*r);

@@ -3,10 +3,15 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <tuple>
+
+#include "policies/registry.h"
 
 namespace servelab {
 namespace {
@@ -75,7 +80,8 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
 }
 
 TEST_F(CliTest, EverySubcommandHasHelp) {
-  for (const char* command : {"--help", "run --help", "list --help", "memory --help"}) {
+  for (const char* command : {"--help", "run --help", "list --help", "memory --help",
+                              "sweep --help", "compare --help"}) {
     const CliResult r = Run(command);
     EXPECT_EQ(r.exit_code, 0) << command;
     EXPECT_FALSE(r.out.empty()) << command;
@@ -161,6 +167,55 @@ TEST_F(CliTest, BadInputExitsTwoAndLeavesEarlierResultsIntact) {
   for (const auto& entry : fs::directory_iterator(out)) {
     EXPECT_NE(entry.path().filename().string()[0], '.') << "temporary left: " << entry.path();
   }
+}
+
+// requests.csv rows as (arrival_s, id, input_tokens), sorted by arrival then id.
+std::vector<std::tuple<double, std::string, std::string>> Arrivals(const std::string& csv) {
+  std::istringstream lines(csv);
+  std::string line;
+  std::getline(lines, line);
+  std::map<std::string, size_t> column;
+  std::istringstream header(line);
+  for (std::string name; std::getline(header, name, ',');) column[name] = column.size();
+  std::vector<std::tuple<double, std::string, std::string>> rows;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> cells;
+    std::istringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+    rows.emplace_back(std::stod(cells.at(column.at("arrival_s"))), cells.at(column.at("id")),
+                      cells.at(column.at("input_tokens")));
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+TEST_F(CliTest, CompareRunsTheSameRequestsUnderEachPolicy) {
+  // fcfs, plus up to two more of the registered policies.
+  std::vector<std::string> policies = {"fcfs"};
+  for (const auto& name : BuiltinPolicies().Names()) {
+    if (name != "fcfs" && policies.size() < 3) policies.push_back(name);
+  }
+  std::string list;
+  for (const auto& p : policies) list += (list.empty() ? "" : ",") + p;
+  const fs::path exp = Write("small.yaml", kSmall);
+  const fs::path out = dir_ / "cmp";
+  const CliResult r = Run("compare " + exp.string() + " --policies " + list + " --jobs 2 --out " +
+                          out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("| policy | finished |"));
+  const std::string csv = ReadFile(out / "compare.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), static_cast<long>(policies.size()) + 1)
+      << csv;
+  EXPECT_EQ(ReadFile(out / "compare.md").find("| policy |") != std::string::npos, true);
+  const auto first = Arrivals(ReadFile(out / "fcfs" / "requests.csv"));
+  EXPECT_EQ(first.size(), 40u);
+  for (const auto& p : policies) {
+    EXPECT_THAT(csv, HasSubstr("\n" + p + "," + p + ",ok,"));
+    EXPECT_EQ(Arrivals(ReadFile(out / p / "requests.csv")), first) << p;
+  }
+  EXPECT_EQ(Run("compare " + exp.string() + " --policies fcfs,nope --out " + out.string())
+                .exit_code, 2);
+  EXPECT_EQ(Run("compare " + exp.string()).exit_code, 2);
 }
 
 }  // namespace

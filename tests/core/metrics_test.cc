@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/fairness_tracker.h"
+
 namespace servelab {
 namespace {
 
@@ -64,7 +66,7 @@ void RunStep(MetricsCollector& metrics, TimeNs start, TimeNs end,
 }
 
 struct Outputs {
-  std::ostringstream requests, steps, trace;
+  std::ostringstream requests, steps, trace, clients;
   RunSummary summary;
 };
 
@@ -92,6 +94,7 @@ void RunHandCase(Outputs& out, MetricsOptions options = HandOptions()) {
   sinks.requests_csv = &out.requests;
   sinks.steps_csv = &out.steps;
   sinks.trace_json = &out.trace;
+  sinks.clients_csv = &out.clients;
   MetricsCollector metrics(std::move(options), sinks);
   Request a = MakeRequest(1, 0, 0, 4, 3);
   Request b = MakeRequest(2, 1, 500 * kMs, 2, 2);
@@ -363,6 +366,277 @@ TEST(RunSummaryTest, RenderingsCarryTheNumbers) {
   EXPECT_LE(lines, 8);
   EXPECT_NE(text.find("TTFT ms: p50 1000.00 p99 1000.00"), std::string::npos) << text;
   EXPECT_NE(text.find("$900 per 1M output tokens"), std::string::npos) << text;
+}
+
+// --- Per-client metrics, fairness and swap accounting. ---
+
+// The hand case's clients with VTC's default charges (1 per prompt token, 2 per output
+// token), counted when delivered: alice's A gets its prompt (4) and first token at 1 s,
+// then a token at 1.5 s and 2.25 s: 4 + 3 x 2 = 10. bob's B: prompt 2 and a token at
+// 1.5 s, a token at 2.25 s: 2 + 2 x 2 = 6; his rejected C gets nothing.
+TEST(ClientMetricsTest, HandCaseClientsAreExact) {
+  Outputs out;
+  RunHandCase(out);
+  const RunSummary& s = out.summary;
+  ASSERT_EQ(s.clients.size(), 2u);
+  const ClientSummary& alice = s.clients[0];
+  const ClientSummary& bob = s.clients[1];
+  EXPECT_EQ(alice.name, "alice");
+  EXPECT_EQ(alice.weight, 1.0);
+  EXPECT_EQ(alice.requests, 1);
+  EXPECT_EQ(alice.finished, 1);
+  EXPECT_EQ(alice.rejected, 0);
+  EXPECT_EQ(alice.input_tokens, 4);
+  EXPECT_EQ(alice.output_tokens, 3);
+  EXPECT_DOUBLE_EQ(alice.service, 10.0);
+  EXPECT_DOUBLE_EQ(alice.service_per_weight, 10.0);
+  EXPECT_DOUBLE_EQ(alice.output_throughput, 3 / 2.25);
+  EXPECT_EQ(alice.ttft_s.count, 1);
+  EXPECT_DOUBLE_EQ(alice.ttft_s.max, 1.0);
+  EXPECT_DOUBLE_EQ(alice.e2e_s.p99, 2.25);
+  EXPECT_DOUBLE_EQ(alice.max_queue_s, 0.25);
+  EXPECT_EQ(bob.name, "bob");
+  EXPECT_EQ(bob.requests, 2);
+  EXPECT_EQ(bob.finished, 1);
+  EXPECT_EQ(bob.rejected, 1);
+  EXPECT_EQ(bob.input_tokens, 2);
+  EXPECT_EQ(bob.output_tokens, 2);
+  EXPECT_DOUBLE_EQ(bob.service, 6.0);
+  EXPECT_DOUBLE_EQ(bob.e2e_s.mean, 1.75);
+  EXPECT_DOUBLE_EQ(bob.max_queue_s, 0.5);
+  // Conservation: the clients' service is the charge of the finished requests' tokens.
+  EXPECT_DOUBLE_EQ(alice.service + bob.service, 1.0 * s.input_tokens + 2.0 * s.output_tokens);
+  // Jain over {10, 6}: 16^2 / (2 x 136).
+  EXPECT_DOUBLE_EQ(s.jain_index, 256.0 / 272.0);
+  // RunHandCase reports no arrivals: no client is ever backlogged, no window counts.
+  EXPECT_EQ(s.service_difference_windows, 0);
+  EXPECT_EQ(s.service_difference_max, 0.0);
+  EXPECT_EQ(s.swap_out_blocks + s.swap_in_blocks, 0);
+}
+
+TEST(ClientMetricsTest, ClientsCsvIsExact) {
+  Outputs out;
+  RunHandCase(out);
+  EXPECT_EQ(out.clients.str(),
+            "client,weight,requests,finished,rejected,input_tokens,output_tokens,service,"
+            "service_per_weight,output_throughput,ttft_mean_s,ttft_p50_s,ttft_p99_s,"
+            "e2e_mean_s,e2e_p50_s,e2e_p99_s,max_queue_s\n"
+            "alice,1,1,1,0,4,3,10,10,1.333333333,1,1,1,2.25,2.25,2.25,0.25\n"
+            "bob,1,2,1,1,2,2,6,6,0.888888889,1,1,1,1.75,1.75,1.75,0.5\n");
+}
+
+// Weighted service: client 0 (weight 1) gets 1 + 2 x 1 = 3; client 1 (weight 2) gets
+// 14 + 2 x 2 = 18, i.e. 9 per unit of weight. Jain over {3, 9} = 12^2 / (2 x 90) = 0.8.
+TEST(ClientMetricsTest, JainIndexUsesServicePerWeight) {
+  MetricsOptions options;
+  options.client_weights = {1.0, 2.0};
+  std::ostringstream clients;
+  MetricsSinks sinks;
+  sinks.clients_csv = &clients;
+  MetricsCollector metrics(options, sinks);
+  Request a = MakeRequest(1, 0, 0, 1, 1);
+  Request b = MakeRequest(2, 1, 0, 14, 2);
+  RunStep(metrics, 0, 100 * kMs, {{&a, 1}, {&b, 14}}, 0, 0, 0);
+  RunStep(metrics, 100 * kMs, 200 * kMs, {{&b, 1}}, 0, 0, 0);
+  const RunSummary s = metrics.Finish();
+  ASSERT_EQ(s.clients.size(), 2u);
+  EXPECT_EQ(s.clients[0].name, "0");  // no names configured: the index
+  EXPECT_DOUBLE_EQ(s.clients[0].service_per_weight, 3.0);
+  EXPECT_DOUBLE_EQ(s.clients[1].service, 18.0);
+  EXPECT_DOUBLE_EQ(s.clients[1].service_per_weight, 9.0);
+  EXPECT_DOUBLE_EQ(s.jain_index, 0.8);
+  EXPECT_NE(clients.str().find("\n1,2,1,1,0,14,2,18,9,10,"), std::string::npos) << clients.str();
+  EXPECT_EQ(JainIndex(std::vector<double>{1.0, 3.0}), 0.8);
+  EXPECT_EQ(JainIndex(std::vector<double>{5.0, 0.0, 0.0, 0.0}), 0.25);
+  EXPECT_EQ(JainIndex(std::vector<double>{0.0, 0.0}), 1.0);
+  EXPECT_EQ(JainIndex(std::vector<double>{}), 0.0);
+}
+
+TEST(ClientMetricsTest, ServiceWeightsAndClientsWithoutRequests) {
+  MetricsOptions options;
+  options.client_names = {"a", "b", "idle"};
+  options.service_input_weight = 0.5;
+  options.service_output_weight = 3.0;
+  MetricsCollector metrics(options, MetricsSinks{});
+  Request a = MakeRequest(1, 0, 0, 8, 2);
+  Request b = MakeRequest(2, 1, 0, 2, 1);
+  RunStep(metrics, 0, 100 * kMs, {{&a, 8}, {&b, 2}}, 0, 0, 0);
+  RunStep(metrics, 100 * kMs, 200 * kMs, {{&a, 1}}, 0, 0, 0);
+  const RunSummary s = metrics.Finish();
+  ASSERT_EQ(s.clients.size(), 3u);
+  EXPECT_DOUBLE_EQ(s.clients[0].service, 0.5 * 8 + 3.0 * 2);  // 10
+  EXPECT_DOUBLE_EQ(s.clients[1].service, 0.5 * 2 + 3.0 * 1);  // 4
+  EXPECT_EQ(s.clients[2].requests, 0);
+  EXPECT_EQ(s.clients[2].service, 0.0);
+  // The idle client has no request: Jain is over {10, 4} only.
+  EXPECT_DOUBLE_EQ(s.jain_index, 196.0 / (2 * 116.0));
+  EXPECT_EQ(s.service_input_weight, 0.5);
+  EXPECT_EQ(s.service_output_weight, 3.0);
+}
+
+// Latencies grouped by client, in OnFinished order within each.
+TEST(ClientMetricsTest, PerClientDistributions) {
+  MetricsCollector metrics(MetricsOptions{}, MetricsSinks{});
+  auto finished = [&](int32_t client, TimeNs arrival, TimeNs first_token, TimeNs finish) {
+    Request r = MakeRequest(0, client, arrival, 8, 2);
+    r.first_scheduled = arrival + 10 * kMs * (client + 1);
+    r.first_token = first_token;
+    r.last_token = r.finish = finish;
+    r.num_generated = 2;
+    metrics.OnFinished(r);
+  };
+  finished(0, 0, 1000 * kMs, 2000 * kMs);     // ttft 1, e2e 2
+  finished(1, 0, 2000 * kMs, 2500 * kMs);     // ttft 2, e2e 2.5
+  finished(0, 0, 3000 * kMs, 4000 * kMs);     // ttft 3, e2e 4
+  finished(2, 500 * kMs, 600 * kMs, 4000 * kMs);  // ttft 0.1, e2e 3.5
+  const RunSummary s = metrics.Finish();
+  ASSERT_EQ(s.clients.size(), 3u);
+  EXPECT_EQ(s.clients[0].ttft_s.count, 2);
+  EXPECT_DOUBLE_EQ(s.clients[0].ttft_s.mean, 2.0);
+  EXPECT_DOUBLE_EQ(s.clients[0].ttft_s.p50, 2.0);
+  EXPECT_DOUBLE_EQ(s.clients[0].ttft_s.p99, 2.98);
+  EXPECT_DOUBLE_EQ(s.clients[0].e2e_s.max, 4.0);
+  EXPECT_DOUBLE_EQ(s.clients[0].max_queue_s, 0.01);
+  EXPECT_EQ(s.clients[1].ttft_s.count, 1);
+  EXPECT_DOUBLE_EQ(s.clients[1].e2e_s.mean, 2.5);
+  EXPECT_DOUBLE_EQ(s.clients[1].max_queue_s, 0.02);
+  EXPECT_DOUBLE_EQ(s.clients[2].ttft_s.p50, 0.1);
+  EXPECT_DOUBLE_EQ(s.clients[2].output_throughput, 2 / 4.0);
+  // The run's distributions are untouched by the grouping.
+  EXPECT_EQ(s.ttft_s.count, 4);
+  EXPECT_DOUBLE_EQ(s.ttft_s.mean, (1 + 2 + 3 + 0.1) / 4);
+  EXPECT_DOUBLE_EQ(s.e2e_s.max, 4.0);
+}
+
+// Windows of 1 s (times in ms; every step takes 400 ms; services with charges 1 and 2):
+//   A (client 0): arrives 0, prompt 10, 6 tokens.  B (client 1): arrives 0, prompt 8, 5.
+//   C (client 2): arrives 1500, prompt 10, 2 tokens.
+//   [0, 400)     A prefill              A +12
+//   [400, 800)   A, B prefill           A +2, B +10
+//   [800, 1200)  A, B                   A +2, B +2         (window 1)
+//   [1200, 1600) A, B, C prefill        A +2, B +2, C +12
+//   [1600, 2000) A, B, C -> C finishes  A +2, B +2, C +2   (window 2: ends at 2000)
+//   [2000, 2400) A, B -> both finish    A +2, B +2
+// Window [0, 1000): A 14, B 10; C not in the system -> difference 4.
+// Window [1000, 2000): A 4, B 4; C arrived at 1500, not backlogged throughout (its 12
+//   would make it 8) -> 0.
+// Last window [2000, 2400): A 4, B 4 (in the system until the end); C left at 2000 (its
+//   2 would make it 2) -> 0.
+TEST(ClientMetricsTest, ServiceDifferenceCountsClientsBackloggedThroughoutEachWindow) {
+  MetricsOptions options;
+  options.fairness_window_s = 1.0;
+  MetricsCollector metrics(options, MetricsSinks{});
+  Request a = MakeRequest(1, 0, 0, 10, 6);
+  Request b = MakeRequest(2, 1, 0, 8, 5);
+  Request c = MakeRequest(3, 2, 1500 * kMs, 10, 2);
+  metrics.OnArrival(a);
+  metrics.OnArrival(b);
+  const TimeNs step = 400 * kMs;
+  RunStep(metrics, 0, step, {{&a, 10}}, 0, 0, 0);
+  RunStep(metrics, step, 2 * step, {{&a, 1}, {&b, 8}}, 0, 0, 0);
+  RunStep(metrics, 2 * step, 3 * step, {{&a, 1}, {&b, 1}}, 0, 0, 0);
+  metrics.OnArrival(c);
+  RunStep(metrics, 3 * step, 4 * step, {{&a, 1}, {&b, 1}, {&c, 10}}, 0, 0, 0);
+  RunStep(metrics, 4 * step, 5 * step, {{&a, 1}, {&b, 1}, {&c, 1}}, 0, 0, 0);
+  RunStep(metrics, 5 * step, 6 * step, {{&a, 1}, {&b, 1}}, 0, 0, 0);
+  ASSERT_TRUE(a.IsFinished() && b.IsFinished() && c.IsFinished());
+  const RunSummary s = metrics.Finish();
+  EXPECT_EQ(s.service_difference_windows, 3);
+  EXPECT_DOUBLE_EQ(s.service_difference_max, 4.0);
+  EXPECT_DOUBLE_EQ(s.service_difference_mean, 4.0 / 3.0);
+  EXPECT_DOUBLE_EQ(s.clients[0].service, 10 + 2 * 6.0);
+  EXPECT_DOUBLE_EQ(s.clients[2].service, 10 + 2 * 2.0);
+}
+
+// A 5.5 s step between two backlogged clients: windows [0, 1) .. [4, 5) s hold no service
+// (difference 0 each, the four empty ones skipped in one go); the last window [5, 5.5)
+// gets A 3 + 2 and B 1 + 2 -> 2. Weighted by 2, B's 3 counts as 1.5 in a second run.
+TEST(ClientMetricsTest, ServiceDifferenceOverEmptyWindowsAndWeights) {
+  for (const double weight_b : {1.0, 2.0}) {
+    MetricsOptions options;
+    options.fairness_window_s = 1.0;
+    options.client_weights = {1.0, weight_b};
+    MetricsCollector metrics(options, MetricsSinks{});
+    Request a = MakeRequest(1, 0, 0, 3, 1);
+    Request b = MakeRequest(2, 1, 0, 1, 1);
+    metrics.OnArrival(a);
+    metrics.OnArrival(b);
+    RunStep(metrics, 0, 5500 * kMs, {{&a, 3}, {&b, 1}}, 0, 0, 0);
+    const RunSummary s = metrics.Finish();
+    EXPECT_EQ(s.service_difference_windows, 6);
+    const double last = 5.0 - 3.0 / weight_b;
+    EXPECT_DOUBLE_EQ(s.service_difference_max, last);
+    EXPECT_DOUBLE_EQ(s.service_difference_mean, last / 6);
+  }
+}
+
+// A single client, or windows switched off, never counts a window.
+TEST(ClientMetricsTest, ServiceDifferenceNeedsTwoClientsAndAWindow) {
+  for (const double window : {1.0, 0.0}) {
+    MetricsOptions options;
+    options.fairness_window_s = window;
+    MetricsCollector metrics(options, MetricsSinks{});
+    Request a = MakeRequest(1, 0, 0, 3, 2);
+    Request b = MakeRequest(2, window > 0 ? 0 : 1, 0, 3, 2);
+    metrics.OnArrival(a);
+    metrics.OnArrival(b);
+    RunStep(metrics, 0, 1500 * kMs, {{&a, 3}, {&b, 3}}, 0, 0, 0);
+    RunStep(metrics, 1500 * kMs, 3000 * kMs, {{&a, 1}, {&b, 1}}, 0, 0, 0);
+    const RunSummary s = metrics.Finish();
+    EXPECT_EQ(s.service_difference_windows, 0) << window;
+    EXPECT_EQ(s.service_difference_max, 0.0);
+  }
+}
+
+// Every block copy is counted; bytes = blocks x bytes per block per GPU x GPUs per replica.
+TEST(ClientMetricsTest, SwapBlocksAndBytes) {
+  MetricsOptions options;
+  options.gpus_per_replica = 2;
+  options.kv_bytes_per_block_per_gpu = 1000;
+  MetricsCollector metrics(options, MetricsSinks{});
+  StepPlan plan;
+  plan.swap_out = {{1, 0}, {2, 1}, {3, 2}};
+  plan.swap_in = {{5, 6}, {7, 8}};
+  metrics.OnStep(0, plan, 0, 10 * kMs, 0, 0, 0);
+  plan.Clear();
+  plan.swap_in = {{0, 1}};
+  metrics.OnStep(0, plan, 10 * kMs, 20 * kMs, 0, 0, 0);
+  const RunSummary s = metrics.Finish();
+  EXPECT_EQ(s.swap_out_blocks, 3);
+  EXPECT_EQ(s.swap_in_blocks, 3);
+  EXPECT_DOUBLE_EQ(s.swap_bytes, 6 * 1000.0 * 2);
+  const nlohmann::ordered_json j = s.ToJson();
+  EXPECT_EQ(j["swap_out_blocks"], 3);
+  EXPECT_DOUBLE_EQ(j["swap_bytes"].get<double>(), 12000.0);
+  EXPECT_NE(s.ToText().find("6 blocks swapped"), std::string::npos) << s.ToText();
+  EXPECT_NE(s.ToMarkdown().find("- swap: 3 blocks out, 3 in"), std::string::npos);
+}
+
+TEST(ClientMetricsTest, RenderingsCarryClientsAndFairness) {
+  Outputs out;
+  RunHandCase(out);
+  const nlohmann::ordered_json j = out.summary.ToJson();
+  ASSERT_EQ(j["clients"].size(), 2u);
+  EXPECT_EQ(j["clients"][1]["name"], "bob");
+  EXPECT_EQ(j["clients"][1]["rejected"], 1);
+  EXPECT_DOUBLE_EQ(j["clients"][0]["service"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(j["clients"][0]["ttft_s"]["max"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(j["jain_index"].get<double>(), 256.0 / 272.0);
+  EXPECT_EQ(j["service_difference_windows"], 0);
+  EXPECT_EQ(j["fairness_window_s"], 10.0);
+
+  const std::string md = out.summary.ToMarkdown();
+  EXPECT_NE(md.find("| alice | 1 | 1 | 1 | 0 | 1.3 | 10 | 10 | 1000.000 | 1000.000 | "
+                    "1000.000 | 2250.000 | 250.000 |"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("- Jain's index over service / weight: 0.9412"), std::string::npos) << md;
+
+  const std::string text = out.summary.ToText();
+  EXPECT_NE(text.find("fairness: Jain 0.9412"), std::string::npos) << text;
+  // One client: no fairness line.
+  RunSummary single = out.summary;
+  single.clients.resize(1);
+  EXPECT_EQ(single.ToText().find("fairness"), std::string::npos);
 }
 
 }  // namespace

@@ -215,3 +215,138 @@ TEST(SchedulerTest, StaticBatchingPadsUntilTheLongestFinishes) {
 
 }  // namespace
 }  // namespace servelab
+
+namespace servelab {
+namespace {
+
+// The preemption scenario above with swap: B's two blocks go to the host and come back;
+// nothing is recomputed and every block (device and host) is free at the end.
+TEST(SchedulerTest, SwapPreemptionMovesBlocksOutAndBackWithoutRecompute) {
+  SchedulerConfig c = Config(2, 64, 8);
+  c.preemption = PreemptionMode::kSwap;
+  KvCacheManager kv(4, 2, 0, /*num_host_blocks=*/4);
+  Scheduler s(c, 4096, std::make_unique<FcfsPolicy>(), &kv);
+  Request a, b;
+  a.id = 0;
+  b.id = 1;
+  a.prompt_len = b.prompt_len = 2;
+  a.target_output_len = b.target_output_len = 4;
+  s.AddRequest(a, 0);
+  s.AddRequest(b, 0);
+  StepResult result;
+  TimeNs now = 0;
+  for (int step = 1; step <= 3; ++step) {
+    ASSERT_EQ(s.Schedule(now).seqs.size(), 2u);
+    s.Commit(result, ++now);
+  }
+  const std::vector<int32_t> b_blocks = b.block_table;
+  const StepPlan& s4 = s.Schedule(now);
+  ASSERT_EQ(s4.seqs.size(), 1u);
+  ASSERT_EQ(s4.swap_out.size(), 2u);
+  EXPECT_EQ(s4.swap_out[0].src, b_blocks[0]);
+  EXPECT_EQ(s4.swap_out[1].src, b_blocks[1]);
+  EXPECT_TRUE(b.kv_swapped);
+  EXPECT_EQ(b.num_computed_tokens, 4) << "swap keeps the computed KV";
+  EXPECT_EQ(b.num_recomputed_tokens, 0);
+  EXPECT_EQ(b.num_preemptions, 1);
+  EXPECT_EQ(kv.NumFreeHostBlocks(), 2);
+  s.Commit(result, ++now);  // A finishes
+
+  const StepPlan& s5 = s.Schedule(now);
+  ASSERT_EQ(s5.swap_in.size(), 2u);
+  EXPECT_EQ(s5.swap_in[0].dst, b.block_table[0]);
+  ASSERT_EQ(s5.seqs.size(), 1u);
+  EXPECT_EQ(s5.seqs[0].num_new_tokens, 1) << "a decode, not a re-prefill";
+  EXPECT_EQ(s5.seqs[0].num_computed_tokens, 4);
+  EXPECT_FALSE(b.kv_swapped);
+  auto done = s.Commit(result, ++now);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(b.num_generated, 4);
+  EXPECT_EQ(kv.NumFreeBlocks(), 4);
+  EXPECT_EQ(kv.NumFreeHostBlocks(), 4);
+}
+
+TEST(SchedulerTest, SwapFallsBackToRecomputeWhenTheHostIsFull) {
+  SchedulerConfig c = Config(2, 64, 8);
+  c.preemption = PreemptionMode::kSwap;
+  KvCacheManager kv(4, 2, 0, /*num_host_blocks=*/1);  // B's 2 blocks do not fit
+  Scheduler s(c, 4096, std::make_unique<FcfsPolicy>(), &kv);
+  Request a, b;
+  a.prompt_len = b.prompt_len = 2;
+  a.target_output_len = b.target_output_len = 4;
+  s.AddRequest(a, 0);
+  s.AddRequest(b, 0);
+  StepResult result;
+  for (TimeNs now = 0; now < 3; ++now) {
+    s.Schedule(now);
+    s.Commit(result, now + 1);
+  }
+  EXPECT_TRUE(s.Schedule(3).swap_out.empty());
+  EXPECT_FALSE(b.kv_swapped);
+  EXPECT_EQ(b.num_recomputed_tokens, 4);
+}
+
+// A preemptive rule for the test: lower priority value first; displaces worse classes.
+class TestPriorityPolicy final : public Policy {
+ public:
+  std::string_view Name() const override { return "test_priority"; }
+  void Enqueue(Request& r, TimeNs) override { waiting_.push_back(&r); }
+  Request* Peek(TimeNs) override {
+    Request* best = nullptr;
+    for (Request* r : waiting_) {
+      if (best == nullptr || r->priority < best->priority) best = r;
+    }
+    return best;
+  }
+  void Admitted(Request& r, TimeNs) override { std::erase(waiting_, &r); }
+  Request* PickVictim(std::span<Request* const> running, TimeNs) override {
+    Request* worst = running.front();
+    for (Request* r : running) {
+      if (r->priority >= worst->priority) worst = r;
+    }
+    return worst;
+  }
+  bool ShouldPreemptFor(const Request& waiting, const Request& running) const override {
+    return waiting.priority < running.priority;
+  }
+  size_t NumWaiting() const override { return waiting_.size(); }
+
+ private:
+  std::vector<Request*> waiting_;
+};
+
+TEST(SchedulerTest, PreemptivePolicyDisplacesALowerClassInTheSameStep) {
+  SchedulerConfig c = Config(4, 64, 1);  // one slot
+  KvCacheManager kv(100, 4, 0);
+  Scheduler s(c, 4096, std::make_unique<TestPriorityPolicy>(), &kv);
+  Request low, high;
+  low.id = 0;
+  low.priority = 1;
+  high.id = 1;
+  high.priority = 0;
+  low.prompt_len = high.prompt_len = 4;
+  low.target_output_len = high.target_output_len = 3;
+  s.AddRequest(low, 0);
+  StepResult result;
+  s.Schedule(0);
+  s.Commit(result, 1);
+  s.AddRequest(high, 1);
+  const StepPlan& plan = s.Schedule(1);
+  ASSERT_EQ(plan.seqs.size(), 1u);
+  EXPECT_EQ(plan.seqs[0].request, &high);
+  EXPECT_EQ(low.state, RequestState::kPreempted);
+  EXPECT_EQ(low.num_preemptions, 1);
+  // `high` runs to completion, then `low` resumes and finishes with all its tokens.
+  TimeNs now = 2;
+  while (s.HasWork()) {
+    s.Schedule(now);
+    s.Commit(result, ++now);
+  }
+  EXPECT_EQ(high.num_generated, 3);
+  EXPECT_EQ(low.num_generated, 3);
+  EXPECT_LT(high.finish, low.finish);
+  EXPECT_EQ(kv.NumUsedBlocks(), 0);
+}
+
+}  // namespace
+}  // namespace servelab

@@ -1,0 +1,238 @@
+// `servelab compare`: one experiment under several scheduling policies, the same request
+// stream for each (same seed): a sweep on the single axis scheduler.policy, plus a
+// Markdown table and comparison plots.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "cli/commands.h"
+#include "cli/output_dir.h"
+#include "cli/sweep_config.h"
+#include "cli/sweep_report.h"
+#include "cli/sweep_runner.h"
+
+extern char** environ;
+
+namespace servelab {
+namespace {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+constexpr const char* kPython = "/usr/bin/python3";  // Debian's, with python3-matplotlib
+
+int Report(const Status& status) {
+  std::fprintf(stderr, "servelab compare: %s\n", status.message().c_str());
+  return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
+}
+
+bool IsSafeWord(const std::string& s) {
+  if (s.empty()) return false;
+  for (const char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '+' &&
+        c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// "fcfs,sjf:predictor=noisy:sigma=1.0" -> the scheduler.policy axis: "fcfs" and
+// "{name: sjf, predictor: noisy, sigma: 1.0}". Names, keys and values are words of
+// letters, digits and . _ + -.
+StatusOr<SweepAxisSpec> PolicyAxis(const std::string& text) {
+  SweepAxisSpec axis;
+  axis.key = "scheduler.policy";
+  std::set<std::string> seen;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    std::string entry = text.substr(start, comma - start);
+    start = comma + 1;
+    entry.erase(0, entry.find_first_not_of(' '));
+    entry.erase(entry.find_last_not_of(' ') + 1);
+    const std::string where = "--policies '" + entry + "'";
+    std::vector<std::string> parts;
+    for (size_t from = 0; from <= entry.size();) {
+      const size_t colon = std::min(entry.find(':', from), entry.size());
+      parts.push_back(entry.substr(from, colon - from));
+      from = colon + 1;
+    }
+    if (!IsSafeWord(parts[0])) {
+      return InvalidArgument(where + ": expected name[:key=value...], e.g. sjf:predictor=noisy");
+    }
+    std::string yaml = parts[0];
+    if (parts.size() > 1) {
+      yaml = "{name: " + parts[0];
+      for (size_t i = 1; i < parts.size(); ++i) {
+        const size_t eq = parts[i].find('=');
+        const std::string key = parts[i].substr(0, eq);
+        const std::string value = eq == std::string::npos ? "" : parts[i].substr(eq + 1);
+        if (!IsSafeWord(key) || !IsSafeWord(value) || key == "name") {
+          return InvalidArgument(where + ": '" + parts[i] + "': expected key=value, each a "
+                                 "word of letters, digits and . _ + -");
+        }
+        yaml += ", " + key + ": " + value;
+      }
+      yaml += "}";
+    }
+    if (!seen.insert(entry).second) return InvalidArgument(where + ": given twice");
+    axis.yaml_values.push_back(yaml);
+    axis.labels.push_back(entry);
+    axis.wheres.push_back(where);
+  }
+  return axis;
+}
+
+// Runs `argv` without a shell; its exit status, or -1 when it could not start.
+int Spawn(const std::vector<std::string>& args, bool quiet) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  }
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  int status = 0;
+  if (::waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// plots/compare.py over the result folders; never fails the command, says why not.
+void DrawPlots(const std::string& dir, const std::vector<std::string>& folders,
+               const std::vector<std::string>& labels) {
+  const std::string script = std::string(SERVELAB_SOURCE_DIR) + "/plots/compare.py";
+  const char* skip = nullptr;
+  if (!fs::exists(script)) {
+    skip = "plots/compare.py is not in the source tree this binary was built from";
+  } else if (::access(kPython, X_OK) != 0) {
+    skip = "/usr/bin/python3 is missing";
+  } else if (Spawn({kPython, "-c", "import matplotlib, pandas"}, /*quiet=*/true) != 0) {
+    skip = "/usr/bin/python3 lacks matplotlib or pandas (apt install python3-matplotlib "
+           "python3-pandas)";
+  }
+  if (skip != nullptr) {
+    std::fprintf(stderr, "servelab compare: note: plots skipped: %s\n", skip);
+    return;
+  }
+  std::vector<std::string> args = {kPython, script};
+  std::string joined;
+  for (size_t i = 0; i < folders.size(); ++i) {
+    args.push_back((fs::path(dir) / folders[i]).string());
+    joined += (i == 0 ? "" : ",") + labels[i];
+  }
+  args.insert(args.end(), {"--labels", joined, "--out", dir});
+  std::fflush(stdout);
+  const int rc = Spawn(args, /*quiet=*/false);
+  if (rc != 0) {
+    std::fprintf(stderr, "servelab compare: note: plotting failed (compare.py exit %d); the "
+                 "results are complete\n", rc);
+  }
+}
+
+}  // namespace
+
+int CompareCommand(const std::vector<std::string>& args) {
+  po::options_description options("servelab compare EXPERIMENT.yaml --policies a,b,... [options]");
+  std::vector<std::string> sets;
+  std::string policies, out_dir;
+  int jobs = 0;
+  options.add_options()
+      ("help,h", "show this help")
+      ("policies", po::value<std::string>(&policies),
+       "comma-separated policies, each name[:key=value...]: fcfs,sjf:predictor=noisy")
+      ("set", po::value<std::vector<std::string>>(&sets)->composing(),
+       "override a key for every policy: --set workload.arrival.rate=8 (repeatable)")
+      ("out", po::value<std::string>(&out_dir), "comparison folder (default: "
+       "results/<name>-compare)")
+      ("jobs,j", po::value<int>(&jobs), "policies run at once (default: every core)")
+      ("no-plots", "do not draw compare.png")
+      ("no-progress", "never draw the progress line");
+  po::options_description hidden;
+  std::string experiment_path;
+  hidden.add_options()("experiment", po::value<std::string>(&experiment_path));
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("experiment", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "servelab compare: " << e.what() << "\n\n" << options;
+    return kExitBadInput;
+  }
+  if (vm.count("help")) {
+    std::cout << options
+              << "\nRuns the experiment once per policy (scheduler.policy set like --set; the\n"
+                 "file's sweep block, if any, is ignored): the same seed, so the same request\n"
+                 "stream. Writes DIR/<policy>/ (the files of `servelab run`; the folder is the\n"
+                 "entry with ':' and '=' turned into '-'), DIR/compare.csv (the columns of\n"
+                 "sweep.csv), DIR/compare.md (the table printed on stdout) and DIR/compare.png\n"
+                 "(plots/compare.py with /usr/bin/python3; skipped with a note if that fails).\n"
+                 "Exit status: 0 success, 2 bad input (nothing ran), 1 a policy's run failed.\n";
+    return kExitOk;
+  }
+  if (experiment_path.empty()) {
+    std::cerr << "servelab compare: missing EXPERIMENT.yaml\n\n" << options;
+    return kExitBadInput;
+  }
+  if (policies.empty()) return Report(InvalidArgument("missing --policies a,b,..."));
+  if (jobs < 0) return Report(InvalidArgument("--jobs: must be at least 1 (0 = every core)"));
+  auto axis = PolicyAxis(policies);
+  if (!axis.ok()) return Report(axis.status());
+
+  auto sweep = LoadSweep(experiment_path, sets, *axis);
+  if (!sweep.ok()) return Report(sweep.status());
+  if (sweep->ignored_sweep_line > 0) {
+    std::fprintf(stderr, "servelab compare: note: %s:%d: the sweep block is ignored\n",
+                 experiment_path.c_str(), sweep->ignored_sweep_line);
+  }
+  const ExperimentConfig& base = sweep->points[0].config;
+  const std::string dir = out_dir.empty() ? "results/" + base.name + "-compare" : out_dir;
+  const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
+  std::vector<StatusOr<RunSummary>> results;
+  const int exit_code =
+      ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "compare", results);
+  if (exit_code == kExitBadInput) return exit_code;
+
+  const std::string table = CompareTable(axis->labels, results);
+  const std::string markdown = "# " + base.name + ": policy comparison\n\nThe same request "
+                               "stream (seed " + std::to_string(base.seed) + ") under each "
+                               "policy; one result folder per policy. Latencies over finished "
+                               "requests.\n\n" + table;
+  auto folder = OutputDir::Open(dir);
+  if (!folder.ok()) return Report(folder.status());
+  Status written = (*folder)->WriteFile("compare.csv", SweepCsv(*sweep, results));
+  if (written.ok()) written = (*folder)->WriteFile("compare.md", markdown);
+  if (written.ok()) written = (*folder)->Commit();
+  if (!written.ok()) return Report(written);
+  std::cout << table << "results: " << dir << "\n";
+
+  std::vector<std::string> folders, labels;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) continue;
+    folders.push_back(sweep->points[i].folder);
+    labels.push_back(axis->labels[i]);
+  }
+  if (!vm.count("no-plots") && !folders.empty()) DrawPlots(dir, folders, labels);
+  return exit_code;
+}
+
+}  // namespace servelab

@@ -1,0 +1,118 @@
+#include "cli/run_folder.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+
+#include "cli/config_yaml.h"
+#include "cli/output_dir.h"
+#include "sim/experiment.h"
+
+namespace servelab {
+namespace {
+
+// A single progress line on a terminal, redrawn at most a few times per second.
+class ProgressLine {
+ public:
+  void Update(const SimulationProgress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::milliseconds(200)) return;
+    last_ = now;
+    std::fprintf(stderr, "\r  simulated %.1f s | arrived %lld | finished %lld | rejected %lld | steps %lld ",
+                 ToSeconds(p.now), static_cast<long long>(p.arrived),
+                 static_cast<long long>(p.finished), static_cast<long long>(p.rejected),
+                 static_cast<long long>(p.steps));
+    drawn_ = true;
+  }
+  void Clear() {
+    if (drawn_) std::fputs("\r\033[K", stderr);
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_{};
+  bool drawn_ = false;
+};
+
+nlohmann::ordered_json ExperimentHeader(const PreparedExperiment& p) {
+  const ExperimentConfig& c = p.config;
+  nlohmann::ordered_json j;
+  j["name"] = c.name;
+  j["seed"] = c.seed;
+  j["backend"] = "sim";
+  j["model"] = c.model.name;
+  j["gpu"] = c.hardware.gpu.name;
+  j["tensor_parallel"] = c.hardware.tensor_parallel;
+  j["pipeline_parallel"] = c.hardware.pipeline_parallel;
+  j["replicas"] = c.cluster.replicas;
+  j["policy"] = c.scheduler.policy.name;
+  j["batching"] = std::string(NameOf(EnumNames<Batching>(kBatchingNames), c.scheduler.batching));
+  j["cost_model"] = std::string(NameOf(EnumNames<CostModelType>(kCostModelNames), c.cost_model.type));
+  j["kv_blocks_per_replica"] = p.capacity.num_gpu_blocks;
+  j["block_size"] = p.capacity.block_size;
+  j["max_model_len"] = p.simulation.max_model_len;
+  return j;
+}
+
+}  // namespace
+
+StatusOr<RunSummary> RunToFolder(const ExperimentConfig& experiment, const std::string& dir_path,
+                                 bool progress) {
+  ExperimentConfig config = experiment;
+  config.output.dir = dir_path;
+  auto prepared = PrepareExperiment(config);
+  if (!prepared.ok()) return prepared.status();
+
+  auto dir = OutputDir::Open(config.output.dir);
+  if (!dir.ok()) return dir.status();
+  MetricsSinks sinks;
+  auto requests = (*dir)->Stream("requests.csv");
+  if (!requests.ok()) return requests.status();
+  sinks.requests_csv = *requests;
+  auto clients = (*dir)->Stream("clients.csv");
+  if (!clients.ok()) return clients.status();
+  sinks.clients_csv = *clients;
+  if (config.output.steps_csv) {
+    auto steps = (*dir)->Stream("steps.csv");
+    if (!steps.ok()) return steps.status();
+    sinks.steps_csv = *steps;
+  }
+  if (config.output.trace_json) {
+    auto trace = (*dir)->Stream("trace.json");
+    if (!trace.ok()) return trace.status();
+    sinks.trace_json = *trace;
+    sinks.trace_max_steps = config.output.trace_max_steps;
+  }
+
+  ProgressLine progress_line;
+  std::function<void(const SimulationProgress&)> on_progress;
+  if (progress) {
+    on_progress = [&progress_line](const SimulationProgress& p) { progress_line.Update(p); };
+  }
+  auto summary = RunSimulation(*prepared, sinks, on_progress);
+  progress_line.Clear();
+  if (!summary.ok()) return summary.status();
+
+  nlohmann::ordered_json json = ExperimentHeader(*prepared);
+  const nlohmann::ordered_json metrics = summary->ToJson();
+  for (const auto& [key, value] : metrics.items()) {
+    if (!json.contains(key)) json[key] = value;
+  }
+  Status written = (*dir)->WriteFile("summary.json", json.dump(2) + "\n");
+  if (written.ok()) written = (*dir)->WriteFile("summary.md", summary->ToMarkdown());
+  if (written.ok()) written = (*dir)->WriteFile("config.resolved.yaml", EmitResolvedConfig(config));
+  if (written.ok()) written = (*dir)->Commit();
+  if (!written.ok()) return written;
+  // A previous run's outputs that this run did not produce would mislead: remove them.
+  for (const char* name : {"steps.csv", "trace.json"}) {
+    const bool produced = std::string(name) == "steps.csv" ? config.output.steps_csv
+                                                           : config.output.trace_json;
+    if (!produced) {
+      std::error_code ec;
+      std::filesystem::remove(std::filesystem::path(config.output.dir) / name, ec);
+    }
+  }
+  return summary;
+}
+
+}  // namespace servelab

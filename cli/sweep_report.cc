@@ -1,0 +1,146 @@
+#include "cli/sweep_report.h"
+
+#include <charconv>
+#include <cstdio>
+
+namespace servelab {
+namespace {
+
+// A metric column read from RunSummary::ToJson() by JSON pointer; a summary without
+// that field leaves the cell empty.
+struct Column {
+  const char* name;
+  const char* pointer;
+};
+
+constexpr Column kColumns[] = {
+    {"finished", "/num_finished"},
+    {"rejected", "/num_rejected"},
+    {"request_throughput", "/request_throughput"},
+    {"output_throughput", "/output_throughput"},
+    {"ttft_p50_s", "/ttft_s/p50"},
+    {"ttft_p99_s", "/ttft_s/p99"},
+    {"tpot_p50_s", "/tpot_s/p50"},
+    {"tpot_p99_s", "/tpot_s/p99"},
+    {"e2e_mean_s", "/e2e_s/mean"},
+    {"e2e_p50_s", "/e2e_s/p50"},
+    {"e2e_p99_s", "/e2e_s/p99"},
+    {"queue_mean_s", "/queue_s/mean"},
+    {"goodput", "/goodput"},
+    {"slo_attainment", "/slo_attainment"},
+    {"preemptions", "/preemptions"},
+    {"gpu_busy_fraction", "/gpu_busy_fraction"},
+    {"cost_per_million_output_tokens", "/cost_per_million_output_tokens"},
+    {"jain_index", "/jain_index"},
+};
+
+std::string Number(double v) {
+  char buf[64];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, ptr);
+}
+
+// The cell for a JSON value: integers and doubles as numbers, strings verbatim.
+std::string Cell(const nlohmann::ordered_json& j) {
+  if (j.is_number_integer()) return std::to_string(j.get<int64_t>());
+  if (j.is_number_unsigned()) return std::to_string(j.get<uint64_t>());
+  if (j.is_number()) return Number(j.get<double>());
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_boolean()) return j.get<bool>() ? "true" : "false";
+  return "";
+}
+
+std::string Quote(const std::string& field) {
+  const bool needs = field.find_first_of(",\"\r\n") != std::string::npos ||
+                     (!field.empty() && (field.front() == ' ' || field.back() == ' '));
+  if (!needs) return field;
+  std::string out = "\"";
+  for (const char c : field) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// The optional value of `pointer` in a summary, or null.
+const nlohmann::ordered_json* Find(const nlohmann::ordered_json& json, const char* pointer) {
+  const nlohmann::ordered_json::json_pointer ptr(pointer);
+  return json.contains(ptr) ? &json.at(ptr) : nullptr;
+}
+
+std::vector<nlohmann::ordered_json> Jsons(const std::vector<StatusOr<RunSummary>>& results) {
+  std::vector<nlohmann::ordered_json> out;
+  for (const auto& r : results) out.push_back(r.ok() ? r->ToJson() : nlohmann::ordered_json());
+  return out;
+}
+
+bool AnyHas(const std::vector<nlohmann::ordered_json>& jsons, const char* pointer) {
+  for (const auto& j : jsons) {
+    if (!j.is_null() && Find(j, pointer) != nullptr) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>& results) {
+  const std::vector<nlohmann::ordered_json> jsons = Jsons(results);
+  std::string out;
+  for (const auto& axis : sweep.axes) out += Quote(axis.key) + ",";
+  out += "folder,status";
+  for (const Column& c : kColumns) (out += ',') += c.name;
+  out += "\n";
+  for (size_t p = 0; p < sweep.points.size(); ++p) {
+    const SweepPoint& point = sweep.points[p];
+    for (size_t a = 0; a < sweep.axes.size(); ++a) {
+      out += Quote(sweep.axes[a].values[point.index[a]]) + ",";
+    }
+    out += Quote(point.folder) + (results[p].ok() ? ",ok" : ",failed");
+    for (const Column& c : kColumns) {
+      const nlohmann::ordered_json* value =
+          jsons[p].is_null() ? nullptr : Find(jsons[p], c.pointer);
+      out += ',';
+      if (value != nullptr) out += Quote(Cell(*value));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string CompareTable(const std::vector<std::string>& labels,
+                         const std::vector<StatusOr<RunSummary>>& results) {
+  const std::vector<nlohmann::ordered_json> jsons = Jsons(results);
+  const bool jain = AnyHas(jsons, "/jain_index");
+  std::string out =
+      "| policy | finished | output tok/s | TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | "
+      "TPOT p99 (ms) | E2E mean (s) | E2E p99 (s) | goodput (req/s) |";
+  out += jain ? " Jain |\n" : "\n";
+  out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+  out += jain ? "---:|\n" : "\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    char row[512];
+    if (!results[i].ok()) {
+      std::snprintf(row, sizeof row, "| %s | failed | | | | | | | | |%s\n", labels[i].c_str(),
+                    jain ? " |" : "");
+      out += row;
+      continue;
+    }
+    const RunSummary& s = *results[i];
+    std::snprintf(row, sizeof row,
+                  "| %s | %lld | %.1f | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %.3f |",
+                  labels[i].c_str(), static_cast<long long>(s.num_finished), s.output_throughput,
+                  s.ttft_s.p50 * 1e3, s.ttft_s.p99 * 1e3, s.tpot_s.p50 * 1e3, s.tpot_s.p99 * 1e3,
+                  s.e2e_s.mean, s.e2e_s.p99, s.goodput);
+    out += row;
+    if (jain) {
+      const nlohmann::ordered_json* j = Find(jsons[i], "/jain_index");
+      if (j != nullptr && j->is_number()) {
+        std::snprintf(row, sizeof row, " %.4f |", j->get<double>());
+        out += row;
+      } else {
+        out += " |";
+      }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace servelab

@@ -1,0 +1,30 @@
+#pragma once
+// The combined tables of a sweep: sweep.csv / compare.csv (one row per point) and
+// compare.md. Deterministic functions of the sweep and its summaries.
+#include <string>
+#include <vector>
+
+#include "cli/sweep_config.h"
+#include "core/metrics.h"
+#include "core/status.h"
+
+namespace servelab {
+
+// One row per point in grid order. Columns: each axis key (the value as written), then
+// folder, status (ok | failed), then the main metrics of summary.json: finished,
+// rejected, request_throughput (req/s), output_throughput (tok/s), ttft_p50_s,
+// ttft_p99_s, tpot_p50_s, tpot_p99_s, e2e_mean_s, e2e_p50_s, e2e_p99_s, queue_mean_s,
+// goodput (req/s), slo_attainment, preemptions, gpu_busy_fraction,
+// cost_per_million_output_tokens (USD), jain_index (over the clients' weighted service).
+// A failed point's metric cells are empty. Fields are quoted (RFC 4180) when they hold
+// a comma, a quote, a line break or surrounding spaces; numbers are the shortest text
+// that reads back to the same double.
+std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>& results);
+
+// A Markdown table, one row per point labelled by `labels[i]`: finished, output tok/s,
+// TTFT p50/p99 and TPOT p50/p99 (ms), E2E mean/p99 (s), goodput (req/s), and Jain's
+// index when the summaries have one.
+std::string CompareTable(const std::vector<std::string>& labels,
+                         const std::vector<StatusOr<RunSummary>>& results);
+
+}  // namespace servelab

@@ -1,0 +1,103 @@
+#include "cli/sweep_runner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/run_folder.h"
+#include "sim/experiment.h"
+
+namespace servelab {
+namespace {
+
+// Calls fn(i) for every i in [0, n) on min(jobs, n) threads; each i exactly once.
+void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < n; i = next++) fn(i);
+  };
+  const size_t threads = std::min(n, static_cast<size_t>(std::max(jobs, 1)));
+  if (threads <= 1) {
+    worker();
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
+int ResolveJobs(int jobs) {
+  if (jobs > 0) return jobs;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+Status ValidateSweep(const Sweep& sweep, int jobs) {
+  std::vector<Status> results(sweep.points.size());
+  ParallelFor(sweep.points.size(), jobs, [&](size_t i) {
+    auto prepared = PrepareExperiment(sweep.points[i].config);
+    if (!prepared.ok()) results[i] = prepared.status();
+  });
+  std::vector<std::pair<std::string, std::string>> failures;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].ok()) continue;
+    // A runtime failure while preparing is still reported before anything runs.
+    if (!results[i].IsBadInput()) return results[i];
+    failures.emplace_back(sweep.points[i].folder, results[i].message());
+  }
+  if (failures.empty()) return Status::Ok();
+  return CombinePointErrors(failures, sweep.points.size());
+}
+
+std::vector<StatusOr<RunSummary>> RunSweep(const Sweep& sweep, const std::string& dir, int jobs,
+                                           const std::string& progress_label) {
+  std::vector<StatusOr<RunSummary>> results(sweep.points.size(), Internal("not run"));
+  std::mutex mutex;
+  size_t done = 0;
+  ParallelFor(sweep.points.size(), jobs, [&](size_t i) {
+    const SweepPoint& point = sweep.points[i];
+    const std::string folder = (std::filesystem::path(dir) / point.folder).string();
+    StatusOr<RunSummary> result = RunToFolder(point.config, folder, /*progress=*/false);
+    std::lock_guard<std::mutex> lock(mutex);
+    results[i] = std::move(result);
+    ++done;
+    if (!progress_label.empty()) {
+      std::fprintf(stderr, "\r%s: %zu/%zu points done ", progress_label.c_str(), done,
+                   sweep.points.size());
+      if (done == sweep.points.size()) std::fputs("\r\033[K", stderr);
+    }
+  });
+  return results;
+}
+
+int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool progress,
+                   const std::string& command, std::vector<StatusOr<RunSummary>>& results) {
+  auto report = [&command](const Status& status) {
+    std::fprintf(stderr, "servelab %s: %s\n", command.c_str(), status.message().c_str());
+    return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
+  };
+  if (Status valid = ValidateSweep(sweep, jobs); !valid.ok()) return report(valid);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    return report(InvalidArgument(dir + ": cannot create output folder: " + ec.message()));
+  }
+  results = RunSweep(sweep, dir, jobs, progress ? command : std::string());
+  int exit_code = kExitOk;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].ok()) continue;
+    std::fprintf(stderr, "servelab %s: point %s failed: %s\n", command.c_str(),
+                 sweep.points[i].folder.c_str(), results[i].status().message().c_str());
+    exit_code = kExitRuntimeError;
+  }
+  return exit_code;
+}
+
+}  // namespace servelab

@@ -1,0 +1,38 @@
+#pragma once
+// Runs the points of a Sweep on worker threads, each into its own result folder.
+// Every point is an independent simulation seeded from its own config, so the files are
+// the same whatever the number of workers.
+#include <string>
+#include <vector>
+
+#include "cli/sweep_config.h"
+#include "core/metrics.h"
+#include "core/status.h"
+
+namespace servelab {
+
+// The worker count for `--jobs N`: N itself when positive; 0 means every core
+// (std::thread::hardware_concurrency(), at least 1).
+int ResolveJobs(int jobs);
+
+// Prepares every point (the checks only a whole experiment allows: the model fits, the
+// policy and workload can be built) on `jobs` threads, before anything runs. Bad input
+// names the point; identical messages of several points are reported once.
+Status ValidateSweep(const Sweep& sweep, int jobs);
+
+// Runs every point into `dir`/<point.folder>/ (RunToFolder) on `jobs` threads; one
+// result per point, in grid order. A failed point does not stop the others.
+// A non-empty `progress_label` redraws "<label>: 7/24 points done" on stderr (the caller
+// checks it is a terminal).
+std::vector<StatusOr<RunSummary>> RunSweep(const Sweep& sweep, const std::string& dir, int jobs,
+                                           const std::string& progress_label);
+
+// The whole of `sweep` and `compare` between parsing and writing their tables:
+// validates every point (bad input: printed, returns kExitBadInput, nothing ran), opens
+// `dir`, runs every point into `results`, prints each failed point on stderr as
+// "servelab <command>: point <folder> failed: <message>". Returns kExitOk, or
+// kExitRuntimeError when a point failed (`results` is then still complete).
+int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool progress,
+                   const std::string& command, std::vector<StatusOr<RunSummary>>& results);
+
+}  // namespace servelab
