@@ -158,6 +158,47 @@ std::vector<std::string> DefaultFolders(const std::vector<SweepAxis>& axes,
   return names;
 }
 
+// Applies the --set overrides and then the point's values to `doc` (a fresh copy of
+// the file) and parses it into point.config. An error of the whole sweep (the same for
+// every point) is returned; an error of this point goes to `bad_point`.
+Status ParsePoint(YAML::Node& doc, const std::vector<SweepAxis>& axes,
+                  const std::optional<SweepAxisSpec>& spec,
+                  const std::vector<std::string>& overrides, const std::string& source_name,
+                  const std::string& base_dir, SweepPoint& point, Status& bad_point) {
+  std::vector<OverriddenPath> overridden;
+  for (const auto& o : overrides) {
+    SERVELAB_RETURN_IF_ERROR(config_internal::ApplySet(doc, o, overridden));
+  }
+  const YAML::Node block = SweepEntry(doc).second;
+  for (size_t a = 0; a < axes.size(); ++a) {
+    const SweepAxis& axis = axes[a];
+    const size_t i = point.index[a];
+    YAML::Node value;
+    if (spec) {
+      try {
+        value = YAML::Load(spec->yaml_values[i]);
+      } catch (const YAML::Exception& e) {
+        return InvalidArgument(axis.wheres[i] + ": invalid value '" + spec->yaml_values[i] +
+                               "': " + e.msg);
+      }
+    } else {
+      auto it = block.begin();
+      std::advance(it, static_cast<std::ptrdiff_t>(a));
+      value = it->second[i];
+    }
+    bad_point = config_internal::ApplyValue(doc, axis.key, value, axis.wheres[i] + ": " + axis.key,
+                                            axis.wheres[i], overridden);
+    if (!bad_point.ok()) return Status::Ok();
+  }
+  auto config = config_internal::ParseDocument(doc, source_name, base_dir, overridden);
+  if (!config.ok()) {
+    bad_point = config.status();
+    return Status::Ok();
+  }
+  point.config = std::move(*config);
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string SanitizeName(const std::string& text) {
@@ -273,44 +314,12 @@ StatusOr<Sweep> ParseSweep(const std::string& yaml_text, const std::string& sour
 
   std::vector<std::pair<std::string, std::string>> failures;  // folder, message
   for (size_t p = 0; p < sweep.points.size(); ++p) {
-    SweepPoint& point = sweep.points[p];
     auto doc = p == 0 ? root : config_internal::LoadDocument(yaml_text, source_name);
     if (!doc.ok()) return doc.status();
-    std::vector<OverriddenPath> overridden;
-    for (const auto& o : overrides) {
-      SERVELAB_RETURN_IF_ERROR(config_internal::ApplySet(*doc, o, overridden));
-    }
-    const YAML::Node block = SweepEntry(*doc).second;
-    Status applied = Status::Ok();
-    for (size_t a = 0; a < sweep.axes.size() && applied.ok(); ++a) {
-      const SweepAxis& ax = sweep.axes[a];
-      const size_t i = point.index[a];
-      YAML::Node value;
-      if (axis) {
-        try {
-          value = YAML::Load(axis->yaml_values[i]);
-        } catch (const YAML::Exception& e) {
-          return InvalidArgument(ax.wheres[i] + ": invalid value '" + axis->yaml_values[i] +
-                                 "': " + e.msg);
-        }
-      } else {
-        auto it = block.begin();
-        std::advance(it, static_cast<std::ptrdiff_t>(a));
-        value = it->second[i];
-      }
-      applied = config_internal::ApplyValue(*doc, ax.key, value, ax.wheres[i] + ": " + ax.key,
-                                            ax.wheres[i], overridden);
-    }
-    if (!applied.ok()) {
-      failures.emplace_back(point.folder, applied.message());
-      continue;
-    }
-    auto config = config_internal::ParseDocument(*doc, source_name, base_dir, overridden);
-    if (!config.ok()) {
-      failures.emplace_back(point.folder, config.status().message());
-      continue;
-    }
-    point.config = std::move(*config);
+    Status bad_point = Status::Ok();
+    SERVELAB_RETURN_IF_ERROR(ParsePoint(*doc, sweep.axes, axis, overrides, source_name, base_dir,
+                                        sweep.points[p], bad_point));
+    if (!bad_point.ok()) failures.emplace_back(sweep.points[p].folder, bad_point.message());
   }
   if (!failures.empty()) return CombinePointErrors(failures, sweep.points.size());
   return sweep;

@@ -27,7 +27,7 @@ inline constexpr EnumName<PreemptionMode> kPreemptionNames[] = {
 // percentile exceeds the target and grows them back while it holds, so the replica keeps
 // the target at the largest batch it allows.
 enum class SlaMetric : uint8_t {
-  kTpotP95,  // p95 of decode step time over the window (each decode token's latency)
+  kTpotP95,  // p95 TPOT across requests, held via the windowed mean decode step time
   kTtftP95,  // p95 of time to first token of the requests that got one in the window
 };
 inline constexpr EnumName<SlaMetric> kSlaMetricNames[] = {{"tpot_p95", SlaMetric::kTpotP95},
@@ -36,7 +36,7 @@ inline constexpr EnumName<SlaMetric> kSlaMetricNames[] = {{"tpot_p95", SlaMetric
 struct SlaControlConfig {
   SlaMetric metric = SlaMetric::kTpotP95;
   double target_ms = 100.0;
-  int32_t window = 256;          // most recent samples the percentile is taken over
+  int32_t window = 64;           // most recent samples the estimate is taken over
   int32_t interval_steps = 32;   // iterations between two adjustments
   double decrease = 0.8;         // multiplicative decrease when the target is missed
   int32_t increase_seqs = 4;     // additive increase of the batch limit when it holds

@@ -23,6 +23,7 @@ void SlaController::Record(TimeNs sample) {
 }
 
 void SlaController::OnStep(TimeNs step_time, int32_t num_decodes) {
+  // TPOT: every decode token of the step waited step_time for it.
   if (config_.metric == SlaMetric::kTpotP95 && num_decodes > 0) Record(step_time);
   if (++steps_ % config_.interval_steps == 0) Adjust();
 }
@@ -32,13 +33,20 @@ void SlaController::OnFirstToken(TimeNs ttft) {
 }
 
 void SlaController::Adjust() {
-  if (filled_ == 0) return;
   scratch_.assign(window_.begin(), window_.begin() + static_cast<std::ptrdiff_t>(filled_));
-  // Nearest-rank p95: the smallest sample with at least 95% of samples at or below it.
-  const size_t rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(filled_))) - 1;
-  std::nth_element(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(rank),
-                   scratch_.end());
-  last_observed_ = scratch_[rank];
+  if (scratch_.empty()) return;
+  if (config_.metric == SlaMetric::kTpotP95) {
+    TimeNs sum = 0;
+    for (TimeNs x : scratch_) sum += x;
+    last_observed_ = sum / static_cast<TimeNs>(scratch_.size());
+  } else {
+    // Nearest-rank p95: the smallest sample with at least 95% of samples at or below it.
+    const size_t rank =
+        static_cast<size_t>(std::ceil(0.95 * static_cast<double>(scratch_.size()))) - 1;
+    std::nth_element(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(rank),
+                     scratch_.end());
+    last_observed_ = scratch_[rank];
+  }
   ++adjustments_;
   const auto target = static_cast<TimeNs>(config_.target_ms * 1e6);
   if (last_observed_ > target) {

@@ -1,9 +1,17 @@
 #pragma once
 // AIMD control of the batch limit and token budget toward a latency target (see
-// SlaControlConfig). Pure: it sees step durations and TTFTs the scheduler reports,
-// never a clock. Every `interval_steps` steps it takes the p95 of the last `window`
-// samples: above the target, both knobs shrink by `decrease`; at or below it, they grow
-// by the additive steps, never past the configured maxima.
+// SlaControlConfig). Pure: it sees what the scheduler reports, never a clock.
+// Every `interval_steps` steps it estimates the metric and adjusts: above the target,
+// both knobs shrink by `decrease`; at or below it, they grow by the additive steps,
+// never past the configured maxima.
+//
+// Estimates. tpot_p95: the mean duration of the last `window` iterations that carried
+// decode tokens. A request's TPOT is the mean of the iterations it decoded through, so
+// the spread of TPOTs across requests is the spread of such windowed means over time:
+// holding every window's mean at the target holds (nearly) every request's TPOT there,
+// its p95 included, without waiting for requests to finish (which lags by their whole
+// lifetime and makes AIMD overshoot). ttft_p95: the nearest-rank p95 of the last
+// `window` first-token latencies.
 #include <cstdint>
 #include <vector>
 
@@ -24,7 +32,7 @@ class SlaController {
 
   int32_t NumSeqsLimit() const { return num_seqs_; }
   int32_t TokenBudget() const { return tokens_; }
-  // The p95 (ns) the last adjustment saw, 0 before the first.
+  // The estimate (ns) the last adjustment saw, 0 before the first.
   TimeNs LastObserved() const { return last_observed_; }
   int64_t NumAdjustments() const { return adjustments_; }
 
