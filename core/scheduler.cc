@@ -71,7 +71,23 @@ const StepPlan& Scheduler::Schedule(TimeNs now) {
                              : running_.empty() && padding_.empty();
   if (may_admit) AdmitWaiting(now, budget);
   preempted_last_step_ = preempted_this_step_;
+  FinishPlan();
   return plan_;
+}
+
+void Scheduler::FinishPlan() {
+  int32_t prefill = 0, decode = 0, emitting = 0, padding = 0;
+  for (const ScheduledRequest& s : plan_.seqs) {
+    const bool is_decode = s.IsDecode();
+    decode += is_decode ? 1 : 0;
+    prefill += is_decode ? 0 : s.num_new_tokens;
+    emitting += s.emits_token ? 1 : 0;
+    padding += s.is_padding ? 1 : 0;
+  }
+  plan_.num_prefill_tokens = prefill;
+  plan_.num_decode_tokens = decode;
+  plan_.num_emitting = emitting;
+  plan_.num_padding = padding;
 }
 
 void Scheduler::PreemptForWaiting(TimeNs now, int32_t budget) {
@@ -90,7 +106,8 @@ void Scheduler::PreemptForWaiting(TimeNs now, int32_t budget) {
   }
 }
 
-void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget) {
+void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget_out) {
+  int32_t budget = budget_out;  // a local: the compiler keeps it in a register
   size_t i = 0;
   while (i < running_.size()) {
     Request& r = *running_[i];
@@ -101,32 +118,39 @@ void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget) {
       ++i;
       continue;
     }
-    bool preempted_self = false;
-    bool stalled = false;
-    while (!kv_->CanAllocate(r, n, /*admission=*/false)) {
-      // Victims come from the requests not yet scheduled in this step (r included).
-      std::span<Request* const> candidates(running_.data() + i, running_.size() - i);
-      Request* victim = policy_->PickVictim(candidates, now);
-      if (victim == nullptr) {
-        stalled = true;
-        break;
+    // Fast path (most decode steps): the request's last block still has room.
+    int32_t needed = kv_->BlocksNeeded(r, n);
+    if (needed > kv_->NumFreeBlocks()) {
+      bool preempted_self = false;
+      bool stalled = false;
+      while (needed > kv_->NumFreeBlocks()) {
+        // Victims come from the requests not yet scheduled in this step (r included).
+        std::span<Request* const> candidates(running_.data() + i, running_.size() - i);
+        Request* victim = policy_->PickVictim(candidates, now);
+        if (victim == nullptr) {
+          stalled = true;
+          break;
+        }
+        SERVELAB_CHECK_MSG(std::find(candidates.begin(), candidates.end(), victim) !=
+                               candidates.end(),
+                           "policy picked a victim outside the candidates");
+        preempted_self = victim == &r;
+        memory_preemption_this_step_ = true;
+        Preempt(*victim, now);
+        if (preempted_self) break;
       }
-      SERVELAB_CHECK_MSG(std::find(candidates.begin(), candidates.end(), victim) !=
-                             candidates.end(),
-                         "policy picked a victim outside the candidates");
-      preempted_self = victim == &r;
-      memory_preemption_this_step_ = true;
-      Preempt(*victim, now);
-      if (preempted_self) break;
+      if (preempted_self) continue;  // running_[i] is now the next request
+      if (stalled) {
+        ++i;
+        continue;
+      }
     }
-    if (preempted_self) continue;  // running_[i] is now the next request
-    if (!stalled) {
-      kv_->Allocate(r, n);
-      AddToPlan(r, n);
-      budget -= n;
-    }
+    kv_->Allocate(r, n);
+    AddToPlan(r, n);
+    budget -= n;
     ++i;
   }
+  budget_out = budget;
 }
 
 void Scheduler::AdmitWaiting(TimeNs now, int32_t& budget) {
@@ -174,28 +198,12 @@ void Scheduler::Preempt(Request& victim, TimeNs now) {
   policy_->Enqueue(victim, now);
 }
 
-void Scheduler::AddToPlan(Request& request, int32_t num_new_tokens) {
-  ScheduledRequest& s = plan_.seqs.emplace_back();
-  s.request = &request;
-  s.num_new_tokens = num_new_tokens;
-  s.num_computed_tokens = request.num_computed_tokens;
-  s.emits_token = request.num_computed_tokens + num_new_tokens == request.NumTokens();
-  if (s.IsDecode()) {
-    plan_.num_decode_tokens += 1;
-  } else {
-    plan_.num_prefill_tokens += num_new_tokens;
-  }
-  plan_.num_emitting += s.emits_token ? 1 : 0;
-}
-
 void Scheduler::AddPadding(Request& request) {
   ScheduledRequest& s = plan_.seqs.emplace_back();
   s.request = &request;
   s.num_new_tokens = 1;
   s.num_computed_tokens = request.NumTokens() - 1 + request.padding_steps;
   s.is_padding = true;
-  plan_.num_decode_tokens += 1;
-  plan_.num_padding += 1;
 }
 
 std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end) {

@@ -76,7 +76,15 @@ class Scheduler {
   void AdmitWaiting(TimeNs now, int32_t& budget);
   // Frees the victim's blocks and returns it to the policy's queue.
   void Preempt(Request& victim, TimeNs now);
-  void AddToPlan(Request& request, int32_t num_new_tokens);
+  // Appends `request`'s share of the step (hot: once per running request per step).
+  // The plan's token counters are summed by FinishPlan(), not here.
+  void AddToPlan(Request& request, int32_t num_new_tokens) {
+    const int32_t computed = request.num_computed_tokens;
+    const bool emits = computed + num_new_tokens == request.NumTokens();
+    plan_.seqs.push_back(ScheduledRequest{&request, num_new_tokens, computed, emits, false});
+  }
+  // Fills the plan's token counters from its seqs.
+  void FinishPlan();
   void AddPadding(Request& request);
   void Finish(Request& request, TimeNs end);
   bool IsDone(const Request& request) const {

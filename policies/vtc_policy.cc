@@ -16,7 +16,7 @@ VtcPolicy::VtcPolicy(const VtcPolicyOptions& options, std::vector<double> client
   queues_.resize(weights_.size());
 }
 
-void VtcPolicy::EnsureClient(int32_t client) {
+void VtcPolicy::GrowClients(int32_t client) {
   SERVELAB_CHECK(client >= 0);
   const size_t n = static_cast<size_t>(client) + 1;
   if (n <= weights_.size()) return;

@@ -79,7 +79,12 @@ class VtcPolicy final : public Policy {
   size_t NumWaiting(int32_t client) const;
 
  private:
-  void EnsureClient(int32_t client);
+  // Grows the per-client tables to hold `client` (clients unknown to the context get
+  // weight 1). Inline fast path: called per token charged.
+  void EnsureClient(int32_t client) {
+    if (client < 0 || static_cast<size_t>(client) >= weights_.size()) GrowClients(client);
+  }
+  void GrowClients(int32_t client);
   // The lift rule, for `client` whose queue is about to become non-empty.
   void Lift(int32_t client);
 
