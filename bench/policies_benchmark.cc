@@ -105,6 +105,7 @@ void BM_PolicyOnCommonWorkload(benchmark::State& state, const std::string& polic
   state.counters["e2e_p99_s"] = s.e2e_s.p99;
   state.counters["output_tok_per_s"] = s.output_throughput;
   state.counters["jain"] = s.jain_index;
+  state.counters["window_jain"] = s.window_jain_index;
   state.counters["preemptions"] = static_cast<double>(s.preemptions);
 }
 

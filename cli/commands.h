@@ -15,5 +15,6 @@ int ListCommand(const std::vector<std::string>& args);
 int MemoryCommand(const std::vector<std::string>& args);
 int SweepCommand(const std::vector<std::string>& args);
 int CompareCommand(const std::vector<std::string>& args);
+int MakeModelCommand(const std::vector<std::string>& args);
 
 }  // namespace servelab

@@ -22,6 +22,8 @@ constexpr const char* kUsage =
     "                      show the catalogs and registries\n"
     "  memory --model M --gpu G [--tp N] [--weight-dtype D] [--kv-dtype D] ...\n"
     "                      weights + KV cache + activations + overhead: does it fit?\n"
+    "  make-model --arch A --layers N --hidden H ... --out DIR | --from MODEL ... --out DIR\n"
+    "                      a Hugging Face model folder with seeded random weights\n"
     "\n"
     "`servelab <command> --help` describes each command's options.\n"
     "Exit status: 0 success, 2 bad input or usage, 1 runtime failure.\n";
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
   if (command == "compare") return servelab::CompareCommand(args);
   if (command == "list") return servelab::ListCommand(args);
   if (command == "memory") return servelab::MemoryCommand(args);
+  if (command == "make-model") return servelab::MakeModelCommand(args);
   std::fprintf(stderr, "servelab: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return servelab::kExitBadInput;
 }

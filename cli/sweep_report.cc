@@ -32,6 +32,7 @@ constexpr Column kColumns[] = {
     {"gpu_busy_fraction", "/gpu_busy_fraction"},
     {"cost_per_million_output_tokens", "/cost_per_million_output_tokens"},
     {"jain_index", "/jain_index"},
+    {"window_jain_index", "/window_jain_index"},
 };
 
 std::string Number(double v) {

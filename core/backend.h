@@ -22,6 +22,9 @@ class Backend {
   virtual KvCapacity Capacity() const = 0;
   // REQUIRES: plan is not empty. Swap copies in the plan happen before its compute.
   virtual StepResult Execute(const StepPlan& plan) = 0;
+  // The request finished (Scheduler::Commit returned it): per-request state the backend
+  // keeps (the engine's token ids) can go. Default: nothing kept.
+  virtual void OnRequestFinished(int64_t request_id) {}
 };
 
 }  // namespace servelab

@@ -9,9 +9,8 @@ namespace servelab {
 
 ClientMetrics::ClientMetrics(const MetricsOptions& options)
     : options_(options),
-      input_weight_(options.service_input_weight),
-      output_weight_(options.service_output_weight),
-      fairness_(options.client_weights,
+      fairness_(options.client_weights, options.service_input_weight,
+                options.service_output_weight,
                 options.fairness_window_s > 0 ? FromSeconds(options.fairness_window_s) : 0) {}
 
 ClientMetrics::Tally& ClientMetrics::TallyOf(int32_t client) {
@@ -37,27 +36,14 @@ void ClientMetrics::OnRejected(const Request& r) {
   fairness_.Depart(r.client, r.finish != kNever ? r.finish : r.arrival);
 }
 
-void ClientMetrics::Summarize(TimeNs end, std::span<const double> ttft_s,
-                              std::span<const double> e2e_s, RunSummary& s) {
+void ClientMetrics::Summarize(TimeNs end, std::span<double> ttft_s, std::span<double> e2e_s,
+                              RunSummary& s) {
   fairness_.Finish(end);
-  s.service_input_weight = input_weight_;
-  s.service_output_weight = output_weight_;
+  s.service_input_weight = options_.service_input_weight;
+  s.service_output_weight = options_.service_output_weight;
   s.fairness_window_s = options_.fairness_window_s;
   const size_t n = std::max({options_.client_names.size(), options_.client_weights.size(),
                              tallies_.size(), static_cast<size_t>(fairness_.NumClients())});
-
-  // Stable counting sort of the latencies by client: each client's values stay in
-  // OnFinished order, so its mean sums in a deterministic order.
-  std::vector<size_t> begin(n + 1, 0);
-  for (int32_t c : finished_client_) ++begin[static_cast<size_t>(c) + 1];
-  for (size_t c = 0; c < n; ++c) begin[c + 1] += begin[c];
-  std::vector<size_t> next(begin.begin(), begin.end() - 1);
-  std::vector<double> ttft(ttft_s.size()), e2e(e2e_s.size());
-  for (size_t i = 0; i < finished_client_.size(); ++i) {
-    const size_t at = next[static_cast<size_t>(finished_client_[i])]++;
-    ttft[at] = ttft_s[i];
-    e2e[at] = e2e_s[i];
-  }
 
   std::vector<double> weighted;  // service / weight of the clients with requests
   for (size_t c = 0; c < n; ++c) {
@@ -75,16 +61,48 @@ void ClientMetrics::Summarize(TimeNs end, std::span<const double> ttft_s,
     cs.service_per_weight = cs.service / cs.weight;
     cs.output_throughput =
         s.makespan_s > 0 ? static_cast<double>(counts.output_tokens) / s.makespan_s : 0.0;
-    const size_t count = begin[c + 1] - begin[c];
-    cs.ttft_s = Distribution::Of(std::span<double>(ttft.data() + begin[c], count));
-    cs.e2e_s = Distribution::Of(std::span<double>(e2e.data() + begin[c], count));
     cs.max_queue_s = static_cast<double>(counts.max_queue) / 1e9;
     if (cs.requests > 0) weighted.push_back(cs.service_per_weight);
   }
   s.jain_index = JainIndex(weighted);
   s.service_difference_max = fairness_.max_difference();
   s.service_difference_mean = fairness_.mean_difference();
+  s.window_jain_index = fairness_.mean_window_jain();
   s.service_difference_windows = fairness_.difference_windows();
+
+  // A client holding every finished request has the run's latency distributions (same
+  // values in the same order): copied, not sorted again.
+  const auto total = static_cast<int64_t>(finished_client_.size());
+  ClientSummary* sole = nullptr;
+  for (ClientSummary& c : s.clients) {
+    if (c.finished > 0 && c.finished == total) sole = &c;
+  }
+  // Otherwise a stable counting sort by client into one scratch buffer, reused for each
+  // metric, keeps each client's values in OnFinished order (its mean sums in that order).
+  if (sole == nullptr && total > 0) {
+    std::vector<size_t> begin(n + 1, 0);
+    for (int32_t c : finished_client_) ++begin[static_cast<size_t>(c) + 1];
+    for (size_t c = 0; c < n; ++c) begin[c + 1] += begin[c];
+    std::vector<double> grouped(finished_client_.size());
+    std::vector<size_t> next(n);
+    for (const auto& [values, member] : {std::pair{ttft_s, &ClientSummary::ttft_s},
+                                         std::pair{e2e_s, &ClientSummary::e2e_s}}) {
+      std::copy(begin.begin(), begin.end() - 1, next.begin());
+      for (size_t i = 0; i < finished_client_.size(); ++i) {
+        grouped[next[static_cast<size_t>(finished_client_[i])]++] = values[i];
+      }
+      for (size_t c = 0; c < n; ++c) {
+        s.clients[c].*member =
+            Distribution::Of(std::span<double>(grouped.data() + begin[c], begin[c + 1] - begin[c]));
+      }
+    }
+  }
+  s.ttft_s = Distribution::Of(ttft_s);
+  s.e2e_s = Distribution::Of(e2e_s);
+  if (sole != nullptr) {
+    sole->ttft_s = s.ttft_s;
+    sole->e2e_s = s.e2e_s;
+  }
 }
 
 }  // namespace servelab

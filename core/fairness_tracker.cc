@@ -17,11 +17,15 @@ double JainIndex(std::span<const double> values) {
   return sum * sum / (static_cast<double>(values.size()) * sum_sq);
 }
 
-FairnessTracker::FairnessTracker(std::vector<double> weights, TimeNs window_ns)
+FairnessTracker::FairnessTracker(std::vector<double> weights, double input_weight,
+                                 double output_weight, TimeNs window_ns)
     : weights_(std::move(weights)),
+      input_weight_(input_weight),
+      output_weight_(output_weight),
       window_ns_(window_ns),
       window_end_(window_ns > 0 ? window_ns : std::numeric_limits<TimeNs>::max()) {
   for (double w : weights_) SERVELAB_CHECK(w > 0);
+  SERVELAB_CHECK(input_weight >= 0 && output_weight >= 0);
   if (!weights_.empty()) Grow(static_cast<int32_t>(weights_.size()) - 1);
 }
 
@@ -74,19 +78,27 @@ void FairnessTracker::Finish(TimeNs end) {
 
 void FairnessTracker::CloseWindow(TimeNs end) {
   int32_t backlogged = 0;
-  double lo = 0, hi = 0;
+  double lo = 0, hi = 0, sum = 0, sum_squares = 0;
   for (Client& c : clients_) {
     const bool empty_at_end = c.in_system == 0 && c.zero_since < end;
     if (!c.gap && !empty_at_end) {
-      const double x = c.window_service / c.weight;
+      const double x = Units(c.window_prompt, c.window_output) / c.weight;
       lo = backlogged == 0 ? x : std::min(lo, x);
       hi = backlogged == 0 ? x : std::max(hi, x);
+      sum += x;
+      sum_squares += x * x;
       ++backlogged;
     }
-    c.window_service = 0;
+    c.prompt += c.window_prompt;
+    c.output += c.window_output;
+    c.window_prompt = c.window_output = 0;
     c.gap = false;
   }
   if (backlogged < 2) return;
+  if (sum > 0) {
+    jain_sum_ += sum * sum / (backlogged * sum_squares);
+    ++jain_windows_;
+  }
   ++windows_;
   difference_sum_ += hi - lo;
   max_difference_ = std::max(max_difference_, hi - lo);

@@ -85,14 +85,26 @@ class MetricsCollector::Impl {
     // Inter-token latency of every token made at `end`. Most requests also got a token at
     // `start` (the previous step's end): those share the value end - start and are added
     // as one weighted pair.
+    // Every token is service delivered at `end`, and a request's first token delivers its
+    // prompt too: summed per run of seqs of one client (client_metrics.h says why).
     clients_.BeginStep(end);
+    int32_t run_client = -1;
+    int64_t run_prompt = 0, run_output = 0;
     int64_t at_step_start = 0;
     for (const ScheduledRequest& s : plan.seqs) {
       if (!s.emits_token || s.is_padding) continue;
       const Request& r = *s.request;
+      if (r.client != run_client) {
+        if (run_output > 0) clients_.Deliver(run_client, run_prompt, run_output);
+        run_client = r.client;
+        run_prompt = run_output = 0;
+      }
+      ++run_output;
       const TimeNs last = r.last_token;
-      clients_.OnToken(r, last == kNever);
-      if (last == kNever) continue;  // the first token: TTFT, not ITL
+      if (last == kNever) {  // the first token: TTFT, not ITL
+        run_prompt += r.prompt_len;
+        continue;
+      }
       if (last == start) {
         ++at_step_start;
       } else {
@@ -100,6 +112,7 @@ class MetricsCollector::Impl {
       }
     }
     itl_.Add(Sec(end - start), at_step_start);
+    if (run_output > 0) clients_.Deliver(run_client, run_prompt, run_output);
     swap_out_blocks_ += static_cast<int64_t>(plan.swap_out.size());
     swap_in_blocks_ += static_cast<int64_t>(plan.swap_in.size());
 
@@ -202,11 +215,9 @@ class MetricsCollector::Impl {
     s.request_throughput = Ratio(static_cast<double>(num_finished_), s.makespan_s);
     s.input_throughput = Ratio(static_cast<double>(input_tokens_), s.makespan_s);
     s.output_throughput = Ratio(static_cast<double>(output_tokens_), s.makespan_s);
-    clients_.Summarize(last_end_, ttft_, e2e_, s);  // before ttft_ and e2e_ are sorted
-    s.ttft_s = Distribution::Of(ttft_);
+    clients_.Summarize(last_end_, ttft_, e2e_, s);  // s.ttft_s, s.e2e_s too
     s.tpot_s = Distribution::Of(tpot_);
     s.itl_s = Summarize(itl_);
-    s.e2e_s = Distribution::Of(e2e_);
     s.queue_s = Distribution::Of(queue_);
     s.normalized_latency_s = Distribution::Of(normalized_);
     s.slo_ttft_s = options_.slo_ttft_s;

@@ -150,6 +150,10 @@ struct RunSummary {
   // throughout the window; over the windows with >= 2 such clients: max, mean, count.
   double service_difference_max = 0, service_difference_mean = 0;
   int64_t service_difference_windows = 0;
+  // Jain's index among the clients backlogged in each such window that served anyone,
+  // averaged over those windows (1 when none): the fairness of the split while clients
+  // compete, which whole-run Jain cannot show once every request has finished.
+  double window_jain_index = 1;
 
   bool HasSlo() const { return slo_ttft_s > 0 || slo_tpot_s > 0 || slo_e2e_s > 0; }
 

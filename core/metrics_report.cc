@@ -112,6 +112,7 @@ nlohmann::ordered_json RunSummary::ToJson() const {
   j["service_difference_max"] = service_difference_max;
   j["service_difference_mean"] = service_difference_mean;
   j["service_difference_windows"] = service_difference_windows;
+  j["window_jain_index"] = window_jain_index;
   nlohmann::ordered_json client_list = nlohmann::ordered_json::array();
   for (const ClientSummary& c : clients) client_list.push_back(ClientJson(c));
   j["clients"] = std::move(client_list);
@@ -172,7 +173,8 @@ std::string RunSummary::ToMarkdown() const {
   out += "\n## Fairness\n\n";
   Appendf(out, "- service = %g x input tokens + %g x output tokens, counted when delivered\n",
           service_input_weight, service_output_weight);
-  Appendf(out, "- Jain's index over service / weight: %.4f\n", jain_index);
+  Appendf(out, "- Jain's index over service / weight: %.4f over the run, %.4f averaged over "
+          "windows among backlogged clients\n", jain_index, window_jain_index);
   if (service_difference_windows > 0) {
     Appendf(out, "- service difference (max - min service / weight among clients backlogged "
             "for a whole %g s window): max %.1f, mean %.1f over %lld windows\n\n",
@@ -237,9 +239,9 @@ std::string RunSummary::ToText() const {
   }
   out += "\n";
   if (clients.size() >= 2) {
-    Appendf(out, "fairness: Jain %.4f over service / weight, service difference max %.1f mean "
-            "%.1f (%lld windows of %g s)\n",
-            jain_index, service_difference_max, service_difference_mean,
+    Appendf(out, "fairness: Jain %.4f (run) %.4f (backlogged windows), service difference "
+            "max %.1f mean %.1f (%lld windows of %g s)\n",
+            jain_index, window_jain_index, service_difference_max, service_difference_mean,
             static_cast<long long>(service_difference_windows), fairness_window_s);
   }
   Appendf(out, "cost: $%.6g total, $%.6g per 1M output tokens\n", cost_usd,

@@ -165,10 +165,14 @@ void Scheduler::AdmitWaiting(TimeNs now, int32_t& budget) {
       if (!may_chunk) break;
       n = budget;
     }
+    // Admission asks for room for the request's whole remaining prefill, though only this
+    // step's chunk is allocated: admitting a prompt whose later chunks cannot fit only
+    // has it preempted by its own next chunk, again and again (recompute thrashing).
+    const int32_t whole = r->NumTokensToCompute();
     if (r->kv_swapped) {
-      if (!kv_->CanSwapIn(*r, n)) break;
+      if (!kv_->CanSwapIn(*r, whole)) break;
       kv_->SwapIn(*r, plan_.swap_in);
-    } else if (!kv_->CanAllocate(*r, n, /*admission=*/true)) {
+    } else if (!kv_->CanAllocate(*r, whole, /*admission=*/true)) {
       break;
     }
     policy_->Admitted(*r, now);

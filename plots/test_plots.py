@@ -257,6 +257,170 @@ class HelperTest(unittest.TestCase):
     def test_replicas_sort_numerically(self):
         self.assertEqual(sp.replica_order(["10", "2", "1"]), ["1", "2", "10"])
 
+SWEEP_HEADER = ("workload.input_tokens.value,hardware.gpu.pcie_gbps,scheduler.preemption,folder,"
+                "status,finished,output_throughput,e2e_mean_s,preemptions")
+
+
+def write_sweep(path, extra_axis_values=None, failed=()):
+    """A 2 x 3 x 2 sweep.csv (context x PCIe x mode), as `servelab sweep` writes one."""
+    rows = [SWEEP_HEADER]
+    for ctx in (1000, 16000):
+        for pcie in (4, 16, 64):
+            for mode in ("recompute", "swap"):
+                folder = f"value-{ctx}_pcie_gbps-{pcie}_preemption-{mode}"
+                status = "failed" if folder in failed else "ok"
+                tput = 1000.0 / (1 + ctx / 1000) * (1 + (0.01 * pcie if mode == "swap" else 0.2))
+                rows.append(f"{ctx},{pcie},{mode},{folder},{status},200,{tput},{1e5 / tput},12")
+    if extra_axis_values:  # a fourth axis that varies: prepend it to every row
+        rows = ["policy," + rows[0]] + [f"{extra_axis_values[i % len(extra_axis_values)]},{r}"
+                                         for i, r in enumerate(rows[1:])]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+    return path
+
+
+class PolicyFigureTest(PlotTestCase):
+    """clients.py, by_length.py and sweep.py (the experiments/policies figures)."""
+
+    def test_clients_draws_service_and_ttft_per_client(self):
+        a = write_run(os.path.join(self.tmp, "fcfs"))
+        b = write_run(os.path.join(self.tmp, "vtc"), n_requests=25)
+        before = tree_digest(a)
+        out = os.path.join(self.tmp, "figs")
+        r = run("clients.py", a, b, "--labels", "FCFS,VTC", "--ttft-slo", "0.5", "--ratio",
+                "--out", out)
+        self.assertOk(r)
+        self.assertEqual(r.stdout.split(), [os.path.join(out, "clients.png")])
+        self.assertPng(os.path.join(out, "clients.png"))
+        self.assertEqual(tree_digest(a), before)
+
+    def test_clients_folds_many_clients_and_draws_empty_runs(self):
+        many = write_run(os.path.join(self.tmp, "many"), n_requests=60,
+                         clients=tuple(f"c{i}" for i in range(11)))
+        rejected = write_run(os.path.join(self.tmp, "rejected"), all_rejected=True)
+        r = run("clients.py", many, rejected)
+        self.assertOk(r)
+        self.assertPng(os.path.join(many, "plots", "clients.png"))
+
+    def test_clients_bad_input_is_exit_2(self):
+        d = write_run(os.path.join(self.tmp, "run"), drop_column="finish_s")
+        r = run("clients.py", d)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("finish_s", r.stderr)
+        self.assertIn("requests.csv", r.stderr)
+        ok = write_run(os.path.join(self.tmp, "ok"))
+        r = run("clients.py", ok, "--labels", "x,y")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--labels", r.stderr)
+        r = run("clients.py", ok, "--ttft-slo", "-1")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--ttft-slo", r.stderr)
+
+    def test_by_length_with_edges_and_default_quartiles(self):
+        a = write_run(os.path.join(self.tmp, "fcfs"))
+        b = write_run(os.path.join(self.tmp, "sjf"), n_requests=30)
+        out = os.path.join(self.tmp, "figs")
+        r = run("by_length.py", a, b, "--labels", "FCFS,SJF", "--edges", "20,100", "--out", out)
+        self.assertOk(r)
+        self.assertPng(os.path.join(out, "by_length.png"))
+        r = run("by_length.py", a, b)
+        self.assertOk(r)
+        self.assertPng(os.path.join(a, "plots", "by_length.png"))
+        rejected = write_run(os.path.join(self.tmp, "rejected"), all_rejected=True)
+        self.assertOk(run("by_length.py", rejected, a, "--out", out))
+
+    def test_by_length_bad_input_is_exit_2(self):
+        d = write_run(os.path.join(self.tmp, "run"))
+        for edges in ("100,50", "a,b", "0,10"):
+            r = run("by_length.py", d, "--edges", edges)
+            self.assertEqual(r.returncode, 2, edges)
+            self.assertIn("--edges", r.stderr, edges)
+        missing = write_run(os.path.join(self.tmp, "missing"), drop_column="output_tokens")
+        r = run("by_length.py", missing)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("output_tokens", r.stderr)
+
+    def test_sweep_draws_series_and_panels_from_csv_or_folder(self):
+        csv = write_sweep(os.path.join(self.tmp, "sw", "sweep.csv"),
+                          failed=("value-1000_pcie_gbps-4_preemption-swap",))
+        r = run("sweep.py", csv, "--x", "hardware.gpu.pcie_gbps", "--series",
+                "scheduler.preemption", "--panels", "workload.input_tokens.value", "--logx",
+                "--metrics", "output_throughput,e2e_mean_s,preemptions")
+        self.assertOk(r)
+        self.assertEqual(r.stdout.split(), [os.path.join(self.tmp, "sw", "sweep.png")])
+        self.assertPng(os.path.join(self.tmp, "sw", "sweep.png"))
+        out = os.path.join(self.tmp, "figs")
+        r = run("sweep.py", os.path.join(self.tmp, "sw"), "--x", "scheduler.preemption",
+                "--series", "hardware.gpu.pcie_gbps", "--panels",
+                "workload.input_tokens.value", "--out", out)
+        self.assertOk(r)  # a categorical x axis
+        self.assertPng(os.path.join(out, "sweep.png"))
+
+    def test_sweep_compare_csv_with_one_axis(self):
+        path = os.path.join(self.tmp, "cmp", "compare.csv")
+        os.makedirs(os.path.dirname(path))
+        with open(path, "w") as f:
+            f.write("scheduler.policy,folder,status,output_throughput,e2e_mean_s\n"
+                    "fcfs,fcfs,ok,100,5\nsjf,sjf,ok,101,3\n")
+        r = run("sweep.py", os.path.dirname(path))
+        self.assertOk(r)
+        self.assertPng(os.path.join(self.tmp, "cmp", "sweep.png"))
+
+    def test_sweep_bad_input_is_exit_2(self):
+        csv = write_sweep(os.path.join(self.tmp, "sw", "sweep.csv"))
+        cases = [
+            (["--x", "hardware.gpu.pcie_gbps", "--series", "scheduler.preemption"],
+             "workload.input_tokens.value"),  # a varying axis left unassigned
+            (["--x", "nope"], "nope"),
+            (["--x", "hardware.gpu.pcie_gbps", "--series", "scheduler.preemption", "--panels",
+              "workload.input_tokens.value", "--metrics", "tput"], "tput"),
+            (["--x", "scheduler.preemption", "--series", "hardware.gpu.pcie_gbps", "--panels",
+              "workload.input_tokens.value", "--logx"], "--logx"),
+        ]
+        for args, needle in cases:
+            r = run("sweep.py", csv, *args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(needle, r.stderr, args)
+        r = run("sweep.py", os.path.join(self.tmp, "empty_folder_that_is_missing"))
+        self.assertEqual(r.returncode, 2)
+        with open(csv) as f:
+            lines = f.read().splitlines()
+        lines[3] = lines[3].replace(",12", ",twelve")
+        with open(csv, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        r = run("sweep.py", csv, "--x", "hardware.gpu.pcie_gbps", "--series",
+                "scheduler.preemption", "--panels", "workload.input_tokens.value",
+                "--metrics", "preemptions")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("preemptions", r.stderr)
+        self.assertIn("line 4", r.stderr)
+
+
+class PolicyFigureHelperTest(unittest.TestCase):
+    def test_cumulative_service_and_tokens_by_hand_computed(self):
+        import clients
+        fin = pd.DataFrame({"client": ["a", "b", "a", "a"], "finish_s": [3.0, 1.0, 1.0, 5.0],
+                            "output_tokens": [10.0, 7.0, 4.0, 1.0]})
+        times, cum = clients.cumulative_service(fin, ["a"])
+        self.assertEqual(list(times), [1.0, 3.0, 5.0])
+        self.assertEqual(list(cum), [4.0, 14.0, 15.0])
+        self.assertEqual(clients.tokens_by(times, cum, 0.5), 0.0)
+        self.assertEqual(clients.tokens_by(times, cum, 3.0), 14.0)  # a finish at t counts
+        self.assertEqual(clients.tokens_by(times, cum, 99), 15.0)
+        groups = clients.client_groups([fin], max_series=1)
+        self.assertEqual(groups, [("a", ["a"]), ("other 1 clients", ["b"])])
+
+    def test_length_buckets_hand_computed(self):
+        import by_length
+        edges = [50.0, 200.0]
+        self.assertEqual(list(by_length.bucket_index(np.array([1, 50, 51, 200, 201, 5000]),
+                                                     edges)), [0, 0, 1, 1, 2, 2])
+        self.assertEqual(by_length.bucket_labels(edges), ["≤50", "51–200", ">200"])
+        self.assertEqual(by_length.quartile_edges(np.arange(1.0, 101.0)), [26.0, 50.0, 75.0])
+        self.assertEqual(by_length.quartile_edges(np.full(10, 7.0)), [])
+        self.assertEqual(by_length.bucket_labels([]), ["all"])
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=1)

@@ -96,6 +96,60 @@ struct OutputConfig {
   }
 };
 
+enum class BackendKind : uint8_t { kSim, kEngine };
+inline constexpr EnumName<BackendKind> kBackendNames[] = {{"sim", BackendKind::kSim},
+                                                          {"engine", BackendKind::kEngine}};
+enum class EngineDevice : uint8_t { kCpu, kCuda };
+inline constexpr EnumName<EngineDevice> kEngineDeviceNames[] = {{"cpu", EngineDevice::kCpu},
+                                                                {"cuda", EngineDevice::kCuda}};
+enum class EngineClock : uint8_t {
+  kVirtual,  // a virtual clock advanced by each step's measured time: reproducible schedule
+  kWall,     // requests released at their arrival times in real time; host overhead counts
+};
+inline constexpr EnumName<EngineClock> kEngineClockNames[] = {{"virtual", EngineClock::kVirtual},
+                                                              {"wall", EngineClock::kWall}};
+
+struct SamplingConfig {
+  double temperature = 0.0;  // 0 = greedy
+  int32_t top_k = 0;         // 0 = off
+  double top_p = 1.0;        // 1 = off
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Field("temperature", temperature, kNonNegative);
+    v.Field("top_k", top_k, kNonNegative);
+    v.Field("top_p", top_p, kOpenUnitInterval);
+  }
+};
+
+// The real engine (backend: engine). The same experiment runs on the simulator
+// (backend: sim, the default): `model` then describes the engine's model, so the two
+// can be compared.
+struct EngineConfig {
+  std::string model_path;  // a Hugging Face folder: config.json + safetensors
+  // When model_path does not exist: write seeded random weights there for the
+  // architecture `model` describes (like `servelab make-model`).
+  bool create_model = false;
+  int64_t model_seed = 0;
+  EngineDevice device = EngineDevice::kCpu;
+  EngineClock clock = EngineClock::kVirtual;
+  double kv_cache_gib = 0.25;  // cpu: memory for the paged KV pool (f32)
+  bool ignore_eos = true;      // generate exactly each request's target output length
+  SamplingConfig sampling;
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Path("model_path", model_path);
+    v.Field("create_model", create_model);
+    v.Field("model_seed", model_seed, kNonNegative);
+    v.Enum("device", device, EnumNames<EngineDevice>(kEngineDeviceNames));
+    v.Enum("clock", clock, EnumNames<EngineClock>(kEngineClockNames));
+    v.Field("kv_cache_gib", kv_cache_gib, kPositive);
+    v.Field("ignore_eos", ignore_eos);
+    v.Section("sampling", sampling);
+  }
+};
+
 struct ExperimentConfig {
   std::string name = "experiment";
   int64_t seed = 1;  // every random stream derives from it
@@ -108,6 +162,9 @@ struct ExperimentConfig {
   WorkloadConfig workload;
   SloConfig slo;
   OutputConfig output;
+  BackendKind backend = BackendKind::kSim;
+  bool has_engine = false;
+  EngineConfig engine;  // required when backend: engine
 
   std::string source_path;  // the YAML file this came from (not a key)
 
@@ -124,6 +181,8 @@ struct ExperimentConfig {
     v.Section("workload", workload);
     v.Section("slo", slo);
     v.Section("output", output);
+    v.Enum("backend", backend, EnumNames<BackendKind>(kBackendNames));
+    v.OptionalSection("engine", engine, has_engine);
   }
 };
 

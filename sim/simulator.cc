@@ -1,6 +1,9 @@
 #include "sim/simulator.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <string>
 
 #include "policies/registry.h"
@@ -42,6 +45,7 @@ StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const SimulationOptions& 
     sim->replicas_.push_back(std::move(replica));
   }
   sim->loads_.resize(options.num_replicas);
+  sim->wall_clock_ = options.wall_clock;
   return sim;
 }
 
@@ -102,9 +106,21 @@ Status Simulator::StartStep(int32_t index, TimeNs now) {
 Status Simulator::Run(const std::function<void(const SimulationProgress&)>& on_progress,
                       int64_t progress_every_steps) {
   PullArrival();
+  const auto wall_start = std::chrono::steady_clock::now();
   while (!events_.Empty()) {
     const auto event = events_.Pop();
-    const TimeNs now = event.time;
+    TimeNs now = event.time;
+    if (wall_clock_) {
+      // Real time: wait for the event's instant, and never run ahead of the real clock
+      // (host overhead between steps makes the next one start later).
+      auto real = [&] {
+        return static_cast<TimeNs>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::steady_clock::now() - wall_start)
+                                       .count());
+      };
+      if (now > real()) std::this_thread::sleep_for(std::chrono::nanoseconds(now - real()));
+      now = std::max(now, real());
+    }
     progress_.now = now;
     if (event.payload.kind == EventKind::kArrival) {
       Request* r = next_arrival_;
@@ -134,6 +150,7 @@ Status Simulator::Run(const std::function<void(const SimulationProgress&)>& on_p
       for (Request* done : scheduler.Commit(replica.result, now)) {
         ++progress_.finished;
         if (metrics_ != nullptr) metrics_->OnFinished(*done);
+        replica.backend->OnRequestFinished(done->id);
         Release(done);
       }
       replica.busy = false;

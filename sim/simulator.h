@@ -34,6 +34,9 @@ struct SimulationOptions {
   int32_t num_replicas = 1;
   NamedParams router{"round_robin", {}, "cluster.router", ""};
   PolicyContext policy_context;  // seed and clients, for the policies
+  // Real time instead of virtual: arrivals are released at their times on the wall
+  // clock, and each step starts when the real clock says (engine with clock: wall).
+  bool wall_clock = false;
 };
 
 struct SimulationProgress {
@@ -92,6 +95,7 @@ class Simulator {
   std::vector<Request*> free_;   // recycled slots
   Request* next_arrival_ = nullptr;
   SimulationProgress progress_;
+  bool wall_clock_ = false;
 };
 
 }  // namespace servelab

@@ -1,0 +1,188 @@
+// `servelab make-model`: a Hugging Face model folder (config.json + safetensors) with
+// seeded random weights, of any Llama / Mistral / Qwen2 shape or a catalog model scaled down.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "cli/commands.h"
+#include "engine/random_model.h"
+#include "sim/model_catalog.h"
+
+namespace servelab {
+namespace {
+
+namespace po = boost::program_options;
+
+std::optional<ModelFamily> ParseFamily(const std::string& name) {
+  for (ModelFamily f : {ModelFamily::kLlama, ModelFamily::kMistral, ModelFamily::kQwen2}) {
+    if (name == ModelTypeName(f)) return f;
+  }
+  return std::nullopt;
+}
+
+// The family of a catalog model, from its name ("llama-3-8b", "mistral-7b", "qwen2.5-7b").
+std::optional<ModelFamily> CatalogFamily(const std::string& name) {
+  if (name.starts_with("llama")) return ModelFamily::kLlama;
+  if (name.starts_with("mistral")) return ModelFamily::kMistral;
+  if (name.starts_with("qwen2")) return ModelFamily::kQwen2;
+  return std::nullopt;
+}
+
+std::optional<DType> ParseWeightDType(const std::string& name) {
+  if (name == "f32" || name == "fp32" || name == "float32") return DType::kFp32;
+  if (name == "f16" || name == "fp16" || name == "float16") return DType::kFp16;
+  if (name == "bf16" || name == "bfloat16") return DType::kBf16;
+  return std::nullopt;
+}
+
+}  // namespace
+
+int MakeModelCommand(const std::vector<std::string>& args) {
+  po::options_description options(
+      "servelab make-model --arch llama|mistral|qwen2 --layers N --hidden H --heads A "
+      "--intermediate I --vocab V --out DIR [options]\n"
+      "  or: servelab make-model --from CATALOG_MODEL [--layers N --hidden H ...] --out DIR\n"
+      "Writes DIR/config.json and seeded random weights in safetensors");
+  std::string arch, from, dtype_name = "bf16", out;
+  int32_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, intermediate = 0, vocab = 0;
+  int32_t head_dim = 0, max_position = 0, shards = 1;
+  double rope_theta = 0;
+  uint64_t seed = 0;
+  options.add_options()
+      ("help,h", "show this help")
+      ("arch", po::value<std::string>(&arch), "llama | mistral | qwen2 (qwen2: q/k/v biases)")
+      ("from", po::value<std::string>(&from),
+       "start from a catalog model (servelab list models); given flags override it, and a "
+       "new --hidden keeps its heads and scales its intermediate size")
+      ("layers", po::value<int32_t>(&layers), "num_hidden_layers")
+      ("hidden", po::value<int32_t>(&hidden), "hidden_size")
+      ("heads", po::value<int32_t>(&heads), "num_attention_heads")
+      ("kv-heads", po::value<int32_t>(&kv_heads), "num_key_value_heads (default: --heads)")
+      ("intermediate", po::value<int32_t>(&intermediate), "intermediate_size (SwiGLU width)")
+      ("vocab", po::value<int32_t>(&vocab), "vocab_size")
+      ("head-dim", po::value<int32_t>(&head_dim), "head_dim (default: hidden / heads)")
+      ("max-position", po::value<int32_t>(&max_position), "max_position_embeddings (default 4096)")
+      ("rope-theta", po::value<double>(&rope_theta), "rope_theta (default 10000)")
+      ("tie-embeddings", "tie_word_embeddings: no lm_head.weight")
+      ("dtype", po::value<std::string>(&dtype_name)->default_value("bf16"), "f32 | f16 | bf16")
+      ("seed", po::value<uint64_t>(&seed)->default_value(0), "random seed of the weights")
+      ("shards", po::value<int32_t>(&shards)->default_value(1),
+       "weight files; > 1 also writes model.safetensors.index.json")
+      ("out", po::value<std::string>(&out), "output folder (created if absent)");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(options).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "servelab make-model: " << e.what() << "\n\n" << options;
+    return kExitBadInput;
+  }
+  if (vm.count("help")) {
+    std::cout << options;
+    return kExitOk;
+  }
+  auto fail = [](const std::string& message) {
+    std::cerr << "servelab make-model: " << message << "\n";
+    return kExitBadInput;
+  };
+  if (out.empty()) return fail("--out is required");
+
+  ModelConfig config;
+  ModelSpec& spec = config.spec;
+  std::optional<ModelFamily> family;
+  int32_t base_heads = 1, base_kv_heads = 1;  // --from's attention heads and KV heads
+  if (!arch.empty()) {
+    family = ParseFamily(arch);
+    if (!family) return fail("--arch: '" + arch + "' is not one of llama, mistral, qwen2");
+  }
+  if (!from.empty()) {
+    StatusOr<ModelSpec> base = FindModel(from);
+    if (!base.ok()) return fail("--from: " + base.status().message());
+    const std::optional<ModelFamily> base_family = CatalogFamily(from);
+    if (!base_family) return fail("--from: no architecture is known for '" + from + "'");
+    if (family && *family != *base_family) {
+      return fail("--arch " + arch + " conflicts with --from " + from + " (a " +
+                  std::string(ModelTypeName(*base_family)) + " model)");
+    }
+    family = base_family;
+    spec = *base;
+    base_heads = base->num_attention_heads;
+    base_kv_heads = base->num_key_value_heads;
+    if (vm.count("hidden") && hidden != base->hidden_size) {
+      spec.head_dim = 0;  // heads kept: head_dim follows hidden / heads
+      spec.intermediate_size = std::max<int32_t>(
+          1, static_cast<int32_t>(int64_t{base->intermediate_size} * hidden / base->hidden_size));
+    }
+  } else {
+    if (!family) return fail("--arch (or --from) is required");
+    for (const char* flag : {"layers", "hidden", "heads", "intermediate", "vocab"}) {
+      if (!vm.count(flag)) return fail(std::string("--") + flag + " is required without --from");
+    }
+    spec.max_position_embeddings = 4096;
+    spec.rope_theta = 10000.0;
+    spec.rms_norm_eps = *family == ModelFamily::kQwen2 ? 1e-6 : 1e-5;
+    spec.attention_bias = *family == ModelFamily::kQwen2;
+  }
+  spec.name = std::filesystem::path(out).filename().string();
+  const std::pair<const char*, int32_t*> sizes[] = {
+      {"layers", &spec.num_hidden_layers}, {"hidden", &spec.hidden_size},
+      {"heads", &spec.num_attention_heads}, {"kv-heads", &spec.num_key_value_heads},
+      {"intermediate", &spec.intermediate_size}, {"vocab", &spec.vocab_size},
+      {"head-dim", &spec.head_dim}, {"max-position", &spec.max_position_embeddings}};
+  for (const auto& [flag, field] : sizes) {
+    if (!vm.count(flag)) continue;
+    const int32_t value = vm[flag].as<int32_t>();
+    if (value < 1) return fail(std::string("--") + flag + " must be a positive integer");
+    *field = value;
+  }
+  if (!vm.count("kv-heads") && vm.count("heads")) {
+    // Without --from: multi-head attention. With it: the catalog model's query heads per
+    // KV head (its GQA group size), as far as the new head count allows.
+    spec.num_key_value_heads =
+        from.empty() ? spec.num_attention_heads
+                     : std::max<int32_t>(1, static_cast<int32_t>(
+                                                int64_t{spec.num_attention_heads} *
+                                                base_kv_heads / base_heads));
+  }
+  if (vm.count("rope-theta")) {
+    if (!(rope_theta > 0)) return fail("--rope-theta must be positive");
+    spec.rope_theta = rope_theta;
+  }
+  if (vm.count("tie-embeddings")) spec.tie_word_embeddings = true;
+  if (spec.head_dim == 0 && spec.hidden_size % spec.num_attention_heads != 0) {
+    return fail("--hidden " + std::to_string(spec.hidden_size) + " is not divisible by --heads " +
+                std::to_string(spec.num_attention_heads) + " (or give --head-dim)");
+  }
+  if (spec.num_attention_heads % spec.num_key_value_heads != 0) {
+    return fail("--kv-heads " + std::to_string(spec.num_key_value_heads) +
+                " must divide --heads " + std::to_string(spec.num_attention_heads));
+  }
+  const std::optional<DType> dtype = ParseWeightDType(dtype_name);
+  if (!dtype) return fail("--dtype: '" + dtype_name + "' is not one of f32, f16, bf16");
+  config.family = *family;
+  config.o_proj_bias = false;
+  config.torch_dtype = *dtype;
+  config.eos_token_ids = {std::min(2, spec.vocab_size - 1)};
+
+  RandomModelOptions make;
+  make.config = config;
+  make.seed = seed;
+  make.shards = shards;
+  StatusOr<WrittenModel> written = WriteRandomModel(make, out);
+  if (!written.ok()) {
+    std::cerr << "servelab make-model: " << written.status().message() << "\n";
+    return written.status().IsBadInput() ? kExitBadInput : kExitRuntimeError;
+  }
+  std::printf("wrote %s: %s, %d layers, hidden %d, %d/%d heads, %.2fM params, %lld tensors, "
+              "%.1f MB of %s weights in %zu file(s)\n",
+              out.c_str(), std::string(ModelTypeName(config.family)).c_str(),
+              spec.num_hidden_layers, spec.hidden_size, spec.num_attention_heads,
+              spec.num_key_value_heads, static_cast<double>(written->num_params) * 1e-6,
+              static_cast<long long>(written->num_tensors),
+              static_cast<double>(written->weight_bytes) * 1e-6, dtype_name.c_str(),
+              written->files.size() - 1);
+  return kExitOk;
+}
+
+}  // namespace servelab

@@ -1,0 +1,242 @@
+#include "engine/cpu_model_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "kernels/embedding_gather.h"
+#include "kernels/paged_attention.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "kernels/silu_and_mul.h"
+#include "kernels/write_kv_cache.h"
+
+namespace servelab {
+namespace {
+
+namespace kcpu = kernels::cpu;
+
+// out [T, W.rows()] = x [T, W.cols()] * W^T (+ bias), f32.
+void Linear(const float* x, int32_t num_tokens, const RowMatrix& w, const Eigen::RowVectorXf& bias,
+            std::vector<float>& out) {
+  out.resize(static_cast<size_t>(num_tokens) * static_cast<size_t>(w.rows()));
+  Eigen::Map<const RowMatrix> in(x, num_tokens, w.cols());
+  Eigen::Map<RowMatrix> y(out.data(), num_tokens, w.rows());
+  y.noalias() = in * w.transpose();
+  if (bias.size() > 0) y.rowwise() += bias;
+}
+
+std::optional<kernels::Llama3RopeScaling> Llama3(const RopeScaling& scaling) {
+  if (scaling.type != RopeScaling::Type::kLlama3) return std::nullopt;
+  return kernels::Llama3RopeScaling{scaling.factor, scaling.low_freq_factor,
+                                    scaling.high_freq_factor,
+                                    scaling.original_max_position_embeddings};
+}
+
+kernels::KvCacheShape CacheShape(const ModelSpec& spec, const KvCapacity& capacity) {
+  return kernels::KvCacheShape{capacity.num_gpu_blocks, capacity.block_size,
+                               spec.num_key_value_heads, spec.HeadDim()};
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(
+    std::shared_ptr<const ModelWeights> weights, const CpuRunnerOptions& options) {
+  SERVELAB_CHECK(weights != nullptr);
+  const ModelSpec& spec = weights->config.spec;
+  if (options.block_size < 1) {
+    return InvalidArgument("cpu runner: block_size must be >= 1, got " +
+                           std::to_string(options.block_size));
+  }
+  if (options.num_cpu_blocks < 0 || options.num_blocks < 0) {
+    return InvalidArgument("cpu runner: block counts must be >= 0");
+  }
+  KvCapacity capacity;
+  capacity.block_size = options.block_size;
+  capacity.num_cpu_blocks = options.num_cpu_blocks;
+  // K and V, every layer, 4-byte floats.
+  capacity.bytes_per_block = int64_t{2} * spec.num_hidden_layers * options.block_size *
+                             spec.KvDim() * static_cast<int64_t>(sizeof(float));
+  const int64_t blocks = options.num_blocks > 0 ? options.num_blocks
+                                                : options.kv_cache_bytes / capacity.bytes_per_block;
+  if (blocks < 1 || blocks > std::numeric_limits<int32_t>::max()) {
+    return InvalidArgument("cpu runner: kv_cache_bytes " + std::to_string(options.kv_cache_bytes) +
+                           " holds " + std::to_string(blocks) + " KV blocks of " +
+                           std::to_string(capacity.bytes_per_block) + " bytes");
+  }
+  capacity.num_gpu_blocks = static_cast<int32_t>(blocks);
+  return std::unique_ptr<CpuModelRunner>(new CpuModelRunner(std::move(weights), capacity));
+}
+
+CpuModelRunner::CpuModelRunner(std::shared_ptr<const ModelWeights> weights,
+                               const KvCapacity& capacity)
+    : weights_(std::move(weights)), capacity_(capacity) {
+  const ModelConfig& config = weights_->config;
+  const ModelSpec& spec = config.spec;
+  block_floats_ = int64_t{capacity_.block_size} * spec.KvDim();
+  inv_freq_ = kernels::RopeInvFreq(spec.HeadDim(), spec.rope_theta, Llama3(config.rope_scaling));
+  const auto layers = static_cast<size_t>(spec.num_hidden_layers);
+  const auto device = static_cast<size_t>(capacity_.num_gpu_blocks * block_floats_);
+  const auto host = static_cast<size_t>(capacity_.num_cpu_blocks * block_floats_);
+  k_cache_.assign(layers, std::vector<float>(device, 0.0f));
+  v_cache_.assign(layers, std::vector<float>(device, 0.0f));
+  host_k_.assign(layers, std::vector<float>(host, 0.0f));
+  host_v_.assign(layers, std::vector<float>(host, 0.0f));
+}
+
+void CpuModelRunner::CopyBlocks(std::span<const BlockCopy> copies,
+                                const std::vector<std::vector<float>>& from,
+                                std::vector<std::vector<float>>& to, int32_t from_blocks,
+                                int32_t to_blocks, int64_t block_floats) {
+  for (const BlockCopy& c : copies) {
+    SERVELAB_CHECK_MSG(c.src >= 0 && c.src < from_blocks && c.dst >= 0 && c.dst < to_blocks,
+                       "block copy " + std::to_string(c.src) + " -> " + std::to_string(c.dst));
+    for (size_t layer = 0; layer < from.size(); ++layer) {
+      std::memcpy(to[layer].data() + c.dst * block_floats,
+                  from[layer].data() + c.src * block_floats,
+                  static_cast<size_t>(block_floats) * sizeof(float));
+    }
+  }
+}
+
+void CpuModelRunner::SwapOut(std::span<const BlockCopy> copies) {
+  CopyBlocks(copies, k_cache_, host_k_, capacity_.num_gpu_blocks, capacity_.num_cpu_blocks,
+             block_floats_);
+  CopyBlocks(copies, v_cache_, host_v_, capacity_.num_gpu_blocks, capacity_.num_cpu_blocks,
+             block_floats_);
+}
+
+void CpuModelRunner::SwapIn(std::span<const BlockCopy> copies) {
+  CopyBlocks(copies, host_k_, k_cache_, capacity_.num_cpu_blocks, capacity_.num_gpu_blocks,
+             block_floats_);
+  CopyBlocks(copies, host_v_, v_cache_, capacity_.num_cpu_blocks, capacity_.num_gpu_blocks,
+             block_floats_);
+}
+
+int32_t CpuModelRunner::Pack(const StepPlan& plan, const TokenStore& tokens) {
+  const int32_t block_size = capacity_.block_size;
+  num_seqs_ = max_blocks_ = max_query_len_ = max_context_len_ = 0;
+  for (const ScheduledRequest& s : plan.seqs) {
+    if (s.is_padding) continue;
+    SERVELAB_CHECK(s.num_new_tokens >= 1 && s.num_computed_tokens >= 0);
+    ++num_seqs_;
+    max_blocks_ = std::max(max_blocks_, (s.ContextLen() + block_size - 1) / block_size);
+    max_query_len_ = std::max(max_query_len_, s.num_new_tokens);
+    max_context_len_ = std::max(max_context_len_, s.ContextLen());
+  }
+  token_ids_.clear();
+  positions_.clear();
+  slot_mapping_.clear();
+  query_start_loc_.assign(1, 0);
+  context_lens_.clear();
+  emit_rows_.clear();
+  block_tables_.assign(static_cast<size_t>(num_seqs_) * max_blocks_, 0);
+  int32_t seq = 0;
+  for (const ScheduledRequest& s : plan.seqs) {
+    if (s.is_padding) continue;
+    const Request& r = *s.request;
+    const int32_t context = s.ContextLen();
+    const auto blocks = static_cast<size_t>((context + block_size - 1) / block_size);
+    SERVELAB_CHECK_MSG(!r.kv_swapped && r.block_table.size() >= blocks,
+                       "request " + std::to_string(r.id) + ": block table does not cover " +
+                           std::to_string(context) + " tokens");
+    const std::span<const int32_t> ids = tokens.Tokens(r.id);
+    SERVELAB_CHECK_MSG(ids.size() >= static_cast<size_t>(context),
+                       "request " + std::to_string(r.id) + ": " + std::to_string(ids.size()) +
+                           " token ids for a context of " + std::to_string(context));
+    std::copy(r.block_table.begin(), r.block_table.begin() + static_cast<std::ptrdiff_t>(blocks),
+              block_tables_.begin() + static_cast<std::ptrdiff_t>(seq) * max_blocks_);
+    for (int32_t pos = s.num_computed_tokens; pos < context; ++pos) {
+      token_ids_.push_back(ids[static_cast<size_t>(pos)]);
+      positions_.push_back(pos);
+      const int64_t block = r.block_table[static_cast<size_t>(pos / block_size)];
+      slot_mapping_.push_back(block * block_size + pos % block_size);
+    }
+    query_start_loc_.push_back(static_cast<int32_t>(token_ids_.size()));
+    context_lens_.push_back(context);
+    if (s.emits_token) emit_rows_.push_back(static_cast<int32_t>(token_ids_.size()) - 1);
+    ++seq;
+  }
+  return static_cast<int32_t>(token_ids_.size());
+}
+
+void CpuModelRunner::Layer(int32_t index, int32_t num_tokens) {
+  const ModelSpec& spec = weights_->config.spec;
+  const LayerWeights& w = weights_->layers[static_cast<size_t>(index)];
+  const int32_t h = spec.hidden_size, heads = spec.num_attention_heads;
+  const int32_t kv_heads = spec.num_key_value_heads, head_dim = spec.HeadDim();
+  const auto eps = static_cast<float>(spec.rms_norm_eps);
+  // residual holds the stream so far; hidden_ the last sublayer's output (layer 0: none).
+  if (index == 0) {
+    kcpu::RmsNorm(hidden_.data(), residual_.data(), w.input_norm.data(), num_tokens, h, eps);
+  } else {
+    kcpu::FusedAddRmsNorm(hidden_.data(), residual_.data(), w.input_norm.data(), num_tokens, h,
+                          eps);
+  }
+  Linear(hidden_.data(), num_tokens, w.q_proj, w.q_bias, q_);  // [T, heads * d]
+  Linear(hidden_.data(), num_tokens, w.k_proj, w.k_bias, k_);  // [T, kv_heads * d]
+  Linear(hidden_.data(), num_tokens, w.v_proj, w.v_bias, v_);  // [T, kv_heads * d]
+  kcpu::ApplyRope(q_.data(), k_.data(), positions_.data(), inv_freq_.data(), num_tokens, heads,
+                  kv_heads, head_dim);
+  const kernels::KvCacheShape shape = CacheShape(spec, capacity_);
+  float* k_cache = k_cache_[static_cast<size_t>(index)].data();
+  float* v_cache = v_cache_[static_cast<size_t>(index)].data();
+  kcpu::WriteKvCache(k_cache, v_cache, k_.data(), v_.data(), slot_mapping_.data(), num_tokens,
+                     shape);
+  attn_.resize(q_.size());
+  kcpu::PagedPrefillAttention(attn_.data(), q_.data(), k_cache, v_cache, block_tables_.data(),
+                              query_start_loc_.data(), context_lens_.data(), num_seqs_, num_tokens,
+                              heads, max_blocks_, max_query_len_, max_context_len_,
+                              1.0f / std::sqrt(static_cast<float>(head_dim)), shape);
+  Linear(attn_.data(), num_tokens, w.o_proj, w.o_bias, hidden_);  // [T, h]
+  kcpu::FusedAddRmsNorm(hidden_.data(), residual_.data(), w.post_attention_norm.data(), num_tokens,
+                        h, eps);
+  const Eigen::RowVectorXf no_bias;
+  Linear(hidden_.data(), num_tokens, w.gate_up_proj, no_bias, gate_up_);  // [T, 2I]
+  act_.resize(static_cast<size_t>(num_tokens) * static_cast<size_t>(spec.intermediate_size));
+  kcpu::SiluAndMul(act_.data(), gate_up_.data(), num_tokens, spec.intermediate_size);
+  Linear(act_.data(), num_tokens, w.down_proj, no_bias, hidden_);  // [T, h]
+}
+
+Status CpuModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
+                               std::vector<float>& logits) {
+  const ModelConfig& config = weights_->config;
+  const ModelSpec& spec = config.spec;
+  const int32_t num_tokens = Pack(plan, tokens);
+  const auto num_emitting = static_cast<int32_t>(emit_rows_.size());
+  logits.resize(static_cast<size_t>(num_emitting) * static_cast<size_t>(spec.vocab_size));
+  if (config.sliding_window > 0 && max_context_len_ > config.sliding_window) {
+    return InvalidArgument("cpu runner: a context of " + std::to_string(max_context_len_) +
+                           " tokens exceeds the model's sliding_window " +
+                           std::to_string(config.sliding_window) + " (not implemented)");
+  }
+  if (num_tokens == 0) return Status::Ok();
+  const int32_t h = spec.hidden_size;
+  const auto rows = static_cast<size_t>(num_tokens) * static_cast<size_t>(h);
+  hidden_.resize(rows);
+  residual_.resize(rows);
+  kcpu::EmbeddingGather(residual_.data(), weights_->embed_tokens.data(), token_ids_.data(),
+                        num_tokens, spec.vocab_size, h);
+  for (int32_t layer = 0; layer < spec.num_hidden_layers; ++layer) Layer(layer, num_tokens);
+  if (num_emitting == 0) return Status::Ok();
+  // The final norm and the LM head only for each emitting seq's last token.
+  last_hidden_.resize(static_cast<size_t>(num_emitting) * static_cast<size_t>(h));
+  last_residual_.resize(last_hidden_.size());
+  for (int32_t e = 0; e < num_emitting; ++e) {
+    const auto src = static_cast<size_t>(emit_rows_[static_cast<size_t>(e)]) * h;
+    const auto dst = static_cast<size_t>(e) * h;
+    std::copy_n(hidden_.begin() + static_cast<std::ptrdiff_t>(src), h,
+                last_hidden_.begin() + static_cast<std::ptrdiff_t>(dst));
+    std::copy_n(residual_.begin() + static_cast<std::ptrdiff_t>(src), h,
+                last_residual_.begin() + static_cast<std::ptrdiff_t>(dst));
+  }
+  kcpu::FusedAddRmsNorm(last_hidden_.data(), last_residual_.data(), weights_->final_norm.data(),
+                        num_emitting, h, static_cast<float>(spec.rms_norm_eps));
+  Linear(last_hidden_.data(), num_emitting, weights_->LmHead(), Eigen::RowVectorXf(), logits);
+  return Status::Ok();
+}
+
+}  // namespace servelab

@@ -1,0 +1,87 @@
+#include "engine/engine_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+
+namespace servelab {
+
+EngineBackend::EngineBackend(std::unique_ptr<ModelRunner> runner,
+                             const EngineBackendOptions& options)
+    : runner_(std::move(runner)), options_(options) {
+  SERVELAB_CHECK(runner_ != nullptr);
+  options_.sampling.seed = options_.seed;
+  name_ = "engine-" + std::string(runner_->Name());
+}
+
+Status EngineBackend::SetPrompt(int64_t request_id, std::vector<int32_t> ids) {
+  const std::string who = "request " + std::to_string(request_id) + ": ";
+  if (ids.empty()) return InvalidArgument(who + "empty prompt");
+  const int32_t vocab = runner_->Config().spec.vocab_size;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return InvalidArgument(who + "prompt token " + std::to_string(i) + " is " +
+                             std::to_string(ids[i]) + ", outside the vocabulary [0, " +
+                             std::to_string(vocab) + ")");
+    }
+  }
+  if (tokens_.Contains(request_id)) return InvalidArgument(who + "already has a prompt");
+  tokens_.AddPrompt(request_id, std::move(ids));
+  return Status::Ok();
+}
+
+void EngineBackend::EnsurePrompts(const StepPlan& plan) {
+  const int32_t vocab = runner_->Config().spec.vocab_size;
+  for (const ScheduledRequest& s : plan.seqs) {
+    if (s.is_padding) continue;
+    const Request& r = *s.request;
+    if (!tokens_.Contains(r.id)) {
+      // A request's first step (finished requests were forgotten, and a request is never
+      // scheduled after it finished).
+      SERVELAB_CHECK(r.num_generated == 0);
+      tokens_.AddPrompt(r.id, SyntheticPrompt(options_.seed, r.id, r.prompt_len, vocab));
+    }
+    SERVELAB_CHECK_MSG(tokens_.PromptLen(r.id) == r.prompt_len,
+                       "request " + std::to_string(r.id) + ": prompt of " +
+                           std::to_string(tokens_.PromptLen(r.id)) + " ids, prompt_len " +
+                           std::to_string(r.prompt_len));
+  }
+}
+
+StepResult EngineBackend::Execute(const StepPlan& plan) {
+  const auto start = std::chrono::steady_clock::now();
+  StepResult result;
+  result.sampled_tokens.reserve(static_cast<size_t>(plan.num_emitting));
+  result.stopped.reserve(static_cast<size_t>(plan.num_emitting));
+  if (error_.ok()) {
+    runner_->SwapOut(plan.swap_out);
+    runner_->SwapIn(plan.swap_in);
+    EnsurePrompts(plan);
+    error_ = runner_->Execute(plan, tokens_, logits_);
+  }
+  const auto vocab = static_cast<size_t>(runner_->Config().spec.vocab_size);
+  const std::vector<int32_t>& eos = runner_->Config().eos_token_ids;
+  size_t row = 0;
+  for (const ScheduledRequest& s : plan.seqs) {
+    if (!s.emits_token) continue;
+    if (!error_.ok()) {
+      result.sampled_tokens.push_back(-1);
+      result.stopped.push_back(1);
+      continue;
+    }
+    const Request& r = *s.request;
+    const std::span<const float> logits(logits_.data() + row * vocab, vocab);
+    const int32_t token = sampler_.Sample(logits, options_.sampling, r.id, r.num_generated);
+    ++row;
+    tokens_.Append(r.id, token);
+    const bool is_eos = std::find(eos.begin(), eos.end(), token) != eos.end();
+    result.sampled_tokens.push_back(token);
+    result.stopped.push_back(is_eos && !options_.ignore_eos ? 1 : 0);
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  result.elapsed =
+      std::max<TimeNs>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+  return result;
+}
+
+}  // namespace servelab

@@ -1,0 +1,72 @@
+#pragma once
+// The real engine behind the scheduler: a Backend that runs each StepPlan through a
+// ModelRunner, samples one token per emitting seq and reports the MEASURED wall time.
+//
+//   Execute(plan):  [steady_clock starts]
+//     runner.SwapOut(plan.swap_out); runner.SwapIn(plan.swap_in)
+//     synthesize prompts of requests seen for the first time (TokenStore)
+//     runner.Execute(plan, tokens) -> logits [num_emitting, vocab]
+//     per emitting seq, in plan order: Sampler(seed, request id, token index =
+//       request.num_generated) -> token; append it to the request's ids;
+//       stopped = token is an eos_token_id and !ignore_eos
+//   [steady_clock stops] -> StepResult.elapsed (ns, >= 1)
+//
+// Token ids live in the TokenStore until the driver calls OnRequestFinished(id) with
+// each request Scheduler::Commit returns as finished.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/status.h"
+#include "engine/model_runner.h"
+#include "engine/sampler.h"
+#include "engine/token_store.h"
+
+namespace servelab {
+
+struct EngineBackendOptions {
+  // The experiment seed: the sampler's draws and the synthesized prompts derive from it.
+  uint64_t seed = 0;
+  // temperature (0 = greedy), top_k, top_p; its `seed` field is ignored (`seed` wins).
+  SamplingParams sampling;
+  // true: an EOS token does not stop a request; it runs to target_output_len.
+  bool ignore_eos = false;
+};
+
+class EngineBackend final : public Backend {
+ public:
+  // REQUIRES: runner != nullptr.
+  EngineBackend(std::unique_ptr<ModelRunner> runner, const EngineBackendOptions& options);
+
+  std::string_view Name() const override { return name_; }  // "engine-cpu", ...
+  KvCapacity Capacity() const override { return runner_->Capacity(); }
+  StepResult Execute(const StepPlan& plan) override;
+  void OnRequestFinished(int64_t request_id) override { tokens_.Forget(request_id); }
+
+  // Gives request `request_id` these prompt ids instead of synthesized ones. Call it before
+  // the request's first step; ids.size() must then equal its prompt_len (CHECKed).
+  // InvalidArgument for an empty prompt, an id outside [0, vocab) or a second prompt.
+  Status SetPrompt(int64_t request_id, std::vector<int32_t> ids);
+
+  const TokenStore& Tokens() const { return tokens_; }
+  ModelRunner& Runner() { return *runner_; }
+  // OK until the runner fails. After a failure the backend computes nothing: each step
+  // reports every emitting seq as stopped (token -1) so the run drains; the driver should
+  // end the run with this status (exit 1).
+  const Status& error() const { return error_; }
+
+ private:
+  void EnsurePrompts(const StepPlan& plan);
+
+  std::unique_ptr<ModelRunner> runner_;
+  EngineBackendOptions options_;
+  std::string name_;
+  TokenStore tokens_;
+  Sampler sampler_;
+  std::vector<float> logits_;  // [num_emitting, vocab], reused
+  Status error_;
+};
+
+}  // namespace servelab

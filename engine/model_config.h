@@ -1,0 +1,80 @@
+#pragma once
+// A Hugging Face model folder's config.json, for the Llama, Mistral and Qwen2 families:
+// the architecture (a core ModelSpec, in config.json terms) plus what only the engine
+// needs (RoPE scaling, EOS ids, the stored dtype).
+//
+// Keys read, with their defaults when absent (or null):
+//   model_type           required unless `architectures` names a supported class
+//   architectures        optional; when present must list the family's *ForCausalLM
+//   hidden_size, num_attention_heads, num_hidden_layers, intermediate_size, vocab_size
+//                        required positive integers (they fix every weight shape)
+//   num_key_value_heads  = num_attention_heads; must divide it
+//   head_dim             = hidden_size / num_attention_heads (which must then divide)
+//   max_position_embeddings  llama 2048, mistral 131072, qwen2 32768 (HF's defaults)
+//   rms_norm_eps 1e-6, rope_theta 10000, tie_word_embeddings false, hidden_act "silu"
+//   attention_bias       qwen2 true (q/k/v biases); llama false (when true: q/k/v and o
+//                        biases, as HF's Llama); mistral has none
+//   rope_scaling         null, or {"rope_type"|"type": "llama3" | "default", ...}
+//   sliding_window       mistral: null or a window; qwen2: only if use_sliding_window
+//   eos_token_id         an integer or a list of integers (absent: none)
+//   torch_dtype | dtype  "float32" | "float16" | "bfloat16" (absent: float32)
+// Other keys (bos_token_id, transformers_version, use_cache, ...) are ignored.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/status.h"
+
+namespace servelab {
+
+// Llama 3.1's frequency-dependent RoPE scaling ("rope_type": "llama3"). kNone means
+// plain RoPE with rope_theta.
+struct RopeScaling {
+  enum class Type : uint8_t { kNone, kLlama3 };
+  Type type = Type::kNone;
+  double factor = 1.0;            // > 0: low frequencies are divided by it
+  double low_freq_factor = 1.0;   // > 0
+  double high_freq_factor = 4.0;  // > low_freq_factor
+  int32_t original_max_position_embeddings = 0;  // > 0 for kLlama3
+};
+
+enum class ModelFamily : uint8_t { kLlama, kMistral, kQwen2 };
+
+struct ModelConfig {
+  ModelSpec spec;  // spec.name is the model folder's name
+  ModelFamily family = ModelFamily::kLlama;
+  RopeScaling rope_scaling;
+  bool o_proj_bias = false;              // llama with attention_bias: o_proj has a bias
+                                         // too (ModelSpec::NumParams does not count it)
+  int32_t sliding_window = 0;            // 0: full attention
+  std::vector<int32_t> eos_token_ids;    // generation stops at any of them
+  DType torch_dtype = DType::kFp32;      // how the checkpoint stores its weights
+};
+
+// "llama", "mistral", "qwen2" (config.json's model_type).
+std::string_view ModelTypeName(ModelFamily family);
+// "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM".
+std::string_view ArchitectureName(ModelFamily family);
+std::vector<std::string> SupportedModelTypes();
+// "float32", "float16", "bfloat16" for the three weight dtypes; "" otherwise.
+std::string_view TorchDTypeName(DType dtype);
+
+// Parses config.json text. `source` names the file in messages:
+// "m/config.json: key 'hidden_size': expected a positive integer, got "4096"".
+StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text, const std::string& source);
+// Reads `path`/config.json, or `path` itself when it names a .json file. spec.name is
+// the name of the folder holding it. NotFound when the file cannot be read.
+StatusOr<ModelConfig> LoadModelConfig(const std::filesystem::path& path);
+
+// The checks ParseModelConfig makes on the parsed values (divisibility, bias rules, RoPE
+// scaling bounds), for configs built in code; messages name config.json keys.
+Status ValidateModelConfig(const ModelConfig& config, const std::string& source);
+
+// A config.json Hugging Face's loaders read back to the same ModelConfig: sorted keys,
+// two-space indent, trailing newline, deterministic.
+std::string ModelConfigJson(const ModelConfig& config);
+
+}  // namespace servelab

@@ -1,0 +1,56 @@
+#pragma once
+// A ModelRunner executes the forward pass of one StepPlan over its paged KV cache: the
+// compute the EngineBackend times. The CPU reference (CpuModelRunner) and the CUDA runner
+// implement it with the same layouts (kernels/README.md), so the backend, the scheduler
+// and the tests are shared.
+//
+// Contract of one step (the EngineBackend calls them in this order):
+//   1. SwapOut(plan.swap_out)   device block -> host block, every layer's K and V
+//   2. SwapIn(plan.swap_in)     host block -> device block (may reuse blocks freed by 1.)
+//   3. Execute(plan, tokens, logits)
+// Execute, for each seq that is not padding, in plan order:
+//   - reads its num_new_tokens input ids at positions num_computed_tokens + i from
+//     `tokens` (prompt ids, then generated ids), i in [0, num_new_tokens);
+//   - writes their K/V at slot block_table[pos / block_size] * block_size
+//     + pos % block_size of every layer's cache;
+//   - attends over positions [0, num_computed_tokens + num_new_tokens);
+//   - if emits_token, appends one logits row (its last new token's) to `logits`.
+// Padding seqs (static batching) compute nothing and emit nothing.
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/status.h"
+#include "core/step_plan.h"
+#include "engine/model_config.h"
+#include "engine/token_store.h"
+
+namespace servelab {
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual std::string_view Name() const = 0;  // "cpu", "cuda"
+  virtual const ModelConfig& Config() const = 0;
+  // Device blocks (the KV pool), block size, host swap blocks, bytes per block (K and V
+  // of every layer). Fixed for the runner's lifetime.
+  virtual KvCapacity Capacity() const = 0;
+
+  // Copies whole blocks (every layer's K and V) from the device pool to the host pool
+  // (SwapOut: src device, dst host) or back (SwapIn: src host, dst device).
+  // REQUIRES: ids within the pools (CHECKed); a dst appears once.
+  virtual void SwapOut(std::span<const BlockCopy> copies) = 0;
+  virtual void SwapIn(std::span<const BlockCopy> copies) = 0;
+
+  // One step. `logits` is resized to [plan's emitting seqs, vocab_size], f32, rows in plan
+  // order. REQUIRES: every non-padding seq's request has at least num_computed_tokens +
+  // num_new_tokens ids in `tokens`, ids in [0, vocab), a device block table covering its
+  // context (kv_swapped false). Errors: a runtime failure (CUDA) or a context the model
+  // cannot attend to (beyond a sliding window, which is not implemented).
+  virtual Status Execute(const StepPlan& plan, const TokenStore& tokens,
+                         std::vector<float>& logits) = 0;
+};
+
+}  // namespace servelab

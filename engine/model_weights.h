@@ -1,0 +1,59 @@
+#pragma once
+// A model folder's weights as float32, converted once at load (F16 / BF16 checkpoints
+// are decoded here, never per step). Linear layers keep Hugging Face's [out, in]
+// orientation, row-major, so a projection of hidden states x [T, in] is x * W^T [T, out].
+//
+// Loading validates before use: every tensor HfWeightLayout(config) names must exist
+// with exactly that shape; a failure names the tensor, the file that should hold it and
+// both shapes. Tensors the layout does not name (a redundant lm_head.weight next to tied
+// embeddings, rotary caches) are ignored.
+#include <Eigen/Core>
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/model_config.h"
+#include "engine/safetensors.h"
+
+namespace servelab {
+
+// Row-major like the checkpoint and the kernels' activations.
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+struct LayerWeights {
+  RowMatrix q_proj;  // [heads * d, h]
+  RowMatrix k_proj;  // [kv_heads * d, h]
+  RowMatrix v_proj;  // [kv_heads * d, h]
+  RowMatrix o_proj;  // [h, heads * d]
+  // Empty unless the model has them (Qwen2: q/k/v; Llama with attention_bias: all four).
+  Eigen::RowVectorXf q_bias, k_bias, v_bias, o_bias;
+  // gate_proj and up_proj stacked: rows [0, I) are gate, [I, 2I) up, so one GEMM yields
+  // the packed [T, 2I] rows SiluAndMul reads (gate first).
+  RowMatrix gate_up_proj;                  // [2 * I, h]
+  RowMatrix down_proj;                     // [h, I]
+  std::vector<float> input_norm;           // [h]
+  std::vector<float> post_attention_norm;  // [h]
+};
+
+struct ModelWeights {
+  ModelConfig config;
+  RowMatrix embed_tokens;  // [V, h]
+  std::vector<LayerWeights> layers;
+  std::vector<float> final_norm;  // [h]
+  RowMatrix lm_head;              // [V, h]; empty when the embeddings are tied
+
+  // The LM head: lm_head, or embed_tokens when tied.
+  const RowMatrix& LmHead() const {
+    return config.spec.tie_word_embeddings ? embed_tokens : lm_head;
+  }
+  // Floats held (what the conversion cost in memory: 4 bytes each).
+  int64_t NumFloats() const;
+};
+
+// Reads the weights `config` describes from an opened checkpoint.
+StatusOr<ModelWeights> LoadModelWeights(const ModelConfig& config, const SafetensorsFile& file);
+// Reads `dir`/config.json and the checkpoint beside it (single file or sharded).
+StatusOr<ModelWeights> LoadModelWeights(const std::filesystem::path& dir);
+
+}  // namespace servelab

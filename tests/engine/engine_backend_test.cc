@@ -1,0 +1,205 @@
+// EngineBackend driven by the real core Scheduler, as the engine driver drives it:
+// Schedule -> Execute -> Commit -> OnRequestFinished. Requests generate exactly their
+// target with ignore_eos, stop at EOS without it, and preemption (recompute or swap)
+// changes no sampled token.
+#include "engine/engine_backend.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/kv_cache_manager.h"
+#include "core/scheduler.h"
+#include "tests/engine/test_files.h"
+#include "tests/engine/tiny_model.h"
+
+namespace servelab {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TempDir;
+
+struct Outcome {
+  std::map<int64_t, std::vector<int32_t>> tokens;  // sampled, per request id
+  std::map<int64_t, int32_t> target;
+  int32_t preemptions = 0;
+  int32_t swap_steps = 0;
+  int32_t reprefills = 0;  // seqs re-prefilling prompt + generated ids from position 0
+  int32_t steps = 0;
+  bool elapsed_positive = true;
+  size_t tokens_left = 0;  // ids the backend still holds at the end
+};
+
+struct RunOptions {
+  int32_t num_blocks = 200;
+  int32_t num_cpu_blocks = 0;
+  PreemptionMode preemption = PreemptionMode::kRecompute;
+  EngineBackendOptions backend;
+};
+
+// Eight requests arriving at once; prompts 5..40 tokens, outputs 6..20.
+Outcome Drive(std::shared_ptr<const ModelWeights> weights, const RunOptions& options) {
+  auto runner = testing::MakeRunner(weights, options.num_blocks, 4, options.num_cpu_blocks);
+  EngineBackend backend(std::move(runner), options.backend);
+  const KvCapacity capacity = backend.Capacity();
+  KvCacheManager kv(capacity.num_gpu_blocks, capacity.block_size, 0, capacity.num_cpu_blocks);
+  SchedulerConfig config;
+  config.block_size = 4;
+  config.max_num_seqs = 6;
+  config.max_num_batched_tokens = 24;  // prompts are chunked and mixed with decodes
+  config.preemption = options.preemption;
+  Scheduler scheduler(config, 1024, std::make_unique<testing::FifoPolicy>(), &kv);
+  std::vector<Request> requests(8);
+  Outcome outcome;
+  for (int32_t i = 0; i < 8; ++i) {
+    Request& r = requests[static_cast<size_t>(i)];
+    r.id = 100 + i;
+    r.prompt_len = 5 + (i * 11) % 36;
+    r.target_output_len = 6 + (i * 7) % 15;
+    outcome.target[r.id] = r.target_output_len;
+    EXPECT_TRUE(scheduler.AddRequest(r, 0));
+  }
+  TimeNs now = 0;
+  while (scheduler.HasWork() && outcome.steps < 2000) {
+    const StepPlan& plan = scheduler.Schedule(now);
+    EXPECT_FALSE(plan.empty());
+    if (plan.empty()) break;
+    outcome.swap_steps += plan.swap_out.empty() ? 0 : 1;
+    const StepResult result = backend.Execute(plan);
+    EXPECT_TRUE(backend.error().ok()) << backend.error().message();
+    EXPECT_EQ(result.sampled_tokens.size(), static_cast<size_t>(plan.num_emitting));
+    EXPECT_EQ(result.stopped.size(), static_cast<size_t>(plan.num_emitting));
+    size_t k = 0;
+    for (const ScheduledRequest& s : plan.seqs) {
+      outcome.reprefills += s.num_computed_tokens == 0 && s.request->num_generated > 0;
+      if (s.emits_token) outcome.tokens[s.request->id].push_back(result.sampled_tokens[k++]);
+    }
+    outcome.elapsed_positive = outcome.elapsed_positive && result.elapsed > 0;
+    now += result.elapsed;
+    for (Request* r : scheduler.Commit(result, now)) backend.OnRequestFinished(r->id);
+    ++outcome.steps;
+  }
+  for (const Request& r : requests) {
+    EXPECT_TRUE(r.IsFinished()) << r.id;
+    outcome.preemptions += r.num_preemptions;
+  }
+  outcome.tokens_left = backend.Tokens().NumRequests();
+  return outcome;
+}
+
+class EngineBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ModelConfig config = testing::TinyConfig(2);
+    config.eos_token_ids = {3, 7, 11, 19, 23, 42, 50, 61, 77, 90};  // ~10% of the vocabulary
+    weights_ = testing::WriteAndLoad(config, dir_.path());
+  }
+  TempDir dir_;
+  std::shared_ptr<const ModelWeights> weights_;
+};
+
+TEST_F(EngineBackendTest, IgnoreEosGeneratesExactlyTheTargetWithMeasuredTime) {
+  RunOptions options;
+  options.backend.ignore_eos = true;
+  options.backend.sampling.temperature = 1.0f;
+  const Outcome out = Drive(weights_, options);
+  EXPECT_TRUE(out.elapsed_positive);
+  ASSERT_EQ(out.tokens.size(), 8u);
+  int32_t eos_seen = 0;
+  for (const auto& [id, tokens] : out.tokens) {
+    EXPECT_EQ(static_cast<int32_t>(tokens.size()), out.target.at(id)) << id;
+    for (int32_t t : tokens) {
+      EXPECT_TRUE(t >= 0 && t < 97);
+      eos_seen += std::count(weights_->config.eos_token_ids.begin(),
+                             weights_->config.eos_token_ids.end(), t) > 0;
+    }
+  }
+  EXPECT_GT(eos_seen, 0);          // EOS was sampled and did not stop anyone
+  EXPECT_EQ(out.tokens_left, 0u);  // every finished request's ids were forgotten
+}
+
+TEST_F(EngineBackendTest, EosStopsARequestAtItsFirstEos) {
+  RunOptions options;
+  options.backend.sampling.temperature = 1.0f;
+  const Outcome out = Drive(weights_, options);
+  const auto& eos = weights_->config.eos_token_ids;
+  int32_t stopped_early = 0;
+  for (const auto& [id, tokens] : out.tokens) {
+    const auto first_eos = std::find_first_of(tokens.begin(), tokens.end(), eos.begin(), eos.end());
+    if (first_eos == tokens.end()) {
+      EXPECT_EQ(static_cast<int32_t>(tokens.size()), out.target.at(id));
+    } else {
+      EXPECT_EQ(first_eos + 1, tokens.end()) << id;  // nothing after the first EOS
+      stopped_early += static_cast<int32_t>(tokens.size()) < out.target.at(id);
+    }
+  }
+  EXPECT_GT(stopped_early, 0);
+}
+
+TEST_F(EngineBackendTest, RecomputePreemptionChangesNoGreedyToken) {
+  RunOptions roomy;
+  roomy.backend.ignore_eos = true;
+  const Outcome reference = Drive(weights_, roomy);
+  EXPECT_EQ(reference.preemptions, 0);
+  RunOptions tight = roomy;
+  tight.num_blocks = 24;  // 96 token slots for up to 6 running requests of up to 60 tokens
+  const Outcome preempted = Drive(weights_, tight);
+  EXPECT_GT(preempted.preemptions, 0);
+  EXPECT_GT(preempted.reprefills, 0);
+  EXPECT_EQ(preempted.tokens, reference.tokens);
+}
+
+TEST_F(EngineBackendTest, SwapPreemptionChangesNoSampledToken) {
+  RunOptions roomy;
+  roomy.backend.ignore_eos = true;
+  roomy.backend.sampling = SamplingParams{0.8f, 20, 0.95f, 0};
+  roomy.backend.seed = 1234;
+  const Outcome reference = Drive(weights_, roomy);
+  RunOptions tight = roomy;
+  tight.num_blocks = 24;
+  tight.num_cpu_blocks = 64;
+  tight.preemption = PreemptionMode::kSwap;
+  const Outcome swapped = Drive(weights_, tight);
+  EXPECT_GT(swapped.swap_steps, 0);
+  EXPECT_EQ(swapped.tokens, reference.tokens);
+}
+
+TEST_F(EngineBackendTest, ExplicitPromptsAreUsedAndChecked) {
+  EngineBackend backend(testing::MakeRunner(weights_), EngineBackendOptions{});
+  EXPECT_EQ(backend.Name(), "engine-cpu");
+  EXPECT_TRUE(backend.SetPrompt(5, {4, 8, 15, 16}).ok());
+  EXPECT_THAT(backend.SetPrompt(5, {1}).message(), HasSubstr("already has a prompt"));
+  EXPECT_THAT(backend.SetPrompt(6, {}).message(), HasSubstr("empty prompt"));
+  EXPECT_THAT(backend.SetPrompt(6, {1, 97}).message(),
+              HasSubstr("prompt token 1 is 97, outside the vocabulary [0, 97)"));
+  Request r = testing::MakeRequest(5, 4, {0});
+  StepPlan plan;
+  plan.seqs = {testing::Seq(r, 0, 4, true)};
+  plan.num_emitting = 1;
+  const StepResult result = backend.Execute(plan);
+  ASSERT_EQ(result.sampled_tokens.size(), 1u);
+  const std::span<const int32_t> ids = backend.Tokens().Tokens(5);
+  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.end()),
+            (std::vector<int32_t>{4, 8, 15, 16, result.sampled_tokens[0]}));
+  backend.OnRequestFinished(5);
+  EXPECT_FALSE(backend.Tokens().Contains(5));
+}
+
+TEST_F(EngineBackendTest, SynthesizedPromptsDependOnSeedAndIdOnly) {
+  EngineBackendOptions options;
+  options.seed = 77;
+  EngineBackend a(testing::MakeRunner(weights_), options);
+  EngineBackend b(testing::MakeRunner(weights_), options);
+  Request r = testing::MakeRequest(9, 12, {5, 6, 7});
+  StepPlan plan;
+  plan.seqs = {testing::Seq(r, 0, 12, true)};
+  plan.num_emitting = 1;
+  const StepResult ra = a.Execute(plan), rb = b.Execute(plan);
+  EXPECT_EQ(ra.sampled_tokens, rb.sampled_tokens);
+  const std::span<const int32_t> ids = a.Tokens().Tokens(9);
+  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + 12), SyntheticPrompt(77, 9, 12, 97));
+}
+
+}  // namespace
+}  // namespace servelab

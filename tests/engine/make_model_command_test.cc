@@ -1,0 +1,153 @@
+// `servelab make-model` as a user meets it: files match the flags, runs are
+// byte-identical, catalog models scale down, bad flags exit 2 with a message.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+
+#include "engine/model_config.h"
+#include "engine/safetensors.h"
+#include "tests/engine/test_files.h"
+
+namespace servelab {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ReadBytes;
+using testing::TempDir;
+
+struct Result {
+  int exit_code;
+  std::string out, err;
+};
+
+class MakeModelCommandTest : public ::testing::Test {
+ protected:
+  Result Run(const std::string& args) {
+    const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
+    const std::string command = std::string(SERVELAB_BINARY) + " make-model " + args + " >" +
+                                out + " 2>" + err + " </dev/null";
+    const int status = std::system(command.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadBytes(out), ReadBytes(err)};
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  TempDir dir_;
+};
+
+constexpr const char* kSmall =
+    "--arch mistral --layers 3 --hidden 64 --heads 8 --kv-heads 2 --intermediate 96 --vocab 300";
+// kSmall with one flag's value replaced (boost rejects a repeated flag).
+std::string Small(const std::string& flag, const std::string& value) {
+  std::string args = kSmall;
+  const size_t start = args.find(flag + " ") + flag.size() + 1;
+  const size_t end = args.find(' ', start);
+  return args.replace(start, end == std::string::npos ? end : end - start, value);
+}
+
+TEST_F(MakeModelCommandTest, FilesMatchTheFlags) {
+  const Result r = Run(std::string(kSmall) + " --head-dim 16 --max-position 512 --rope-theta 1e6 "
+                       "--tie-embeddings --dtype f16 --out " + Path("m"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("wrote"));
+  StatusOr<ModelConfig> c = LoadModelConfig(Path("m"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->family, ModelFamily::kMistral);
+  EXPECT_EQ(c->spec.num_hidden_layers, 3);
+  EXPECT_EQ(c->spec.hidden_size, 64);
+  EXPECT_EQ(c->spec.num_attention_heads, 8);
+  EXPECT_EQ(c->spec.num_key_value_heads, 2);
+  EXPECT_EQ(c->spec.head_dim, 16);
+  EXPECT_EQ(c->spec.intermediate_size, 96);
+  EXPECT_EQ(c->spec.vocab_size, 300);
+  EXPECT_EQ(c->spec.max_position_embeddings, 512);
+  EXPECT_DOUBLE_EQ(c->spec.rope_theta, 1e6);
+  EXPECT_TRUE(c->spec.tie_word_embeddings);
+  EXPECT_EQ(c->torch_dtype, DType::kFp16);
+  EXPECT_EQ(c->eos_token_ids, std::vector<int32_t>{2});
+  const std::string json = ReadBytes(Path("m") + "/config.json");
+  EXPECT_THAT(json, HasSubstr("\"MistralForCausalLM\""));
+  StatusOr<SafetensorsFile> w = SafetensorsFile::Open(Path("m"));
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  const int64_t q[] = {128, 64}, k[] = {32, 64}, o[] = {64, 128}, down[] = {64, 96}, emb[] = {300, 64};
+  EXPECT_TRUE(w->Get("model.layers.2.self_attn.q_proj.weight", q).ok());
+  EXPECT_TRUE(w->Get("model.layers.2.self_attn.k_proj.weight", k).ok());
+  EXPECT_TRUE(w->Get("model.layers.2.self_attn.o_proj.weight", o).ok());
+  EXPECT_TRUE(w->Get("model.layers.0.mlp.down_proj.weight", down).ok());
+  EXPECT_TRUE(w->Get("model.embed_tokens.weight", emb).ok());
+  EXPECT_EQ(w->Find("lm_head.weight"), nullptr);
+  EXPECT_EQ(w->Find("model.layers.0.self_attn.q_proj.bias"), nullptr);
+  EXPECT_EQ(w->tensors().front().dtype, DType::kFp16);
+}
+
+TEST_F(MakeModelCommandTest, SameSeedByteIdenticalOtherSeedDiffers) {
+  for (const char* run : {"a --seed 5", "b --seed 5", "c --seed 6"}) {
+    ASSERT_EQ(Run(std::string(kSmall) + " --out " + Path(run)).exit_code, 0) << run;
+  }
+  EXPECT_EQ(ReadBytes(Path("a") + "/config.json"), ReadBytes(Path("b") + "/config.json"));
+  EXPECT_EQ(ReadBytes(Path("a") + "/model.safetensors"), ReadBytes(Path("b") + "/model.safetensors"));
+  EXPECT_NE(ReadBytes(Path("a") + "/model.safetensors"), ReadBytes(Path("c") + "/model.safetensors"));
+}
+
+TEST_F(MakeModelCommandTest, ShardedModelOpensWithItsIndex) {
+  ASSERT_EQ(Run(Small("--arch", "qwen2") + " --shards 2 --out " + Path("s")).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(Path("s") + "/model-00002-of-00002.safetensors"));
+  StatusOr<SafetensorsFile> w = SafetensorsFile::Open(Path("s"));
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_EQ(w->files().size(), 3u);
+  EXPECT_NE(w->Find("model.layers.1.self_attn.v_proj.bias"), nullptr);  // qwen2 biases
+}
+
+TEST_F(MakeModelCommandTest, FromCatalogKeepsHeadRatios) {
+  const Result r = Run("--from llama-3-8b --layers 2 --hidden 128 --vocab 1000 --out " + Path("l"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  StatusOr<ModelConfig> c = LoadModelConfig(Path("l"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->family, ModelFamily::kLlama);
+  EXPECT_EQ(c->spec.num_hidden_layers, 2);
+  EXPECT_EQ(c->spec.num_attention_heads, 32);
+  EXPECT_EQ(c->spec.num_key_value_heads, 8);
+  EXPECT_EQ(c->spec.HeadDim(), 4);
+  EXPECT_EQ(c->spec.intermediate_size, 448);  // 14336 x 128 / 4096
+  EXPECT_EQ(c->spec.vocab_size, 1000);
+  EXPECT_EQ(c->spec.max_position_embeddings, 8192);
+  EXPECT_DOUBLE_EQ(c->spec.rope_theta, 500000.0);
+  // A new head count without --kv-heads keeps the group size as far as it can: qwen2.5-7b
+  // has 7 query heads per KV head; 8 heads x 4 / 28 rounds down to 1 KV head.
+  ASSERT_EQ(Run("--from qwen2.5-7b --layers 1 --hidden 64 --heads 8 --vocab 500 --out " + Path("q"))
+                .exit_code, 0);
+  c = LoadModelConfig(Path("q"));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->family, ModelFamily::kQwen2);
+  EXPECT_EQ(c->spec.num_key_value_heads, 1);
+  EXPECT_TRUE(c->spec.attention_bias);
+}
+
+TEST_F(MakeModelCommandTest, BadFlagsExitTwoWithAMessage) {
+  const std::string out = " --out " + Path("x");
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {kSmall, "--out is required"},
+      {"--layers 1" + out, "--arch (or --from) is required"},
+      {Small("--arch", "gpt2") + out, "--arch: 'gpt2' is not one of llama, mistral, qwen2"},
+      {"--arch llama --layers 1 --hidden 64 --heads 8" + out, "--intermediate is required"},
+      {Small("--hidden", "60") + out, "--hidden 60 is not divisible by --heads 8"},
+      {Small("--kv-heads", "3") + out, "--kv-heads 3 must divide --heads 8"},
+      {Small("--layers", "0") + out, "--layers must be a positive integer"},
+      {std::string(kSmall) + " --dtype int8" + out, "--dtype: 'int8' is not one of f32, f16, bf16"},
+      {std::string(kSmall) + " --shards 1000" + out, "shards: 1000 is not in [1, 30]"},
+      {"--from llama-9b" + out, "--from: Unable to find model 'llama-9b'"},
+      {"--from mistral-7b --arch qwen2" + out, "--arch qwen2 conflicts with --from mistral-7b"},
+      {std::string(kSmall) + " --bogus" + out, "unrecognised option '--bogus'"},
+  };
+  for (const auto& c : cases) {
+    const Result r = Run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_THAT(r.err, HasSubstr(c.message)) << c.args;
+  }
+  EXPECT_EQ(Run("--help").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace servelab
