@@ -1,6 +1,7 @@
 // `servelab make-model`: a Hugging Face model folder (config.json + safetensors) with
 // seeded random weights, of any Llama / Mistral / Qwen2 shape or a catalog model scaled down.
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>

@@ -1,5 +1,7 @@
 #include "cli/run_folder.h"
 
+#include "cli/engine_run.h"
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -39,7 +41,7 @@ nlohmann::ordered_json ExperimentHeader(const PreparedExperiment& p) {
   nlohmann::ordered_json j;
   j["name"] = c.name;
   j["seed"] = c.seed;
-  j["backend"] = "sim";
+  j["backend"] = std::string(NameOf(EnumNames<BackendKind>(kBackendNames), c.backend));
   j["model"] = c.model.name;
   j["gpu"] = c.hardware.gpu.name;
   j["tensor_parallel"] = c.hardware.tensor_parallel;
@@ -89,7 +91,7 @@ StatusOr<RunSummary> RunToFolder(const ExperimentConfig& experiment, const std::
   if (progress) {
     on_progress = [&progress_line](const SimulationProgress& p) { progress_line.Update(p); };
   }
-  auto summary = RunSimulation(*prepared, sinks, on_progress);
+  auto summary = RunBackend(*prepared, sinks, on_progress);
   progress_line.Clear();
   if (!summary.ok()) return summary.status();
 

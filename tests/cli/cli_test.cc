@@ -218,5 +218,42 @@ TEST_F(CliTest, CompareRunsTheSameRequestsUnderEachPolicy) {
   EXPECT_EQ(Run("compare " + exp.string()).exit_code, 2);
 }
 
+// backend: engine runs the same experiment through the real CPU engine (the model is
+// written on first use) and writes the same files with the same columns as the simulator.
+TEST_F(CliTest, EngineBackendWritesTheSameFilesAsTheSimulator) {
+  const fs::path exp = Write("engine.yaml", "name: engine\n"
+                                            "seed: 2\n"
+                                            "backend: engine\n"
+                                            "engine: {model_path: model, create_model: true, kv_cache_gib: 0.05}\n"
+                                            "model: {base: llama-3-8b, name: t, hidden_size: 64, num_hidden_layers: 2,\n"
+                                            "        num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 128,\n"
+                                            "        vocab_size: 97, max_position_embeddings: 512}\n"
+                                            "hardware: {gpu: a10}\n"
+                                            "scheduler: {max_num_seqs: 4, max_num_batched_tokens: 64}\n"
+                                            "workload:\n"
+                                            "  num_requests: 6\n"
+                                            "  arrival: {process: burst}\n"
+                                            "  input_tokens: {dist: uniform, min: 5, max: 40}\n"
+                                            "  output_tokens: {dist: uniform, min: 1, max: 12}\n");
+  const CliResult engine = Run("run " + exp.string() + " --out " + (dir_ / "e").string());
+  ASSERT_EQ(engine.exit_code, 0) << engine.err;
+  EXPECT_TRUE(fs::exists(dir_ / "model" / "config.json"));
+  const CliResult sim = Run("run " + exp.string() + " --set backend=sim --out " + (dir_ / "s").string());
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  for (const char* f : {"requests.csv", "steps.csv", "clients.csv"}) {
+    const std::string e = ReadFile(dir_ / "e" / f), s = ReadFile(dir_ / "s" / f);
+    EXPECT_EQ(e.substr(0, e.find('\n')), s.substr(0, s.find('\n'))) << f;
+  }
+  EXPECT_THAT(ReadFile(dir_ / "e" / "summary.json"), HasSubstr("\"backend\": \"engine\""));
+  EXPECT_THAT(engine.out, HasSubstr("engine: 6 finished, 0 rejected"));
+  // Without create_model a missing folder is bad input naming the key.
+  const fs::path missing = Write("missing.yaml", ReadFile(exp).replace(
+      ReadFile(exp).find("create_model: true"), 18, "create_model: false"));
+  fs::remove_all(dir_ / "model");
+  const CliResult bad = Run("run " + missing.string() + " --out " + (dir_ / "m").string());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("engine.model_path"));
+}
+
 }  // namespace
 }  // namespace servelab
