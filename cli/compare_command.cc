@@ -14,6 +14,7 @@
 #include <iostream>
 #include <set>
 
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/output_dir.h"
 #include "cli/sweep_config.h"
@@ -147,6 +148,15 @@ void DrawPlots(const std::string& dir, const std::vector<std::string>& folders,
 
 }  // namespace
 
+constexpr const char* kCompareHelp =
+    "\nRuns the experiment once per policy (scheduler.policy set like --set; the\n"
+    "file's sweep block, if any, is ignored): the same seed, so the same request\n"
+    "stream. Writes DIR/<policy>/ (the files of `servelab run`; the folder is the\n"
+    "entry with ':' and '=' turned into '-'), DIR/compare.csv (the columns of\n"
+    "sweep.csv), DIR/compare.md (the table printed on stdout) and DIR/compare.png\n"
+    "(plots/compare.py with /usr/bin/python3; skipped with a note if that fails).\n"
+    "Exit status: 0 success, 2 bad input (nothing ran), 1 a policy's run failed.\n";
+
 int CompareCommand(const std::vector<std::string>& args) {
   po::options_description options("servelab compare EXPERIMENT.yaml --policies a,b,... [options]");
   std::vector<std::string> sets;
@@ -163,35 +173,11 @@ int CompareCommand(const std::vector<std::string>& args) {
       ("jobs,j", po::value<int>(&jobs), "policies run at once (default: every core)")
       ("no-plots", "do not draw compare.png")
       ("no-progress", "never draw the progress line");
-  po::options_description hidden;
   std::string experiment_path;
-  hidden.add_options()("experiment", po::value<std::string>(&experiment_path));
-  po::options_description all;
-  all.add(options).add(hidden);
-  po::positional_options_description positional;
-  positional.add("experiment", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "servelab compare: " << e.what() << "\n\n" << options;
-    return kExitBadInput;
-  }
-  if (vm.count("help")) {
-    std::cout << options
-              << "\nRuns the experiment once per policy (scheduler.policy set like --set; the\n"
-                 "file's sweep block, if any, is ignored): the same seed, so the same request\n"
-                 "stream. Writes DIR/<policy>/ (the files of `servelab run`; the folder is the\n"
-                 "entry with ':' and '=' turned into '-'), DIR/compare.csv (the columns of\n"
-                 "sweep.csv), DIR/compare.md (the table printed on stdout) and DIR/compare.png\n"
-                 "(plots/compare.py with /usr/bin/python3; skipped with a note if that fails).\n"
-                 "Exit status: 0 success, 2 bad input (nothing ran), 1 a policy's run failed.\n";
-    return kExitOk;
-  }
-  if (experiment_path.empty()) {
-    std::cerr << "servelab compare: missing EXPERIMENT.yaml\n\n" << options;
-    return kExitBadInput;
+  if (auto exit = ParseExperimentCommandLine("compare", args, options, kCompareHelp, vm,
+                                             experiment_path)) {
+    return *exit;
   }
   if (policies.empty()) return Report(InvalidArgument("missing --policies a,b,..."));
   if (jobs < 0) return Report(InvalidArgument("--jobs: must be at least 1 (0 = every core)"));

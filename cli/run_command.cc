@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/config_yaml.h"
 #include "cli/run_folder.h"
@@ -22,6 +23,11 @@ int Report(const Status& status) {
 
 }  // namespace
 
+constexpr const char* kRunHelp =
+    "\nWrites requests.csv, clients.csv, steps.csv, summary.json, summary.md,\n"
+    "trace.json and config.resolved.yaml into the result folder. Exit status:\n"
+    "0 success, 2 bad input, 1 runtime failure.\n";
+
 int RunCommand(const std::vector<std::string>& args) {
   po::options_description options("servelab run EXPERIMENT.yaml [options]");
   std::vector<std::string> sets;
@@ -33,31 +39,11 @@ int RunCommand(const std::vector<std::string>& args) {
       ("out", po::value<std::string>(&out_dir), "result folder (default: output.dir, "
        "else results/<name>)")
       ("no-progress", "never draw the progress line");
-  po::options_description hidden;
   std::string experiment_path;
-  hidden.add_options()("experiment", po::value<std::string>(&experiment_path));
-  po::options_description all;
-  all.add(options).add(hidden);
-  po::positional_options_description positional;
-  positional.add("experiment", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "servelab run: " << e.what() << "\n\n" << options;
-    return kExitBadInput;
-  }
-  if (vm.count("help")) {
-    std::cout << options
-              << "\nWrites requests.csv, clients.csv, steps.csv, summary.json, summary.md,\n"
-                 "trace.json and config.resolved.yaml into the result folder. Exit status:\n"
-                 "0 success, 2 bad input, 1 runtime failure.\n";
-    return kExitOk;
-  }
-  if (experiment_path.empty()) {
-    std::cerr << "servelab run: missing EXPERIMENT.yaml\n\n" << options;
-    return kExitBadInput;
+  if (auto exit = ParseExperimentCommandLine("run", args, options, kRunHelp, vm,
+                                             experiment_path)) {
+    return *exit;
   }
 
   LoadNotes notes;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/output_dir.h"
 #include "cli/sweep_config.h"
@@ -56,28 +57,12 @@ int SweepCommand(const std::vector<std::string>& args) {
        "results/<name>)")
       ("jobs,j", po::value<int>(&jobs), "points run at once (default: every core)")
       ("no-progress", "never draw the progress line");
-  po::options_description hidden;
   std::string experiment_path;
-  hidden.add_options()("experiment", po::value<std::string>(&experiment_path));
-  po::options_description all;
-  all.add(options).add(hidden);
-  po::positional_options_description positional;
-  positional.add("experiment", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "servelab sweep: " << e.what() << "\n\n" << options;
-    return kExitBadInput;
-  }
-  if (vm.count("help")) {
-    std::cout << options << kSweepHelp;
-    return kExitOk;
-  }
-  if (experiment_path.empty()) {
-    std::cerr << "servelab sweep: missing EXPERIMENT.yaml\n\n" << options;
-    return kExitBadInput;
+  if (auto exit = ParseExperimentCommandLine("sweep", args, options,
+                                             kSweepHelp,
+                                             vm, experiment_path)) {
+    return *exit;
   }
   if (jobs < 0) return Report(InvalidArgument("--jobs: must be at least 1 (0 = every core)"));
 

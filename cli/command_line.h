@@ -1,0 +1,19 @@
+#pragma once
+// The command line shared by `run`, `sweep` and `compare`: the command's options plus
+// one positional EXPERIMENT.yaml, --help, and the usage errors (exit 2).
+#include <boost/program_options.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace servelab {
+
+// Parses `args` into `vm` and `experiment_path`. Returns the exit status to end with
+// now (0 after printing --help with `help_epilogue`; 2 after a usage error or a missing
+// EXPERIMENT.yaml, printed on stderr as "servelab <command>: ..."), or nullopt to go on.
+std::optional<int> ParseExperimentCommandLine(
+    const std::string& command, const std::vector<std::string>& args,
+    const boost::program_options::options_description& options, const std::string& help_epilogue,
+    boost::program_options::variables_map& vm, std::string& experiment_path);
+
+}  // namespace servelab
