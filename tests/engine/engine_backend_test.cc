@@ -201,5 +201,22 @@ TEST_F(EngineBackendTest, SynthesizedPromptsDependOnSeedAndIdOnly) {
   EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + 12), SyntheticPrompt(77, 9, 12, 97));
 }
 
+TEST(EngineBackendErrorTest, ARunnerFailureIsKeptAndDrainsTheRun) {
+  TempDir dir;
+  ModelConfig config = testing::TinyConfig(2, ModelFamily::kMistral);
+  config.sliding_window = 4;  // contexts past it are not implemented: Execute fails
+  EngineBackend backend(testing::MakeRunner(testing::WriteAndLoad(config, dir.path())),
+                        EngineBackendOptions{});
+  Request r = testing::MakeRequest(1, 6, {0, 1});
+  StepPlan plan;
+  plan.seqs = {testing::Seq(r, 0, 6, true)};
+  plan.num_emitting = 1;
+  const StepResult result = backend.Execute(plan);
+  EXPECT_THAT(backend.error().message(), HasSubstr("sliding_window 4"));
+  EXPECT_EQ(result.sampled_tokens, std::vector<int32_t>{-1});
+  EXPECT_EQ(result.stopped, std::vector<uint8_t>{1});
+  EXPECT_GT(result.elapsed, 0);
+}
+
 }  // namespace
 }  // namespace servelab
