@@ -1,0 +1,156 @@
+// Decode attention bandwidth on the device, against a device-to-device copy measured in the
+// same run. Llama-3-8B shapes (32 query heads, 8 kv heads, head_dim 128, block 16), batch
+// 16 / 64, contexts 2k / 8k, split-KV and unsplit. Bytes counted: K and V of every context
+// token once, plus q and out; the copy counts bytes read plus bytes written. Median of the
+// timed launches (CUDA events) after warm-up; inputs random (never zeros).
+//   usage: cuda_kernels_benchmark [results.csv]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/bf16.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/kernel_check.h"
+
+namespace {
+
+using servelab::kernels::KvCacheShape;
+using servelab::kernels::cuda::bf16;
+
+void CudaOk(cudaError_t err, const char* what) {
+  SERVELAB_KERNEL_CHECK_MSG(err == cudaSuccess, "%s: %s", what, cudaGetErrorString(err));
+}
+
+template <typename T>
+T* DeviceAlloc(size_t n) {
+  T* p = nullptr;
+  CudaOk(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc");
+  return p;
+}
+
+// Random bf16 in large buffers: a host pattern of 1M values repeated (no zeros).
+void FillRandom(bf16* dst, size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> pattern(std::min<size_t>(n, 1 << 20));
+  for (float& x : pattern) x = dist(rng);
+  const auto host = servelab::kernels::cuda::ToBf16(pattern);
+  for (size_t at = 0; at < n; at += host.size()) {
+    const size_t count = std::min(host.size(), n - at);
+    CudaOk(cudaMemcpy(dst + at, host.data(), count * sizeof(bf16), cudaMemcpyHostToDevice), "fill");
+  }
+}
+
+// Median milliseconds of `reps` timed runs of fn after `warmup` untimed ones.
+template <typename Fn>
+double MedianMs(Fn&& fn, int warmup, int reps) {
+  for (int i = 0; i < warmup; ++i) fn();
+  CudaOk(cudaDeviceSynchronize(), "warmup");
+  cudaEvent_t begin, end;
+  CudaOk(cudaEventCreate(&begin), "event");
+  CudaOk(cudaEventCreate(&end), "event");
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    CudaOk(cudaEventRecord(begin), "record");
+    fn();
+    CudaOk(cudaEventRecord(end), "record");
+    CudaOk(cudaEventSynchronize(end), "sync");
+    float t = 0;
+    CudaOk(cudaEventElapsedTime(&t, begin, end), "elapsed");
+    ms.push_back(t);
+  }
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  FILE* csv = argc > 1 ? std::fopen(argv[1], "w") : nullptr;
+  cudaDeviceProp prop{};
+  CudaOk(cudaGetDeviceProperties(&prop, 0), "device");
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize >> 20);
+  std::mt19937 rng(7);
+
+  // Copy ceiling: 2 GiB device to device.
+  const size_t copy_bytes = size_t{2} << 30;
+  char* src = DeviceAlloc<char>(copy_bytes);
+  char* dst = DeviceAlloc<char>(copy_bytes);
+  CudaOk(cudaMemset(src, 0x5a, copy_bytes), "memset");
+  const double copy_ms = MedianMs(
+      [&] { CudaOk(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice), "copy"); }, 3,
+      20);
+  const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
+  std::printf("d2d copy: %.3f ms for 2 GiB, %.0f GB/s (read + write)\n", copy_ms, copy_gbs);
+  CudaOk(cudaFree(src), "free");
+  CudaOk(cudaFree(dst), "free");
+  if (csv) {
+    std::fprintf(csv, "kernel,batch,context,mode,ms,bytes,gb_per_s,fraction_of_copy\n");
+    std::fprintf(csv, "d2d_copy,0,0,-,%.5f,%zu,%.1f,1.000\n", copy_ms, 2 * copy_bytes, copy_gbs);
+  }
+
+  const int32_t num_heads = 32, num_kv_heads = 8, head_dim = 128, block_size = 16;
+  std::printf("\n%-8s %6s %8s %8s %10s %10s %8s\n", "mode", "batch", "context", "ms", "GB/s",
+              "of copy", "");
+  for (const int32_t batch : {16, 64}) {
+    for (const int32_t context : {2048, 8192}) {
+      const int32_t blocks_per_seq = context / block_size;
+      const KvCacheShape cache{batch * blocks_per_seq, block_size, num_kv_heads, head_dim};
+      bf16* k_cache = DeviceAlloc<bf16>(cache.NumElements());
+      bf16* v_cache = DeviceAlloc<bf16>(cache.NumElements());
+      bf16* q = DeviceAlloc<bf16>(size_t(batch) * num_heads * head_dim);
+      bf16* out = DeviceAlloc<bf16>(size_t(batch) * num_heads * head_dim);
+      FillRandom(k_cache, cache.NumElements(), rng);
+      FillRandom(v_cache, cache.NumElements(), rng);
+      FillRandom(q, size_t(batch) * num_heads * head_dim, rng);
+      std::vector<int32_t> tables(size_t(batch) * blocks_per_seq);
+      std::iota(tables.begin(), tables.end(), 0);
+      std::shuffle(tables.begin(), tables.end(), rng);  // scattered blocks, as in serving
+      std::vector<int32_t> lens(batch, context);
+      int32_t* d_tables = DeviceAlloc<int32_t>(tables.size());
+      int32_t* d_lens = DeviceAlloc<int32_t>(lens.size());
+      CudaOk(cudaMemcpy(d_tables, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice), "up");
+      CudaOk(cudaMemcpy(d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice), "up");
+      const size_t ws_bytes = servelab::kernels::cuda::PagedDecodeAttentionWorkspaceBytes(
+          batch, num_heads, context, cache);
+      float* ws = DeviceAlloc<float>(ws_bytes / sizeof(float) + 1);
+      const double bytes = 2.0 * cache.NumElements() * sizeof(bf16) +
+                           2.0 * batch * num_heads * head_dim * sizeof(bf16) + tables.size() * 4;
+      for (const bool split : {true, false}) {
+        const double ms = MedianMs(
+            [&] {
+              servelab::kernels::cuda::PagedDecodeAttention(
+                  out, q, k_cache, v_cache, d_tables, d_lens, batch, num_heads, blocks_per_seq,
+                  context, 1.0f / std::sqrt(float(head_dim)), cache, split ? ws : nullptr,
+                  split ? ws_bytes : 0, nullptr);
+            },
+            3, 20);
+        CudaOk(cudaDeviceSynchronize(), "decode");
+        const double gbs = bytes / (ms * 1e-3) / 1e9;
+        const char* mode = split ? "split" : "unsplit";
+        std::printf("%-8s %6d %8d %8.4f %10.0f %9.1f%%\n", mode, batch, context, ms, gbs,
+                    100.0 * gbs / copy_gbs);
+        if (csv) {
+          std::fprintf(csv, "decode_attention,%d,%d,%s,%.5f,%.0f,%.1f,%.3f\n", batch, context,
+                       mode, ms, bytes, gbs, gbs / copy_gbs);
+        }
+      }
+      for (void* p : {static_cast<void*>(k_cache), static_cast<void*>(v_cache),
+                      static_cast<void*>(q), static_cast<void*>(out),
+                      static_cast<void*>(d_tables), static_cast<void*>(d_lens),
+                      static_cast<void*>(ws)}) {
+        CudaOk(cudaFree(p), "free");
+      }
+    }
+  }
+  if (csv) std::fclose(csv);
+  return 0;
+}

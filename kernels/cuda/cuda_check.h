@@ -1,0 +1,66 @@
+#pragma once
+// Internal to kernels/cuda/: launch checking and small device helpers.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/kernel_check.h"
+
+// After a launch: a configuration error (grid, shared memory) is a bug, so abort with its text.
+#define SERVELAB_CUDA_LAUNCH_CHECK()                                             \
+  do {                                                                           \
+    const cudaError_t servelab_err_ = cudaPeekAtLastError();                    \
+    SERVELAB_KERNEL_CHECK_MSG(servelab_err_ == cudaSuccess, "%s",                \
+                              cudaGetErrorString(servelab_err_));               \
+  } while (0)
+
+namespace servelab::kernels::cuda::detail {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ float WarpSum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(kFullMask, x, o);
+  return x;
+}
+
+__device__ __forceinline__ float WarpMax(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(kFullMask, x, o));
+  return x;
+}
+
+// Sum over the block; every thread gets the result. `scratch` holds >= 32 floats; blockDim.x
+// a multiple of 32. Contains __syncthreads: call from every thread.
+__device__ __forceinline__ float BlockSum(float x, float* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  x = WarpSum(x);
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  float total = lane < warps ? scratch[lane] : 0.0f;
+  total = WarpSum(total);
+  __syncthreads();  // scratch reusable after return
+  return total;
+}
+
+// 8 bf16 = 16 bytes, the unit of vector loads and stores.
+struct alignas(16) Bf16x8 {
+  __nv_bfloat162 h[4];
+};
+
+__device__ __forceinline__ void ToFloat8(const Bf16x8& v, float* f) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 p = __bfloat1622float2(v.h[i]);
+    f[2 * i] = p.x;
+    f[2 * i + 1] = p.y;
+  }
+}
+
+__device__ __forceinline__ Bf16x8 FromFloat8(const float* f) {
+  Bf16x8 v;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v.h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return v;
+}
+
+}  // namespace servelab::kernels::cuda::detail

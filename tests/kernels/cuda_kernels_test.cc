@@ -1,0 +1,356 @@
+// The CUDA kernels against their CPU twins (kernels/cpu/), on fresh random inputs rounded
+// to bf16 (the twins see exactly the values the device sees, as f32). Device outputs are
+// poisoned with NaN (all-ones bytes) before every launch. Without a CUDA device every test
+// reports SKIPPED with the runtime's reason, so CI (no GPU) shows them as skipped.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cuda/bf16.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/embedding_gather.h"
+#include "kernels/kernel_check.h"
+#include "kernels/paged_attention.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "kernels/silu_and_mul.h"
+#include "kernels/write_kv_cache.h"
+#include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/paged_kv_fixture.h"
+
+namespace servelab::kernels {
+namespace {
+
+using cuda::bf16;
+using cuda::RoundToBf16;
+using testing::AttentionGeometry;
+using testing::ExpectRowsNear;
+using testing::PagedKvFixture;
+using testing::Poison;
+using testing::RandomNormal;
+
+constexpr double kElementwiseTol = 1e-2;  // a few bf16 ulps of the row's magnitude
+constexpr double kAttentionTol = 2e-2;
+
+void CudaOk(cudaError_t err, const char* what) {
+  SERVELAB_KERNEL_CHECK_MSG(err == cudaSuccess, "%s: %s", what, cudaGetErrorString(err));
+}
+
+// Waits for the launches and fails on any device error (a trap included).
+void Sync() { CudaOk(cudaDeviceSynchronize(), "kernel"); }
+
+// Device array of n T, freed on scope exit.
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) {
+    CudaOk(cudaMalloc(&ptr_, std::max<size_t>(n, 1) * sizeof(T)), "cudaMalloc");
+  }
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
+    CudaOk(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(ptr_); }
+
+  T* get() const { return ptr_; }
+  // All-ones bytes: NaN as bf16 and f32, -1 as int.
+  void Poison() { CudaOk(cudaMemset(ptr_, 0xff, n_ * sizeof(T)), "poison"); }
+  std::vector<T> Download() const {
+    std::vector<T> host(n_);
+    CudaOk(cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "download");
+    return host;
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t n_;
+};
+
+DeviceArray<bf16> UploadBf16(const std::vector<float>& host) {
+  return DeviceArray<bf16>(cuda::ToBf16(host));
+}
+std::vector<float> DownloadF32(const DeviceArray<bf16>& device) {
+  return cuda::ToF32(device.Download());
+}
+std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) GTEST_SKIP() << "no CUDA device: " << cudaGetErrorString(err);
+    if (count == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount returned 0";
+  }
+  std::mt19937 rng_{::testing::UnitTest::GetInstance()->random_seed() + 12345u};
+};
+
+TEST_F(CudaTest, WriteKvCacheMatchesTwinBitForBit) {
+  const KvCacheShape shape{9, 16, 8, 128};
+  const int32_t num_tokens = 50;
+  std::vector<int64_t> slots(shape.NumSlots());
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng_);
+  slots.resize(num_tokens);
+  for (int i = 0; i < num_tokens; i += 7) slots[i] = -1;  // padding
+  const auto k = RoundToBf16(RandomNormal(num_tokens * shape.SlotStride(), rng_));
+  const auto v = RoundToBf16(RandomNormal(num_tokens * shape.SlotStride(), rng_));
+  std::vector<float> k_cache(shape.NumElements()), v_cache(shape.NumElements());
+  Poison(k_cache);
+  Poison(v_cache);
+  cpu::WriteKvCache(k_cache.data(), v_cache.data(), k.data(), v.data(), slots.data(), num_tokens,
+                    shape);
+
+  DeviceArray<bf16> d_k_cache(shape.NumElements()), d_v_cache(shape.NumElements());
+  d_k_cache.Poison();
+  d_v_cache.Poison();
+  DeviceArray<bf16> d_k = UploadBf16(k), d_v = UploadBf16(v);
+  DeviceArray<int64_t> d_slots(slots);
+  cuda::WriteKvCache(d_k_cache.get(), d_v_cache.get(), d_k.get(), d_v.get(), d_slots.get(),
+                     num_tokens, shape, nullptr);
+  Sync();
+  for (const auto& [got, want] : {std::pair{DownloadF32(d_k_cache), k_cache},
+                                  std::pair{DownloadF32(d_v_cache), v_cache}}) {
+    int mismatches = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const bool same = std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i];
+      if (!same && mismatches++ < 5) ADD_FAILURE() << "element " << i << ": " << got[i] << " vs " << want[i];
+    }
+    EXPECT_EQ(mismatches, 0);
+  }
+}
+
+TEST_F(CudaTest, RmsNormAndFusedAddMatchTwin) {
+  for (const int32_t hidden : {4096, 1000, 8}) {
+    const int32_t num_tokens = 5;
+    const auto x = RoundToBf16(RandomNormal(size_t(num_tokens) * hidden, rng_));
+    const auto residual = RoundToBf16(RandomNormal(size_t(num_tokens) * hidden, rng_));
+    auto weight = RandomNormal(hidden, rng_, 0.2f);
+    for (float& w : weight) w += 1.0f;
+    weight = RoundToBf16(weight);
+    const float eps = 1e-5f;
+    const std::string what = "hidden " + std::to_string(hidden);
+
+    std::vector<float> want(x.size());
+    cpu::RmsNorm(want.data(), x.data(), weight.data(), num_tokens, hidden, eps);
+    DeviceArray<bf16> d_x = UploadBf16(x), d_w = UploadBf16(weight), d_out(x.size());
+    d_out.Poison();
+    cuda::RmsNorm(d_out.get(), d_x.get(), d_w.get(), num_tokens, hidden, eps, nullptr);
+    Sync();
+    ExpectRowsNear(DownloadF32(d_out), ToDouble(want), hidden, kElementwiseTol, "RmsNorm " + what);
+    cuda::RmsNorm(d_x.get(), d_x.get(), d_w.get(), num_tokens, hidden, eps, nullptr);  // in place
+    Sync();
+    ExpectRowsNear(DownloadF32(d_x), ToDouble(want), hidden, kElementwiseTol,
+                   "RmsNorm in place " + what);
+
+    std::vector<float> want_x = x, want_res = residual;
+    cpu::FusedAddRmsNorm(want_x.data(), want_res.data(), weight.data(), num_tokens, hidden, eps);
+    DeviceArray<bf16> d_x2 = UploadBf16(x), d_res = UploadBf16(residual);
+    cuda::FusedAddRmsNorm(d_x2.get(), d_res.get(), d_w.get(), num_tokens, hidden, eps, nullptr);
+    Sync();
+    ExpectRowsNear(DownloadF32(d_x2), ToDouble(want_x), hidden, kElementwiseTol,
+                   "FusedAddRmsNorm x " + what);
+    ExpectRowsNear(DownloadF32(d_res), ToDouble(want_res), hidden, kElementwiseTol,
+                   "FusedAddRmsNorm residual " + what);
+  }
+}
+
+TEST_F(CudaTest, ApplyRopeMatchesTwin) {
+  for (const int32_t head_dim : {64, 128}) {
+    const int32_t num_tokens = 9, num_heads = 32, num_kv_heads = 8;
+    std::vector<int32_t> positions = {0, 1, 2, 15, 16, 1000, 8191, 8192, 131071};
+    const auto inv_freq = RopeInvFreq(head_dim, 500000.0, Llama3RopeScaling{});
+    auto q = RoundToBf16(RandomNormal(size_t(num_tokens) * num_heads * head_dim, rng_));
+    auto k = RoundToBf16(RandomNormal(size_t(num_tokens) * num_kv_heads * head_dim, rng_));
+    DeviceArray<bf16> d_q = UploadBf16(q), d_k = UploadBf16(k);
+    DeviceArray<int32_t> d_pos(positions);
+    DeviceArray<float> d_freq(inv_freq);
+    cpu::ApplyRope(q.data(), k.data(), positions.data(), inv_freq.data(), num_tokens, num_heads,
+                   num_kv_heads, head_dim);
+    cuda::ApplyRope(d_q.get(), d_k.get(), d_pos.get(), d_freq.get(), num_tokens, num_heads,
+                    num_kv_heads, head_dim, nullptr);
+    Sync();
+    const std::string what = "head_dim " + std::to_string(head_dim);
+    ExpectRowsNear(DownloadF32(d_q), ToDouble(q), head_dim, kElementwiseTol, "rope q " + what);
+    ExpectRowsNear(DownloadF32(d_k), ToDouble(k), head_dim, kElementwiseTol, "rope k " + what);
+  }
+}
+
+TEST_F(CudaTest, SiluAndMulMatchesTwin) {
+  for (const int32_t d : {14336, 300}) {
+    const int32_t num_tokens = 3;
+    const auto input = RoundToBf16(RandomNormal(size_t(num_tokens) * 2 * d, rng_, 2.0f));
+    std::vector<float> want(size_t(num_tokens) * d);
+    cpu::SiluAndMul(want.data(), input.data(), num_tokens, d);
+    DeviceArray<bf16> d_in = UploadBf16(input), d_out(want.size());
+    d_out.Poison();
+    cuda::SiluAndMul(d_out.get(), d_in.get(), num_tokens, d, nullptr);
+    Sync();
+    ExpectRowsNear(DownloadF32(d_out), ToDouble(want), d, kElementwiseTol,
+                   "d " + std::to_string(d));
+  }
+}
+
+TEST_F(CudaTest, EmbeddingGatherMatchesTwinExactly) {
+  for (const int32_t hidden : {4096, 100}) {  // 16-byte path, element path
+    const int32_t vocab = 1000, num_tokens = 37;
+    const auto table = RoundToBf16(RandomNormal(size_t(vocab) * hidden, rng_));
+    std::vector<int32_t> ids(num_tokens);
+    std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+    for (int32_t& id : ids) id = pick(rng_);
+    ids[0] = 0;
+    ids[1] = vocab - 1;
+    std::vector<float> want(size_t(num_tokens) * hidden);
+    cpu::EmbeddingGather(want.data(), table.data(), ids.data(), num_tokens, vocab, hidden);
+    DeviceArray<bf16> d_table = UploadBf16(table), d_out(want.size());
+    DeviceArray<int32_t> d_ids(ids);
+    d_out.Poison();
+    cuda::EmbeddingGather(d_out.get(), d_table.get(), d_ids.get(), num_tokens, vocab, hidden,
+                          nullptr);
+    Sync();
+    EXPECT_EQ(DownloadF32(d_out), want) << "hidden " << hidden;
+  }
+}
+
+// Lowest index of the largest value: the sampler's contract.
+int32_t HostArgmax(const float* row, int32_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);  // first of the maxima
+}
+
+TEST_F(CudaTest, GreedySampleIsArgmaxWithLowestIndexOnTies) {
+  for (const int32_t vocab : {128256, 1000, 7}) {
+    const int32_t num_tokens = 4;
+    auto logits = RoundToBf16(RandomNormal(size_t(num_tokens) * vocab, rng_, 3.0f));
+    // Token 1: a tie between two positions at a new maximum; token 2: the max at the end.
+    const float top = 100.0f;
+    logits[size_t(vocab) + vocab / 2] = top;
+    logits[size_t(vocab) + vocab / 3] = top;
+    logits[2 * size_t(vocab) + vocab - 1] = top;
+    std::vector<int32_t> want(num_tokens);
+    for (int32_t t = 0; t < num_tokens; ++t) want[t] = HostArgmax(&logits[size_t(t) * vocab], vocab);
+
+    DeviceArray<bf16> d_bf16 = UploadBf16(logits);
+    DeviceArray<float> d_f32(logits);
+    DeviceArray<int32_t> d_ids(num_tokens);
+    d_ids.Poison();
+    cuda::GreedySample(d_ids.get(), d_bf16.get(), num_tokens, vocab, nullptr);
+    Sync();
+    EXPECT_EQ(d_ids.Download(), want) << "bf16 logits, vocab " << vocab;
+    d_ids.Poison();
+    cuda::GreedySample(d_ids.get(), d_f32.get(), num_tokens, vocab, nullptr);
+    Sync();
+    EXPECT_EQ(d_ids.Download(), want) << "f32 logits, vocab " << vocab;
+  }
+}
+
+// The fixture's f32 cache rounded to bf16 (NaN in never-written slots stays NaN): what the
+// twin reads, and, converted, what the device reads.
+struct BfCache {
+  std::vector<float> k, v;
+  DeviceArray<bf16> d_k, d_v;
+  explicit BfCache(const PagedKvFixture& f)
+      : k(RoundToBf16({f.KCache(), f.KCache() + f.Shape().NumElements()})),
+        v(RoundToBf16({f.VCache(), f.VCache() + f.Shape().NumElements()})),
+        d_k(UploadBf16(k)),
+        d_v(UploadBf16(v)) {}
+};
+
+// (query heads per kv head, head_dim)
+class CudaAttentionTest : public CudaTest,
+                          public ::testing::WithParamInterface<std::tuple<int32_t, int32_t>> {
+ protected:
+  AttentionGeometry Geometry() const {
+    const auto [group, head_dim] = GetParam();
+    return AttentionGeometry{2 * group, 2, head_dim, 16};
+  }
+  int32_t TokenElems() const { return Geometry().num_heads * Geometry().head_dim; }
+};
+
+TEST_P(CudaAttentionTest, DecodeMatchesTwinSplitAndUnsplit) {
+  // Around the block size (16), the split-KV partition (512) and several partitions.
+  const std::vector<int32_t> lens = {1, 15, 16, 17, 511, 512, 513, 1100, 2049};
+  PagedKvFixture f(Geometry(), lens, rng_());
+  f.WriteAll();
+  BfCache cache(f);
+  const int32_t num_heads = Geometry().num_heads;
+  const auto q = RoundToBf16(RandomNormal(lens.size() * TokenElems(), f.Rng()));
+  std::vector<float> want(q.size());
+  cpu::PagedDecodeAttention(want.data(), q.data(), cache.k.data(), cache.v.data(), f.BlockTables(),
+                            lens.data(), f.NumSeqs(), num_heads, f.MaxBlocksPerSeq(), f.MaxLen(),
+                            f.Scale(), f.Shape());
+
+  DeviceArray<bf16> d_q = UploadBf16(q), d_out(q.size());
+  DeviceArray<int32_t> d_tables(std::vector<int32_t>(
+      f.BlockTables(), f.BlockTables() + size_t(f.NumSeqs()) * f.MaxBlocksPerSeq()));
+  DeviceArray<int32_t> d_lens(lens);
+  const size_t ws_bytes =
+      cuda::PagedDecodeAttentionWorkspaceBytes(f.NumSeqs(), num_heads, f.MaxLen(), f.Shape());
+  ASSERT_GT(ws_bytes, 0u);
+  DeviceArray<float> d_ws(ws_bytes / sizeof(float));
+  for (const bool split : {true, false}) {
+    d_out.Poison();
+    d_ws.Poison();
+    cuda::PagedDecodeAttention(d_out.get(), d_q.get(), cache.d_k.get(), cache.d_v.get(),
+                               d_tables.get(), d_lens.get(), f.NumSeqs(), num_heads,
+                               f.MaxBlocksPerSeq(), f.MaxLen(), f.Scale(), f.Shape(),
+                               split ? d_ws.get() : nullptr, split ? ws_bytes : 0, nullptr);
+    Sync();
+    ExpectRowsNear(DownloadF32(d_out), ToDouble(want), Geometry().head_dim, kAttentionTol,
+                   split ? "decode, split" : "decode, unsplit");
+  }
+}
+
+TEST_P(CudaAttentionTest, PrefillMatchesTwinWholeAndChunked) {
+  const std::vector<int32_t> lens = {1, 15, 16, 17, 100, 130, 700};
+  PagedKvFixture f(Geometry(), lens, rng_());
+  f.WriteAll();
+  BfCache cache(f);
+  const int32_t num_heads = Geometry().num_heads;
+  DeviceArray<int32_t> d_tables(std::vector<int32_t>(
+      f.BlockTables(), f.BlockTables() + size_t(f.NumSeqs()) * f.MaxBlocksPerSeq()));
+  DeviceArray<int32_t> d_lens(lens);
+  // Whole prompts, then chunks that follow cached context (a chunk of 1 is a decode); sizes
+  // cross the per-block query tile (64 rows / group tokens) and the 32-position K/V tile.
+  for (const std::vector<int32_t>& query_lens :
+       {lens, std::vector<int32_t>{1, 7, 1, 16, 37, 129, 65}}) {
+    std::vector<int32_t> start(query_lens.size() + 1, 0);
+    std::partial_sum(query_lens.begin(), query_lens.end(), start.begin() + 1);
+    const int32_t num_tokens = start.back();
+    const int32_t max_query_len = *std::max_element(query_lens.begin(), query_lens.end());
+    const auto q = RoundToBf16(RandomNormal(size_t(num_tokens) * TokenElems(), f.Rng()));
+    std::vector<float> want(q.size());
+    cpu::PagedPrefillAttention(want.data(), q.data(), cache.k.data(), cache.v.data(),
+                               f.BlockTables(), start.data(), lens.data(), f.NumSeqs(), num_tokens,
+                               num_heads, f.MaxBlocksPerSeq(), max_query_len, f.MaxLen(),
+                               f.Scale(), f.Shape());
+    DeviceArray<bf16> d_q = UploadBf16(q), d_out(q.size());
+    DeviceArray<int32_t> d_start(start);
+    d_out.Poison();
+    cuda::PagedPrefillAttention(d_out.get(), d_q.get(), cache.d_k.get(), cache.d_v.get(),
+                                d_tables.get(), d_start.get(), d_lens.get(), f.NumSeqs(),
+                                num_tokens, num_heads, f.MaxBlocksPerSeq(), max_query_len,
+                                f.MaxLen(), f.Scale(), f.Shape(), nullptr);
+    Sync();
+    ExpectRowsNear(DownloadF32(d_out), ToDouble(want), Geometry().head_dim, kAttentionTol,
+                   query_lens == lens ? "prefill, whole prompts" : "prefill, chunks");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaAttentionTest,
+                         ::testing::Combine(::testing::Values(1, 4, 8), ::testing::Values(64, 128)),
+                         [](const auto& info) {
+                           return "group" + std::to_string(std::get<0>(info.param)) + "_dim" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+}  // namespace
+}  // namespace servelab::kernels
