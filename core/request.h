@@ -40,10 +40,12 @@ struct alignas(64) Request {
   RequestState state = RequestState::kWaiting;
   bool stopped_early = false;       // the engine sampled EOS before target_output_len
   bool kv_swapped = false;  // preempted by swap: block_table holds HOST block ids
-  int32_t padding_steps = 0;  // static batching: steps spent as padding after finishing
+  // Scratch a Policy may use (one policy owns a request at a time); hot because policies
+  // that account per step (MLFQ's attained service) touch it for every running request.
+  int32_t policy_level = 0;
   std::vector<int32_t> block_table;  // KV block ids, owned by KvCacheManager's accounting
-  TimeNs first_token = kNever;
   TimeNs last_token = kNever;
+  double policy_score = 0.0;
 
   // --- What the workload says (immutable after arrival). ---
   int64_t id = 0;
@@ -63,10 +65,10 @@ struct alignas(64) Request {
   TimeNs first_scheduled = kNever;  // first admitted into a batch
   TimeNs finish = kNever;
 
-  // --- Scratch a Policy may use (one policy owns a request at a time). ---
+  // --- More policy scratch (see policy_level, policy_score above). ---
   int64_t policy_seq = 0;
-  double policy_score = 0.0;
-  int32_t policy_level = 0;
+  TimeNs first_token = kNever;
+  int32_t padding_steps = 0;  // static batching: steps spent as padding after finishing
 
   int32_t NumTokens() const { return prompt_len + num_generated; }
   int32_t NumTokensToCompute() const { return NumTokens() - num_computed_tokens; }

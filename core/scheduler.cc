@@ -222,7 +222,7 @@ std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end
     r.num_computed_tokens += s.num_new_tokens;
     if (!s.emits_token) continue;
     r.num_generated += 1;
-    if (r.first_token == kNever) {
+    if (r.num_generated == 1) {  // (reads only the hot cache line: see request.h)
       r.first_token = end;
       if (sla_) sla_->OnFirstToken(end - r.arrival);
     }
