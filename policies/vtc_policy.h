@@ -43,6 +43,9 @@
 //
 // Cost: Peek and the lift scan the clients, O(#clients); Enqueue, Admitted are O(1) plus
 // the lift; OnStepDone is O(batch); PickVictim is O(#candidates).
+//
+// Request scratch: policy_level = the request's client, set in Enqueue, so the per-step
+// charge reads the request's hot cache line only (Request::client is on a cold one).
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -80,7 +83,7 @@ class VtcPolicy final : public Policy {
 
  private:
   // Grows the per-client tables to hold `client` (clients unknown to the context get
-  // weight 1). Inline fast path: called per token charged.
+  // weight 1). Inline fast path.
   void EnsureClient(int32_t client) {
     if (client < 0 || static_cast<size_t>(client) >= weights_.size()) GrowClients(client);
   }
@@ -94,6 +97,9 @@ class VtcPolicy final : public Policy {
   std::vector<std::deque<Request*>> queues_;  // per client, oldest first
   int32_t last_emptied_ = -1;                 // client whose queue emptied last; -1 = none yet
   size_t num_waiting_ = 0;
+  // OnStepDone's per-client token counts, kChargeLanes interleaved copies (lane-major).
+  static constexpr size_t kChargeLanes = 4;
+  std::vector<int32_t> step_tokens_;
 };
 
 // The registry's factory: reads input_weight and output_weight (unknown keys are errors)
