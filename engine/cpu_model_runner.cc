@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/rope_tables.h"
 #include "kernels/embedding_gather.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rms_norm.h"
@@ -27,13 +28,6 @@ void Linear(const float* x, int32_t num_tokens, const RowMatrix& w, const Eigen:
   Eigen::Map<RowMatrix> y(out.data(), num_tokens, w.rows());
   y.noalias() = in * w.transpose();
   if (bias.size() > 0) y.rowwise() += bias;
-}
-
-std::optional<kernels::Llama3RopeScaling> Llama3(const RopeScaling& scaling) {
-  if (scaling.type != RopeScaling::Type::kLlama3) return std::nullopt;
-  return kernels::Llama3RopeScaling{scaling.factor, scaling.low_freq_factor,
-                                    scaling.high_freq_factor,
-                                    scaling.original_max_position_embeddings};
 }
 
 kernels::KvCacheShape CacheShape(const ModelSpec& spec, const KvCapacity& capacity) {
@@ -77,7 +71,7 @@ CpuModelRunner::CpuModelRunner(std::shared_ptr<const ModelWeights> weights,
   const ModelConfig& config = weights_->config;
   const ModelSpec& spec = config.spec;
   block_floats_ = int64_t{capacity_.block_size} * spec.KvDim();
-  inv_freq_ = kernels::RopeInvFreq(spec.HeadDim(), spec.rope_theta, Llama3(config.rope_scaling));
+  inv_freq_ = ModelRopeInvFreq(config);
   const auto layers = static_cast<size_t>(spec.num_hidden_layers);
   const auto device = static_cast<size_t>(capacity_.num_gpu_blocks * block_floats_);
   const auto host = static_cast<size_t>(capacity_.num_cpu_blocks * block_floats_);
@@ -116,53 +110,6 @@ void CpuModelRunner::SwapIn(std::span<const BlockCopy> copies) {
              block_floats_);
 }
 
-int32_t CpuModelRunner::Pack(const StepPlan& plan, const TokenStore& tokens) {
-  const int32_t block_size = capacity_.block_size;
-  num_seqs_ = max_blocks_ = max_query_len_ = max_context_len_ = 0;
-  for (const ScheduledRequest& s : plan.seqs) {
-    if (s.is_padding) continue;
-    SERVELAB_CHECK(s.num_new_tokens >= 1 && s.num_computed_tokens >= 0);
-    ++num_seqs_;
-    max_blocks_ = std::max(max_blocks_, (s.ContextLen() + block_size - 1) / block_size);
-    max_query_len_ = std::max(max_query_len_, s.num_new_tokens);
-    max_context_len_ = std::max(max_context_len_, s.ContextLen());
-  }
-  token_ids_.clear();
-  positions_.clear();
-  slot_mapping_.clear();
-  query_start_loc_.assign(1, 0);
-  context_lens_.clear();
-  emit_rows_.clear();
-  block_tables_.assign(static_cast<size_t>(num_seqs_) * max_blocks_, 0);
-  int32_t seq = 0;
-  for (const ScheduledRequest& s : plan.seqs) {
-    if (s.is_padding) continue;
-    const Request& r = *s.request;
-    const int32_t context = s.ContextLen();
-    const auto blocks = static_cast<size_t>((context + block_size - 1) / block_size);
-    SERVELAB_CHECK_MSG(!r.kv_swapped && r.block_table.size() >= blocks,
-                       "request " + std::to_string(r.id) + ": block table does not cover " +
-                           std::to_string(context) + " tokens");
-    const std::span<const int32_t> ids = tokens.Tokens(r.id);
-    SERVELAB_CHECK_MSG(ids.size() >= static_cast<size_t>(context),
-                       "request " + std::to_string(r.id) + ": " + std::to_string(ids.size()) +
-                           " token ids for a context of " + std::to_string(context));
-    std::copy(r.block_table.begin(), r.block_table.begin() + static_cast<std::ptrdiff_t>(blocks),
-              block_tables_.begin() + static_cast<std::ptrdiff_t>(seq) * max_blocks_);
-    for (int32_t pos = s.num_computed_tokens; pos < context; ++pos) {
-      token_ids_.push_back(ids[static_cast<size_t>(pos)]);
-      positions_.push_back(pos);
-      const int64_t block = r.block_table[static_cast<size_t>(pos / block_size)];
-      slot_mapping_.push_back(block * block_size + pos % block_size);
-    }
-    query_start_loc_.push_back(static_cast<int32_t>(token_ids_.size()));
-    context_lens_.push_back(context);
-    if (s.emits_token) emit_rows_.push_back(static_cast<int32_t>(token_ids_.size()) - 1);
-    ++seq;
-  }
-  return static_cast<int32_t>(token_ids_.size());
-}
-
 void CpuModelRunner::Layer(int32_t index, int32_t num_tokens) {
   const ModelSpec& spec = weights_->config.spec;
   const LayerWeights& w = weights_->layers[static_cast<size_t>(index)];
@@ -179,17 +126,18 @@ void CpuModelRunner::Layer(int32_t index, int32_t num_tokens) {
   Linear(hidden_.data(), num_tokens, w.q_proj, w.q_bias, q_);  // [T, heads * d]
   Linear(hidden_.data(), num_tokens, w.k_proj, w.k_bias, k_);  // [T, kv_heads * d]
   Linear(hidden_.data(), num_tokens, w.v_proj, w.v_bias, v_);  // [T, kv_heads * d]
-  kcpu::ApplyRope(q_.data(), k_.data(), positions_.data(), inv_freq_.data(), num_tokens, heads,
+  kcpu::ApplyRope(q_.data(), k_.data(), pack_.positions.data(), inv_freq_.data(), num_tokens, heads,
                   kv_heads, head_dim);
   const kernels::KvCacheShape shape = CacheShape(spec, capacity_);
   float* k_cache = k_cache_[static_cast<size_t>(index)].data();
   float* v_cache = v_cache_[static_cast<size_t>(index)].data();
-  kcpu::WriteKvCache(k_cache, v_cache, k_.data(), v_.data(), slot_mapping_.data(), num_tokens,
+  kcpu::WriteKvCache(k_cache, v_cache, k_.data(), v_.data(), pack_.slot_mapping.data(), num_tokens,
                      shape);
   attn_.resize(q_.size());
-  kcpu::PagedPrefillAttention(attn_.data(), q_.data(), k_cache, v_cache, block_tables_.data(),
-                              query_start_loc_.data(), context_lens_.data(), num_seqs_, num_tokens,
-                              heads, max_blocks_, max_query_len_, max_context_len_,
+  kcpu::PagedPrefillAttention(attn_.data(), q_.data(), k_cache, v_cache, pack_.block_tables.data(),
+                              pack_.query_start_loc.data(), pack_.context_lens.data(), pack_.num_seqs,
+                              num_tokens, heads, pack_.block_table_stride, pack_.max_query_len,
+                              pack_.max_context_len,
                               1.0f / std::sqrt(static_cast<float>(head_dim)), shape);
   Linear(attn_.data(), num_tokens, w.o_proj, w.o_bias, hidden_);  // [T, h]
   kcpu::FusedAddRmsNorm(hidden_.data(), residual_.data(), w.post_attention_norm.data(), num_tokens,
@@ -205,11 +153,12 @@ Status CpuModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
                                std::vector<float>& logits) {
   const ModelConfig& config = weights_->config;
   const ModelSpec& spec = config.spec;
-  const int32_t num_tokens = Pack(plan, tokens);
-  const auto num_emitting = static_cast<int32_t>(emit_rows_.size());
+  pack_.Build(plan, tokens, capacity_.block_size);
+  const int32_t num_tokens = pack_.NumTokens();
+  const int32_t num_emitting = pack_.NumEmitting();
   logits.resize(static_cast<size_t>(num_emitting) * static_cast<size_t>(spec.vocab_size));
-  if (config.sliding_window > 0 && max_context_len_ > config.sliding_window) {
-    return InvalidArgument("cpu runner: a context of " + std::to_string(max_context_len_) +
+  if (config.sliding_window > 0 && pack_.max_context_len > config.sliding_window) {
+    return InvalidArgument("cpu runner: a context of " + std::to_string(pack_.max_context_len) +
                            " tokens exceeds the model's sliding_window " +
                            std::to_string(config.sliding_window) + " (not implemented)");
   }
@@ -218,7 +167,7 @@ Status CpuModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
   const auto rows = static_cast<size_t>(num_tokens) * static_cast<size_t>(h);
   hidden_.resize(rows);
   residual_.resize(rows);
-  kcpu::EmbeddingGather(residual_.data(), weights_->embed_tokens.data(), token_ids_.data(),
+  kcpu::EmbeddingGather(residual_.data(), weights_->embed_tokens.data(), pack_.token_ids.data(),
                         num_tokens, spec.vocab_size, h);
   for (int32_t layer = 0; layer < spec.num_hidden_layers; ++layer) Layer(layer, num_tokens);
   if (num_emitting == 0) return Status::Ok();
@@ -226,7 +175,7 @@ Status CpuModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
   last_hidden_.resize(static_cast<size_t>(num_emitting) * static_cast<size_t>(h));
   last_residual_.resize(last_hidden_.size());
   for (int32_t e = 0; e < num_emitting; ++e) {
-    const auto src = static_cast<size_t>(emit_rows_[static_cast<size_t>(e)]) * h;
+    const auto src = static_cast<size_t>(pack_.emit_rows[static_cast<size_t>(e)]) * h;
     const auto dst = static_cast<size_t>(e) * h;
     std::copy_n(hidden_.begin() + static_cast<std::ptrdiff_t>(src), h,
                 last_hidden_.begin() + static_cast<std::ptrdiff_t>(dst));

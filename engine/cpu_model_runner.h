@@ -19,6 +19,7 @@
 
 #include "engine/model_runner.h"
 #include "engine/model_weights.h"
+#include "engine/step_pack.h"
 
 namespace servelab {
 
@@ -53,8 +54,6 @@ class CpuModelRunner final : public ModelRunner {
 
  private:
   CpuModelRunner(std::shared_ptr<const ModelWeights> weights, const KvCapacity& capacity);
-  // Fills the pack's ids, positions, slots, block tables, lengths; returns its token count.
-  int32_t Pack(const StepPlan& plan, const TokenStore& tokens);
   void Layer(int32_t index, int32_t num_tokens);
   static void CopyBlocks(std::span<const BlockCopy> copies,
                          const std::vector<std::vector<float>>& from,
@@ -68,14 +67,7 @@ class CpuModelRunner final : public ModelRunner {
   std::vector<std::vector<float>> k_cache_, v_cache_;  // [layers][num_blocks * block_floats]
   std::vector<std::vector<float>> host_k_, host_v_;    // [layers][num_cpu_blocks * ...]
 
-  // The packed step (reused).
-  std::vector<int32_t> token_ids_, positions_;  // [T]
-  std::vector<int64_t> slot_mapping_;           // [T]
-  std::vector<int32_t> query_start_loc_;        // [S + 1]
-  std::vector<int32_t> context_lens_;           // [S]
-  std::vector<int32_t> block_tables_;           // [S, max_blocks]
-  std::vector<int32_t> emit_rows_;              // [E]: packed row of each emitting seq
-  int32_t num_seqs_ = 0, max_blocks_ = 0, max_query_len_ = 0, max_context_len_ = 0;
+  StepPack pack_;  // the packed step (reused)
   // Activations (reused; std::vector so a smaller step keeps the capacity), row-major.
   std::vector<float> hidden_, residual_;            // [T, h]
   std::vector<float> q_, attn_;                     // [T, heads * d]

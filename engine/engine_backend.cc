@@ -53,11 +53,22 @@ StepResult EngineBackend::Execute(const StepPlan& plan) {
   StepResult result;
   result.sampled_tokens.reserve(static_cast<size_t>(plan.num_emitting));
   result.stopped.reserve(static_cast<size_t>(plan.num_emitting));
+  const bool on_device = runner_->SamplesOnDevice(options_.sampling);
   if (error_.ok()) {
     runner_->SwapOut(plan.swap_out);
     runner_->SwapIn(plan.swap_in);
     EnsurePrompts(plan);
-    error_ = runner_->Execute(plan, tokens_, logits_);
+    if (on_device) {
+      uniforms_.clear();
+      for (const ScheduledRequest& s : plan.seqs) {
+        if (!s.emits_token) continue;
+        uniforms_.push_back(
+            SamplingUniform(options_.sampling.seed, s.request->id, s.request->num_generated));
+      }
+      error_ = runner_->ExecuteAndSample(plan, tokens_, options_.sampling, uniforms_, device_ids_);
+    } else {
+      error_ = runner_->Execute(plan, tokens_, logits_);
+    }
   }
   const auto vocab = static_cast<size_t>(runner_->Config().spec.vocab_size);
   const std::vector<int32_t>& eos = runner_->Config().eos_token_ids;
@@ -70,8 +81,13 @@ StepResult EngineBackend::Execute(const StepPlan& plan) {
       continue;
     }
     const Request& r = *s.request;
-    const std::span<const float> logits(logits_.data() + row * vocab, vocab);
-    const int32_t token = sampler_.Sample(logits, options_.sampling, r.id, r.num_generated);
+    int32_t token = 0;
+    if (on_device) {
+      token = device_ids_[row];
+    } else {
+      const std::span<const float> logits(logits_.data() + row * vocab, vocab);
+      token = sampler_.Sample(logits, options_.sampling, r.id, r.num_generated);
+    }
     ++row;
     tokens_.Append(r.id, token);
     const bool is_eos = std::find(eos.begin(), eos.end(), token) != eos.end();

@@ -8,6 +8,8 @@
 //     runner.Execute(plan, tokens) -> logits [num_emitting, vocab]
 //     per emitting seq, in plan order: Sampler(seed, request id, token index =
 //       request.num_generated) -> token; append it to the request's ids;
+//     (or, when the runner samples on its side — SamplesOnDevice — one
+//      runner.ExecuteAndSample with each seq's SamplingUniform draw -> token ids)
 //       stopped = token is an eos_token_id and !ignore_eos
 //   [steady_clock stops] -> StepResult.elapsed (ns, >= 1)
 //
@@ -66,6 +68,9 @@ class EngineBackend final : public Backend {
   TokenStore tokens_;
   Sampler sampler_;
   std::vector<float> logits_;  // [num_emitting, vocab], reused
+  // Runner-side sampling (ModelRunner::SamplesOnDevice): draws in, token ids out.
+  std::vector<double> uniforms_;
+  std::vector<int32_t> device_ids_;
   Status error_;
 };
 

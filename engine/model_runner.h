@@ -18,6 +18,7 @@
 // Padding seqs (static batching) compute nothing and emit nothing.
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "core/status.h"
 #include "core/step_plan.h"
 #include "engine/model_config.h"
+#include "engine/sampler.h"
 #include "engine/token_store.h"
 
 namespace servelab {
@@ -51,6 +53,21 @@ class ModelRunner {
   // cannot attend to (beyond a sliding window, which is not implemented).
   virtual Status Execute(const StepPlan& plan, const TokenStore& tokens,
                          std::vector<float>& logits) = 0;
+
+  // Sampling on the runner's side: a GPU runner samples where the logits are instead of
+  // copying [emitting seqs, vocab] floats to the host every step (131 MB at batch 256 for
+  // a 128k vocabulary). True when ExecuteAndSample supports `params`; the EngineBackend
+  // then calls it instead of Execute + its host Sampler.
+  virtual bool SamplesOnDevice(const SamplingParams& /*params*/) const { return false; }
+  // As Execute, then one token id per emitting seq, in plan order, into `token_ids`.
+  // `uniforms[e]` is emitting seq e's draw (SamplingUniform of its request and token
+  // index), used when params.temperature > 0. REQUIRES: SamplesOnDevice(params).
+  virtual Status ExecuteAndSample(const StepPlan& /*plan*/, const TokenStore& /*tokens*/,
+                                  const SamplingParams& /*params*/,
+                                  std::span<const double> /*uniforms*/,
+                                  std::vector<int32_t>& /*token_ids*/) {
+    return Internal(std::string(Name()) + " runner: ExecuteAndSample is not supported");
+  }
 };
 
 }  // namespace servelab

@@ -106,6 +106,12 @@ enum class EngineClock : uint8_t {
   kVirtual,  // a virtual clock advanced by each step's measured time: reproducible schedule
   kWall,     // requests released at their arrival times in real time; host overhead counts
 };
+enum class EngineWeights : uint8_t {
+  kCheckpoint,  // engine.model_path (written first when create_model is set)
+  kRandom,      // cuda only: seeded random weights generated on the device for `model`
+};
+inline constexpr EnumName<EngineWeights> kEngineWeightsNames[] = {
+    {"checkpoint", EngineWeights::kCheckpoint}, {"random", EngineWeights::kRandom}};
 inline constexpr EnumName<EngineClock> kEngineClockNames[] = {{"virtual", EngineClock::kVirtual},
                                                               {"wall", EngineClock::kWall}};
 
@@ -132,8 +138,13 @@ struct EngineConfig {
   bool create_model = false;
   int64_t model_seed = 0;
   EngineDevice device = EngineDevice::kCpu;
+  // random: no files at all, full-size timing with no download (device: cuda only; the
+  // values differ from create_model's files, though both are seeded by model_seed).
+  EngineWeights weights = EngineWeights::kCheckpoint;
   EngineClock clock = EngineClock::kVirtual;
-  double kv_cache_gib = 0.25;  // cpu: memory for the paged KV pool (f32)
+  double kv_cache_gib = 0.25;  // cpu: memory for the paged KV pool (f32). cuda: the pool
+                               // fills hardware.memory_utilization of device memory
+  bool cuda_graphs = true;     // cuda: replay captured graphs for pure-decode steps
   bool ignore_eos = true;      // generate exactly each request's target output length
   SamplingConfig sampling;
 
@@ -143,8 +154,10 @@ struct EngineConfig {
     v.Field("create_model", create_model);
     v.Field("model_seed", model_seed, kNonNegative);
     v.Enum("device", device, EnumNames<EngineDevice>(kEngineDeviceNames));
+    v.Enum("weights", weights, EnumNames<EngineWeights>(kEngineWeightsNames));
     v.Enum("clock", clock, EnumNames<EngineClock>(kEngineClockNames));
     v.Field("kv_cache_gib", kv_cache_gib, kPositive);
+    v.Field("cuda_graphs", cuda_graphs);
     v.Field("ignore_eos", ignore_eos);
     v.Section("sampling", sampling);
   }

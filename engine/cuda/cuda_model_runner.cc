@@ -1,0 +1,835 @@
+#include "engine/cuda/cuda_model_runner.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "engine/cuda/runner_kernels.h"
+#include "engine/rope_tables.h"
+#include "engine/step_pack.h"
+#include "kernels/cuda/bf16.h"
+#include "kernels/cuda/kernels.h"
+
+namespace servelab {
+namespace {
+
+namespace kcuda = kernels::cuda;
+using bf16 = __nv_bfloat16;
+
+Status CudaError(cudaError_t err, const std::string& what) {
+  return Internal("cuda runner: " + what + ": " + cudaGetErrorString(err));
+}
+
+#define SERVELAB_CUDA_RETURN(expr, what)                 \
+  do {                                                   \
+    const cudaError_t servelab_e_ = (expr);              \
+    if (servelab_e_ != cudaSuccess) return CudaError(servelab_e_, what); \
+  } while (0)
+
+// Device memory owned for the runner's lifetime.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)) {}
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  Status Allocate(size_t bytes, const std::string& what) {
+    SERVELAB_CHECK(ptr_ == nullptr);
+    const cudaError_t err = cudaMalloc(&ptr_, std::max<size_t>(bytes, 16));
+    if (err != cudaSuccess) {
+      ptr_ = nullptr;
+      return CudaError(err, "allocating " + std::to_string(bytes) + " bytes for " + what);
+    }
+    return Status::Ok();
+  }
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+// Pinned host memory (swap pool, staging): asynchronous copies need it.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)) {}
+  ~PinnedBuffer() {
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+  }
+  Status Allocate(size_t bytes, const std::string& what) {
+    SERVELAB_CHECK(ptr_ == nullptr);
+    const cudaError_t err = cudaHostAlloc(&ptr_, std::max<size_t>(bytes, 16), cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+      ptr_ = nullptr;
+      return CudaError(err, "pinning " + std::to_string(bytes) + " host bytes for " + what);
+    }
+    return Status::Ok();
+  }
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+const char* CublasStatusName(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "cuBLAS error";
+  }
+}
+
+int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// Where each array of a packed step sits in the device metadata buffer (and, identically,
+// in the pinned staging buffer it is copied from). Offsets in bytes, 16-byte aligned.
+struct MetaLayout {
+  size_t token_ids = 0, positions = 0, slot_mapping = 0, query_start_loc = 0, context_lens = 0,
+         block_tables = 0, emit_rows = 0, bytes = 0;
+
+  MetaLayout(int64_t tokens, int64_t seqs, int64_t stride, int64_t emitting) {
+    size_t at = 0;
+    auto take = [&at](int64_t n, size_t size) {
+      const size_t offset = at;
+      at += static_cast<size_t>(RoundUp(std::max<int64_t>(n, 1) * static_cast<int64_t>(size), 16));
+      return offset;
+    };
+    token_ids = take(tokens, 4);
+    positions = take(tokens, 4);
+    slot_mapping = take(tokens, 8);
+    query_start_loc = take(seqs + 1, 4);
+    context_lens = take(seqs, 4);
+    block_tables = take(seqs * stride, 4);
+    emit_rows = take(emitting, 4);
+    bytes = at;
+  }
+};
+
+struct LayerPointers {
+  bf16 *q_proj = nullptr, *k_proj = nullptr, *v_proj = nullptr, *o_proj = nullptr;
+  bf16 *q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr, *o_bias = nullptr;
+  bf16 *gate_up_proj = nullptr, *down_proj = nullptr;
+  bf16 *input_norm = nullptr, *post_attention_norm = nullptr;
+};
+
+// What one forward pass runs over: the step's sizes and the metadata's device addresses.
+struct ForwardShape {
+  int32_t tokens = 0, seqs = 0, emitting = 0;
+  int32_t max_query_len = 0, max_context_len = 0, block_table_stride = 0;
+  bool decode_attention = false;  // every seq brings one token
+  bool emit_all_rows = false;     // emitting rows are exactly rows 0..tokens-1: no gather
+  bool sample_greedy = false;     // append GreedySample into the sampled-ids buffer
+  const int32_t* token_ids = nullptr;
+  const int32_t* positions = nullptr;
+  const int64_t* slot_mapping = nullptr;
+  const int32_t* query_start_loc = nullptr;
+  const int32_t* context_lens = nullptr;
+  const int32_t* block_tables = nullptr;
+  const int32_t* emit_rows = nullptr;
+};
+
+}  // namespace
+
+struct CudaModelRunner::Impl {
+  ModelConfig config;
+  CudaRunnerOptions options;
+  KvCapacity capacity;
+  std::string device_name;
+  int32_t max_model_len = 0;
+  int32_t max_tokens = 0;      // activation rows
+  int32_t max_seqs = 0;
+  int32_t max_stride = 0;      // block-table entries per seq at max_model_len
+  int64_t weight_bytes = 0;
+  int64_t block_elems = 0;     // bf16 per block per layer, K or V
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  std::vector<DeviceBuffer> owned;
+  std::vector<PinnedBuffer> pinned;
+
+  bf16* embed = nullptr;
+  bf16* lm_head = nullptr;
+  bf16* final_norm = nullptr;
+  std::vector<LayerPointers> layers;
+  float* inv_freq = nullptr;
+  std::vector<bf16*> k_cache, v_cache;  // per layer, into one pool allocation
+  std::vector<bf16*> host_k, host_v;    // per layer, into the pinned swap pool
+
+  // Activations [rows, width], bf16, sized for max_tokens rows (last_*: max_seqs).
+  bf16 *hidden = nullptr, *residual = nullptr, *q = nullptr, *k = nullptr, *v = nullptr,
+       *attn = nullptr, *gate_up = nullptr, *act = nullptr;
+  bf16 *last_hidden = nullptr, *last_residual = nullptr;
+  float* logits = nullptr;            // [max_seqs, vocab]
+  int32_t* sampled = nullptr;         // [max_seqs] device
+  int32_t* sampled_host = nullptr;    // [max_seqs] pinned
+  float* decode_workspace = nullptr;
+  size_t decode_workspace_bytes = 0;
+  unsigned char* meta = nullptr;      // device metadata, MetaLayout at max sizes
+  unsigned char* staging = nullptr;   // pinned, same size
+  size_t meta_bytes = 0;
+
+  StepPack pack;
+  Status pending;                     // a swap copy failure, reported by the next step
+  Status forward_error;               // the first cuBLAS failure inside a forward pass
+  std::map<std::pair<int32_t, int32_t>, cudaGraphExec_t> graphs;  // (batch, context bucket)
+  bool last_step_used_graph = false;
+
+  ~Impl() {
+    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+    if (cublas != nullptr) cublasDestroy(cublas);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  template <typename T>
+  Status Alloc(T*& out, int64_t count, const std::string& what) {
+    DeviceBuffer& b = owned.emplace_back();
+    SERVELAB_RETURN_IF_ERROR(b.Allocate(static_cast<size_t>(count) * sizeof(T), what));
+    out = static_cast<T*>(b.get());
+    return Status::Ok();
+  }
+  template <typename T>
+  Status AllocPinned(T*& out, int64_t count, const std::string& what) {
+    PinnedBuffer& b = pinned.emplace_back();
+    SERVELAB_RETURN_IF_ERROR(b.Allocate(static_cast<size_t>(count) * sizeof(T), what));
+    out = static_cast<T*>(b.get());
+    return Status::Ok();
+  }
+
+  const ModelSpec& spec() const { return config.spec; }
+  kernels::KvCacheShape CacheShape() const {
+    return kernels::KvCacheShape{capacity.num_gpu_blocks, capacity.block_size,
+                                 spec().num_key_value_heads, spec().HeadDim()};
+  }
+
+  Status Init(int32_t device);
+  Status AllocateWeights(bool tied);
+  Status UploadWeights(const ModelWeights& weights);
+  Status RandomWeights(uint64_t seed, double init_std);
+  Status AllocateWorkingSet();
+  Status AllocateKvPools();
+  void Gemm(const bf16* x, int32_t rows, const bf16* w, int32_t out, int32_t in, void* y,
+            cudaDataType_t y_type);
+  void Forward(const ForwardShape& shape);
+  Status RunStep(const StepPlan& plan, const TokenStore& tokens, bool sample_greedy);
+  Status Finish(const std::string& what);
+  void CopyBlocks(std::span<const BlockCopy> copies, bool to_host);
+};
+
+Status CudaModelRunner::Impl::Init(int32_t device) {
+  std::string why;
+  if (!CudaDeviceUsable(&why)) return Internal("cuda runner: " + why);
+  SERVELAB_CUDA_RETURN(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+  cudaDeviceProp prop{};
+  SERVELAB_CUDA_RETURN(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  device_name = prop.name;
+  SERVELAB_CUDA_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  const cublasStatus_t s = cublasCreate(&cublas);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    cublas = nullptr;
+    return Internal(std::string("cuda runner: cublasCreate: ") + CublasStatusName(s));
+  }
+  cublasSetStream(cublas, stream);
+  // A workspace of our own: cuBLAS then allocates nothing inside graph captures.
+  constexpr int64_t kCublasWorkspace = int64_t{32} << 20;
+  unsigned char* workspace = nullptr;
+  SERVELAB_RETURN_IF_ERROR(Alloc(workspace, kCublasWorkspace, "the cuBLAS workspace"));
+  cublasSetWorkspace(cublas, workspace, kCublasWorkspace);
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::AllocateWeights(bool tied) {
+  const ModelSpec& s = spec();
+  const int64_t h = s.hidden_size, qd = s.QDim(), kvd = s.KvDim(), inter = s.intermediate_size;
+  SERVELAB_RETURN_IF_ERROR(Alloc(embed, int64_t{s.vocab_size} * h, "embed_tokens"));
+  if (tied) {
+    lm_head = embed;
+  } else {
+    SERVELAB_RETURN_IF_ERROR(Alloc(lm_head, int64_t{s.vocab_size} * h, "lm_head"));
+  }
+  SERVELAB_RETURN_IF_ERROR(Alloc(final_norm, h, "norm"));
+  layers.resize(static_cast<size_t>(s.num_hidden_layers));
+  for (LayerPointers& l : layers) {
+    SERVELAB_RETURN_IF_ERROR(Alloc(l.q_proj, qd * h, "q_proj"));
+    SERVELAB_RETURN_IF_ERROR(Alloc(l.k_proj, kvd * h, "k_proj"));
+    SERVELAB_RETURN_IF_ERROR(Alloc(l.v_proj, kvd * h, "v_proj"));
+    SERVELAB_RETURN_IF_ERROR(Alloc(l.o_proj, h * qd, "o_proj"));
+    SERVELAB_RETURN_IF_ERROR(Alloc(l.gate_up_proj, 2 * inter * h, "gate_up_proj"));
+    SERVELAB_RETURN_IF_ERROR(Alloc(l.down_proj, h * inter, "down_proj"));
+    SERVELAB_RETURN_IF_ERROR(Alloc(l.input_norm, h, "input_layernorm"));
+    SERVELAB_RETURN_IF_ERROR(Alloc(l.post_attention_norm, h, "post_attention_layernorm"));
+    if (s.attention_bias) {
+      SERVELAB_RETURN_IF_ERROR(Alloc(l.q_bias, qd, "q_proj.bias"));
+      SERVELAB_RETURN_IF_ERROR(Alloc(l.k_bias, kvd, "k_proj.bias"));
+      SERVELAB_RETURN_IF_ERROR(Alloc(l.v_bias, kvd, "v_proj.bias"));
+    }
+    if (config.o_proj_bias) SERVELAB_RETURN_IF_ERROR(Alloc(l.o_bias, h, "o_proj.bias"));
+  }
+  const int64_t per_layer = (qd * h + 2 * kvd * h + h * qd + 3 * inter * h + 2 * h) +
+                            (s.attention_bias ? qd + 2 * kvd : 0) + (config.o_proj_bias ? h : 0);
+  weight_bytes = 2 * (int64_t{s.vocab_size} * h * (tied ? 1 : 2) + h +
+                      per_layer * s.num_hidden_layers);
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::UploadWeights(const ModelWeights& w) {
+  std::vector<bf16> host;
+  auto upload = [&](bf16* dst, const float* src, int64_t n, const char* what) -> Status {
+    host.resize(static_cast<size_t>(n));
+    kcuda::F32ToBf16(host.data(), src, static_cast<size_t>(n));
+    SERVELAB_CUDA_RETURN(cudaMemcpy(dst, host.data(), static_cast<size_t>(n) * sizeof(bf16),
+                                    cudaMemcpyHostToDevice),
+                         std::string("uploading ") + what);
+    return Status::Ok();
+  };
+  SERVELAB_RETURN_IF_ERROR(upload(embed, w.embed_tokens.data(), w.embed_tokens.size(), "embed"));
+  if (lm_head != embed) {
+    SERVELAB_RETURN_IF_ERROR(upload(lm_head, w.lm_head.data(), w.lm_head.size(), "lm_head"));
+  }
+  SERVELAB_RETURN_IF_ERROR(upload(final_norm, w.final_norm.data(),
+                                  static_cast<int64_t>(w.final_norm.size()), "norm"));
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerWeights& src = w.layers[i];
+    LayerPointers& dst = layers[i];
+    SERVELAB_RETURN_IF_ERROR(upload(dst.q_proj, src.q_proj.data(), src.q_proj.size(), "q_proj"));
+    SERVELAB_RETURN_IF_ERROR(upload(dst.k_proj, src.k_proj.data(), src.k_proj.size(), "k_proj"));
+    SERVELAB_RETURN_IF_ERROR(upload(dst.v_proj, src.v_proj.data(), src.v_proj.size(), "v_proj"));
+    SERVELAB_RETURN_IF_ERROR(upload(dst.o_proj, src.o_proj.data(), src.o_proj.size(), "o_proj"));
+    SERVELAB_RETURN_IF_ERROR(
+        upload(dst.gate_up_proj, src.gate_up_proj.data(), src.gate_up_proj.size(), "gate_up"));
+    SERVELAB_RETURN_IF_ERROR(
+        upload(dst.down_proj, src.down_proj.data(), src.down_proj.size(), "down_proj"));
+    SERVELAB_RETURN_IF_ERROR(upload(dst.input_norm, src.input_norm.data(),
+                                    static_cast<int64_t>(src.input_norm.size()), "input_norm"));
+    SERVELAB_RETURN_IF_ERROR(upload(dst.post_attention_norm, src.post_attention_norm.data(),
+                                    static_cast<int64_t>(src.post_attention_norm.size()),
+                                    "post_attention_norm"));
+    if (dst.q_bias != nullptr) {
+      SERVELAB_RETURN_IF_ERROR(upload(dst.q_bias, src.q_bias.data(), src.q_bias.size(), "q_bias"));
+      SERVELAB_RETURN_IF_ERROR(upload(dst.k_bias, src.k_bias.data(), src.k_bias.size(), "k_bias"));
+      SERVELAB_RETURN_IF_ERROR(upload(dst.v_bias, src.v_bias.data(), src.v_bias.size(), "v_bias"));
+    }
+    if (dst.o_bias != nullptr) {
+      SERVELAB_RETURN_IF_ERROR(upload(dst.o_bias, src.o_bias.data(), src.o_bias.size(), "o_bias"));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::RandomWeights(uint64_t seed, double init_std) {
+  const ModelSpec& s = spec();
+  const auto sd = static_cast<float>(init_std);
+  const int64_t h = s.hidden_size, qd = s.QDim(), kvd = s.KvDim(), inter = s.intermediate_size;
+  uint64_t tensor = 0;  // each tensor its own stream, in a fixed order
+  auto fill = [&](bf16* p, int64_t n, float mean) {
+    engine_cuda::FillRandomBf16(p, n, seed, tensor++, mean, sd, stream);
+  };
+  fill(embed, int64_t{s.vocab_size} * h, 0.0f);
+  if (lm_head != embed) fill(lm_head, int64_t{s.vocab_size} * h, 0.0f);
+  fill(final_norm, h, 1.0f);
+  for (LayerPointers& l : layers) {
+    fill(l.q_proj, qd * h, 0.0f);
+    fill(l.k_proj, kvd * h, 0.0f);
+    fill(l.v_proj, kvd * h, 0.0f);
+    fill(l.o_proj, h * qd, 0.0f);
+    fill(l.gate_up_proj, 2 * inter * h, 0.0f);
+    fill(l.down_proj, h * inter, 0.0f);
+    fill(l.input_norm, h, 1.0f);
+    fill(l.post_attention_norm, h, 1.0f);
+    if (l.q_bias != nullptr) {
+      fill(l.q_bias, qd, 0.0f);
+      fill(l.k_bias, kvd, 0.0f);
+      fill(l.v_bias, kvd, 0.0f);
+    }
+    if (l.o_bias != nullptr) fill(l.o_bias, h, 0.0f);
+  }
+  SERVELAB_CUDA_RETURN(cudaStreamSynchronize(stream), "generating random weights");
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::AllocateWorkingSet() {
+  const ModelSpec& s = spec();
+  const int64_t rows = max_tokens, h = s.hidden_size;
+  SERVELAB_RETURN_IF_ERROR(Alloc(hidden, rows * h, "activations"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(residual, rows * h, "activations"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(q, rows * s.QDim(), "activations"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(k, rows * s.KvDim(), "activations"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(v, rows * s.KvDim(), "activations"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(attn, rows * s.QDim(), "activations"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(gate_up, rows * 2 * s.intermediate_size, "activations"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(act, rows * s.intermediate_size, "activations"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(last_hidden, int64_t{max_seqs} * h, "activations"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(last_residual, int64_t{max_seqs} * h, "activations"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(logits, int64_t{max_seqs} * s.vocab_size, "logits"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(sampled, max_seqs, "sampled ids"));
+  SERVELAB_RETURN_IF_ERROR(AllocPinned(sampled_host, max_seqs, "sampled ids"));
+  const std::vector<float> freqs = ModelRopeInvFreq(config);
+  SERVELAB_RETURN_IF_ERROR(Alloc(inv_freq, static_cast<int64_t>(freqs.size()), "inv_freq"));
+  SERVELAB_CUDA_RETURN(cudaMemcpy(inv_freq, freqs.data(), freqs.size() * sizeof(float),
+                                  cudaMemcpyHostToDevice),
+                       "uploading inv_freq");
+  // Split-KV scratch for the largest decode batch at max_model_len (the shape only matters
+  // through its head_dim here; num_blocks is not read).
+  kernels::KvCacheShape shape{1, capacity.block_size, s.num_key_value_heads, s.HeadDim()};
+  decode_workspace_bytes =
+      kcuda::PagedDecodeAttentionWorkspaceBytes(max_seqs, s.num_attention_heads, max_model_len, shape);
+  SERVELAB_RETURN_IF_ERROR(Alloc(decode_workspace,
+                                 static_cast<int64_t>(decode_workspace_bytes / sizeof(float)) + 1,
+                                 "the split-KV workspace"));
+  meta_bytes = MetaLayout(max_tokens, max_seqs, max_stride, max_seqs).bytes;
+  SERVELAB_RETURN_IF_ERROR(Alloc(meta, static_cast<int64_t>(meta_bytes), "step metadata"));
+  SERVELAB_RETURN_IF_ERROR(AllocPinned(staging, static_cast<int64_t>(meta_bytes), "step metadata"));
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::AllocateKvPools() {
+  const ModelSpec& s = spec();
+  const auto layer_count = static_cast<int64_t>(s.num_hidden_layers);
+  block_elems = int64_t{capacity.block_size} * s.KvDim();
+  capacity.bytes_per_block = 2 * layer_count * block_elems * static_cast<int64_t>(sizeof(bf16));
+  int64_t blocks = options.num_blocks;
+  if (blocks <= 0) {
+    size_t free = 0, total = 0;
+    SERVELAB_CUDA_RETURN(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    const double budget = static_cast<double>(total) * options.memory_utilization -
+                          static_cast<double>(total - free);
+    blocks = budget > 0 ? static_cast<int64_t>(budget / static_cast<double>(capacity.bytes_per_block))
+                        : 0;
+    if (blocks < 1) {
+      return Internal("cuda runner: no room for a KV block: " + std::to_string(total >> 20) +
+                      " MiB x memory_utilization " + std::to_string(options.memory_utilization) +
+                      " is less than the " + std::to_string((total - free) >> 20) +
+                      " MiB already in use (weights " + std::to_string(weight_bytes >> 20) +
+                      " MiB, activations and workspaces)");
+    }
+    blocks = std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max());
+  }
+  capacity.num_gpu_blocks = static_cast<int32_t>(blocks);
+  bf16* pool = nullptr;
+  SERVELAB_RETURN_IF_ERROR(Alloc(pool, 2 * layer_count * blocks * block_elems, "the KV cache"));
+  for (int64_t l = 0; l < layer_count; ++l) {
+    k_cache.push_back(pool + (2 * l) * blocks * block_elems);
+    v_cache.push_back(pool + (2 * l + 1) * blocks * block_elems);
+  }
+  const int64_t host_blocks = options.swap_space_bytes / capacity.bytes_per_block;
+  capacity.num_cpu_blocks = static_cast<int32_t>(std::min<int64_t>(host_blocks, 1 << 30));
+  if (capacity.num_cpu_blocks > 0) {
+    bf16* host = nullptr;
+    SERVELAB_RETURN_IF_ERROR(AllocPinned(host, 2 * layer_count * capacity.num_cpu_blocks * block_elems,
+                                         "the swap space"));
+    for (int64_t l = 0; l < layer_count; ++l) {
+      host_k.push_back(host + (2 * l) * capacity.num_cpu_blocks * block_elems);
+      host_v.push_back(host + (2 * l + 1) * capacity.num_cpu_blocks * block_elems);
+    }
+  }
+  return Status::Ok();
+}
+
+// y [rows, out] = x [rows, in] * W^T, W [out, in] row-major: in cuBLAS's column-major terms
+// y^T = W * x^T, i.e. C (out x rows) = op(A)=A^T (A: in x out) * B (in x rows), "TN".
+void CudaModelRunner::Impl::Gemm(const bf16* x, int32_t rows, const bf16* w, int32_t out,
+                                 int32_t in, void* y, cudaDataType_t y_type) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t s =
+      cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, w, CUDA_R_16BF, in, x,
+                   CUDA_R_16BF, in, &beta, y, y_type, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS && forward_error.ok()) {
+    forward_error = Internal(std::string("cuda runner: cublasGemmEx ") + std::to_string(rows) +
+                             "x" + std::to_string(out) + "x" + std::to_string(in) + ": " +
+                             CublasStatusName(s));
+  }
+}
+
+void CudaModelRunner::Impl::Forward(const ForwardShape& f) {
+  const ModelSpec& s = spec();
+  const int32_t T = f.tokens, h = s.hidden_size, heads = s.num_attention_heads;
+  const int32_t kv_heads = s.num_key_value_heads, head_dim = s.HeadDim();
+  const auto qd = static_cast<int32_t>(s.QDim()), kvd = static_cast<int32_t>(s.KvDim());
+  const int32_t inter = s.intermediate_size;
+  const auto eps = static_cast<float>(s.rms_norm_eps);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const kernels::KvCacheShape shape = CacheShape();
+
+  kcuda::EmbeddingGather(residual, embed, f.token_ids, T, s.vocab_size, h, stream);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerPointers& w = layers[i];
+    if (i == 0) {
+      kcuda::RmsNorm(hidden, residual, w.input_norm, T, h, eps, stream);
+    } else {
+      kcuda::FusedAddRmsNorm(hidden, residual, w.input_norm, T, h, eps, stream);
+    }
+    Gemm(hidden, T, w.q_proj, qd, h, q, CUDA_R_16BF);
+    Gemm(hidden, T, w.k_proj, kvd, h, k, CUDA_R_16BF);
+    Gemm(hidden, T, w.v_proj, kvd, h, v, CUDA_R_16BF);
+    if (w.q_bias != nullptr) {
+      engine_cuda::AddBias(q, w.q_bias, T, qd, stream);
+      engine_cuda::AddBias(k, w.k_bias, T, kvd, stream);
+      engine_cuda::AddBias(v, w.v_bias, T, kvd, stream);
+    }
+    kcuda::ApplyRope(q, k, f.positions, inv_freq, T, heads, kv_heads, head_dim, stream);
+    kcuda::WriteKvCache(k_cache[i], v_cache[i], k, v, f.slot_mapping, T, shape, stream);
+    if (f.decode_attention) {
+      kcuda::PagedDecodeAttention(attn, q, k_cache[i], v_cache[i], f.block_tables, f.context_lens,
+                                  f.seqs, heads, f.block_table_stride, f.max_context_len, scale,
+                                  shape, decode_workspace, decode_workspace_bytes, stream);
+    } else {
+      kcuda::PagedPrefillAttention(attn, q, k_cache[i], v_cache[i], f.block_tables,
+                                   f.query_start_loc, f.context_lens, f.seqs, T, heads,
+                                   f.block_table_stride, f.max_query_len, f.max_context_len,
+                                   scale, shape, stream);
+    }
+    Gemm(attn, T, w.o_proj, h, qd, hidden, CUDA_R_16BF);
+    if (w.o_bias != nullptr) engine_cuda::AddBias(hidden, w.o_bias, T, h, stream);
+    kcuda::FusedAddRmsNorm(hidden, residual, w.post_attention_norm, T, h, eps, stream);
+    Gemm(hidden, T, w.gate_up_proj, 2 * inter, h, gate_up, CUDA_R_16BF);
+    kcuda::SiluAndMul(act, gate_up, T, inter, stream);
+    Gemm(act, T, w.down_proj, h, inter, hidden, CUDA_R_16BF);
+  }
+  if (f.emitting == 0) return;
+  bf16* x = hidden;
+  bf16* res = residual;
+  if (!f.emit_all_rows) {
+    engine_cuda::GatherRows(last_hidden, hidden, f.emit_rows, f.emitting, h, stream);
+    engine_cuda::GatherRows(last_residual, residual, f.emit_rows, f.emitting, h, stream);
+    x = last_hidden;
+    res = last_residual;
+  }
+  kcuda::FusedAddRmsNorm(x, res, final_norm, f.emitting, h, eps, stream);
+  Gemm(x, f.emitting, lm_head, s.vocab_size, h, logits, CUDA_R_32F);
+  if (f.sample_greedy) kcuda::GreedySample(sampled, logits, f.emitting, s.vocab_size, stream);
+}
+
+namespace {
+
+// Decode graphs: batch sizes 1, 2, 4, 8, then multiples of 8.
+int32_t PaddedBatch(int32_t seqs) {
+  if (seqs <= 1) return 1;
+  if (seqs <= 2) return 2;
+  if (seqs <= 4) return 4;
+  return static_cast<int32_t>(RoundUp(seqs, 8));
+}
+
+int32_t ContextBucket(int32_t context, int32_t max_model_len) {
+  int32_t bucket = 512;
+  while (bucket < context && bucket < max_model_len) bucket *= 2;
+  return std::min(bucket, max_model_len);
+}
+
+template <typename T>
+void Put(unsigned char* base, size_t offset, const std::vector<T>& values) {
+  if (!values.empty()) std::memcpy(base + offset, values.data(), values.size() * sizeof(T));
+}
+
+}  // namespace
+
+Status CudaModelRunner::Impl::Finish(const std::string& what) {
+  const cudaError_t err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess) return CudaError(err, what);
+  if (!forward_error.ok()) return std::exchange(forward_error, Status::Ok());
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::RunStep(const StepPlan& plan, const TokenStore& tokens,
+                                      bool sample_greedy) {
+  if (!pending.ok()) return std::exchange(pending, Status::Ok());
+  last_step_used_graph = false;
+  pack.Build(plan, tokens, capacity.block_size);
+  const int32_t T = pack.NumTokens(), S = pack.num_seqs, E = pack.NumEmitting();
+  if (config.sliding_window > 0 && pack.max_context_len > config.sliding_window) {
+    return InvalidArgument("cuda runner: a context of " + std::to_string(pack.max_context_len) +
+                           " tokens exceeds the model's sliding_window " +
+                           std::to_string(config.sliding_window) + " (not implemented)");
+  }
+  if (T > max_tokens || S > max_seqs || pack.max_context_len > max_model_len) {
+    return Internal("cuda runner: a step of " + std::to_string(T) + " tokens, " +
+                    std::to_string(S) + " seqs, context " + std::to_string(pack.max_context_len) +
+                    " exceeds the runner's sizes (" + std::to_string(max_tokens) + " tokens, " +
+                    std::to_string(max_seqs) + " seqs, max_model_len " +
+                    std::to_string(max_model_len) + ")");
+  }
+  if (T == 0) return Status::Ok();
+  const bool pure_decode = pack.AllSingleToken() && E == S;
+  if (pure_decode && options.cuda_graphs) {
+    // Padded to the graph's batch and context bucket: padding rows read block 0 at context
+    // 1, write no KV (slot -1) and their logits are ignored.
+    const int32_t B = std::min(PaddedBatch(S), max_seqs);
+    const int32_t bucket = ContextBucket(pack.max_context_len, max_model_len);
+    const auto stride = static_cast<int32_t>((bucket + capacity.block_size - 1) / capacity.block_size);
+    const MetaLayout layout(B, B, stride, B);
+    pack.token_ids.resize(static_cast<size_t>(B), 0);
+    pack.positions.resize(static_cast<size_t>(B), 0);
+    pack.slot_mapping.resize(static_cast<size_t>(B), -1);
+    for (int32_t i = S + 1; i <= B; ++i) pack.query_start_loc.push_back(i);
+    pack.context_lens.resize(static_cast<size_t>(B), 1);
+    // Re-stride the block tables (the pack's stride is this step's max_blocks).
+    std::vector<int32_t> tables(static_cast<size_t>(B) * stride, 0);
+    for (int32_t r = 0; r < S; ++r) {
+      std::copy_n(pack.block_tables.begin() + static_cast<std::ptrdiff_t>(r) * pack.block_table_stride,
+                  pack.max_blocks, tables.begin() + static_cast<std::ptrdiff_t>(r) * stride);
+    }
+    Put(staging, layout.token_ids, pack.token_ids);
+    Put(staging, layout.positions, pack.positions);
+    Put(staging, layout.slot_mapping, pack.slot_mapping);
+    Put(staging, layout.query_start_loc, pack.query_start_loc);
+    Put(staging, layout.context_lens, pack.context_lens);
+    Put(staging, layout.block_tables, tables);
+    SERVELAB_CUDA_RETURN(cudaMemcpyAsync(meta, staging, layout.bytes, cudaMemcpyHostToDevice, stream),
+                         "uploading the step");
+    const std::pair<int32_t, int32_t> key{B, bucket};
+    auto it = graphs.find(key);
+    if (it == graphs.end()) {
+      ForwardShape f;
+      f.tokens = f.seqs = f.emitting = B;
+      f.max_query_len = 1;
+      f.max_context_len = bucket;
+      f.block_table_stride = stride;
+      f.decode_attention = true;
+      f.emit_all_rows = true;
+      f.sample_greedy = true;  // cheap; ignored when the caller wants logits
+      f.token_ids = reinterpret_cast<const int32_t*>(meta + layout.token_ids);
+      f.positions = reinterpret_cast<const int32_t*>(meta + layout.positions);
+      f.slot_mapping = reinterpret_cast<const int64_t*>(meta + layout.slot_mapping);
+      f.query_start_loc = reinterpret_cast<const int32_t*>(meta + layout.query_start_loc);
+      f.context_lens = reinterpret_cast<const int32_t*>(meta + layout.context_lens);
+      f.block_tables = reinterpret_cast<const int32_t*>(meta + layout.block_tables);
+      cudaGraph_t graph = nullptr;
+      SERVELAB_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                           "beginning a graph capture");
+      Forward(f);
+      const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+      if (end != cudaSuccess) return CudaError(end, "capturing the decode graph");
+      if (!forward_error.ok()) {
+        cudaGraphDestroy(graph);
+        return std::exchange(forward_error, Status::Ok());
+      }
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      if (inst != cudaSuccess) return CudaError(inst, "instantiating the decode graph");
+      it = graphs.emplace(key, exec).first;
+    }
+    SERVELAB_CUDA_RETURN(cudaGraphLaunch(it->second, stream), "launching the decode graph");
+    last_step_used_graph = true;
+    if (sample_greedy) {
+      SERVELAB_CUDA_RETURN(cudaMemcpyAsync(sampled_host, sampled, sizeof(int32_t) * E,
+                                           cudaMemcpyDeviceToHost, stream),
+                           "downloading sampled ids");
+    }
+    return Status::Ok();
+  }
+  const MetaLayout layout(T, S, pack.block_table_stride, E);
+  Put(staging, layout.token_ids, pack.token_ids);
+  Put(staging, layout.positions, pack.positions);
+  Put(staging, layout.slot_mapping, pack.slot_mapping);
+  Put(staging, layout.query_start_loc, pack.query_start_loc);
+  Put(staging, layout.context_lens, pack.context_lens);
+  Put(staging, layout.block_tables, pack.block_tables);
+  Put(staging, layout.emit_rows, pack.emit_rows);
+  SERVELAB_CUDA_RETURN(cudaMemcpyAsync(meta, staging, layout.bytes, cudaMemcpyHostToDevice, stream),
+                       "uploading the step");
+  ForwardShape f;
+  f.tokens = T;
+  f.seqs = S;
+  f.emitting = E;
+  f.max_query_len = pack.max_query_len;
+  f.max_context_len = pack.max_context_len;
+  f.block_table_stride = pack.block_table_stride;
+  f.decode_attention = pack.AllSingleToken();
+  f.emit_all_rows = false;
+  f.sample_greedy = sample_greedy;
+  f.token_ids = reinterpret_cast<const int32_t*>(meta + layout.token_ids);
+  f.positions = reinterpret_cast<const int32_t*>(meta + layout.positions);
+  f.slot_mapping = reinterpret_cast<const int64_t*>(meta + layout.slot_mapping);
+  f.query_start_loc = reinterpret_cast<const int32_t*>(meta + layout.query_start_loc);
+  f.context_lens = reinterpret_cast<const int32_t*>(meta + layout.context_lens);
+  f.block_tables = reinterpret_cast<const int32_t*>(meta + layout.block_tables);
+  f.emit_rows = reinterpret_cast<const int32_t*>(meta + layout.emit_rows);
+  Forward(f);
+  if (sample_greedy && E > 0) {
+    SERVELAB_CUDA_RETURN(cudaMemcpyAsync(sampled_host, sampled, sizeof(int32_t) * E,
+                                         cudaMemcpyDeviceToHost, stream),
+                         "downloading sampled ids");
+  }
+  return Status::Ok();
+}
+
+void CudaModelRunner::Impl::CopyBlocks(std::span<const BlockCopy> copies, bool to_host) {
+  if (copies.empty()) return;
+  const size_t bytes = static_cast<size_t>(block_elems) * sizeof(bf16);
+  const int32_t src_blocks = to_host ? capacity.num_gpu_blocks : capacity.num_cpu_blocks;
+  const int32_t dst_blocks = to_host ? capacity.num_cpu_blocks : capacity.num_gpu_blocks;
+  const cudaMemcpyKind kind = to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+  for (const BlockCopy& c : copies) {
+    SERVELAB_CHECK_MSG(c.src >= 0 && c.src < src_blocks && c.dst >= 0 && c.dst < dst_blocks,
+                       "block copy " + std::to_string(c.src) + " -> " + std::to_string(c.dst));
+    for (size_t l = 0; l < k_cache.size(); ++l) {
+      for (int kv = 0; kv < 2; ++kv) {
+        bf16* device = (kv == 0 ? k_cache[l] : v_cache[l]);
+        bf16* host = (kv == 0 ? host_k[l] : host_v[l]);
+        bf16* src = to_host ? device + c.src * block_elems : host + c.src * block_elems;
+        bf16* dst = to_host ? host + c.dst * block_elems : device + c.dst * block_elems;
+        const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, stream);
+        if (err != cudaSuccess && pending.ok()) {
+          pending = CudaError(err, to_host ? "swapping a block out" : "swapping a block in");
+        }
+      }
+    }
+  }
+}
+
+bool CudaDeviceUsable(std::string* why) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    if (why != nullptr) *why = std::string("no CUDA device: ") + cudaGetErrorString(err);
+    return false;
+  }
+  if (count == 0) {
+    if (why != nullptr) *why = "no CUDA device: cudaGetDeviceCount returned 0";
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+Status CheckArchitecture(const ModelConfig& config, const CudaRunnerOptions& o) {
+  const ModelSpec& s = config.spec;
+  const int32_t head_dim = s.HeadDim();
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+    return InvalidArgument("cuda runner: head_dim " + std::to_string(head_dim) +
+                           " is not supported by the CUDA attention kernels (64, 128 or 256)");
+  }
+  if (s.num_key_value_heads < 1 || s.num_attention_heads % s.num_key_value_heads != 0 ||
+      s.num_attention_heads / s.num_key_value_heads > 8) {
+    return InvalidArgument("cuda runner: " + std::to_string(s.num_attention_heads) +
+                           " query heads over " + std::to_string(s.num_key_value_heads) +
+                           " KV heads: the decode kernel serves at most 8 per KV head");
+  }
+  if (o.block_size < 1 || o.max_num_seqs < 1 || o.max_num_batched_tokens < 1 ||
+      o.num_blocks < 0 || o.swap_space_bytes < 0 || o.max_model_len < 0 ||
+      !(o.memory_utilization > 0.0 && o.memory_utilization <= 1.0)) {
+    return InvalidArgument("cuda runner: invalid options (block_size, max_num_seqs, "
+                           "max_num_batched_tokens >= 1; num_blocks, swap_space_bytes, "
+                           "max_model_len >= 0; memory_utilization in (0, 1])");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+CudaModelRunner::CudaModelRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaModelRunner::~CudaModelRunner() = default;
+
+namespace {
+
+StatusOr<std::unique_ptr<CudaModelRunner::Impl>> NewImpl(const ModelConfig& config,
+                                                         const CudaRunnerOptions& options) {
+  SERVELAB_RETURN_IF_ERROR(CheckArchitecture(config, options));
+  auto impl = std::make_unique<CudaModelRunner::Impl>();
+  impl->config = config;
+  impl->options = options;
+  impl->capacity.block_size = options.block_size;
+  impl->max_model_len =
+      options.max_model_len > 0 ? options.max_model_len : config.spec.max_position_embeddings;
+  impl->max_seqs = options.max_num_seqs;
+  impl->max_tokens = std::max(options.max_num_batched_tokens, options.max_num_seqs);
+  impl->max_stride = (impl->max_model_len + options.block_size - 1) / options.block_size;
+  SERVELAB_RETURN_IF_ERROR(impl->Init(options.device));
+  return impl;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
+    std::shared_ptr<const ModelWeights> weights, const CudaRunnerOptions& options) {
+  SERVELAB_CHECK(weights != nullptr);
+  auto impl = NewImpl(weights->config, options);
+  if (!impl.ok()) return impl.status();
+  Impl& r = **impl;
+  SERVELAB_RETURN_IF_ERROR(r.AllocateWeights(weights->config.spec.tie_word_embeddings));
+  SERVELAB_RETURN_IF_ERROR(r.UploadWeights(*weights));
+  SERVELAB_RETURN_IF_ERROR(r.AllocateWorkingSet());
+  SERVELAB_RETURN_IF_ERROR(r.AllocateKvPools());
+  return std::unique_ptr<CudaModelRunner>(new CudaModelRunner(std::move(impl).value()));
+}
+
+StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::CreateRandom(
+    const ModelConfig& config, uint64_t seed, double init_std, const CudaRunnerOptions& options) {
+  auto impl = NewImpl(config, options);
+  if (!impl.ok()) return impl.status();
+  Impl& r = **impl;
+  SERVELAB_RETURN_IF_ERROR(r.AllocateWeights(config.spec.tie_word_embeddings));
+  SERVELAB_RETURN_IF_ERROR(r.RandomWeights(seed, init_std));
+  SERVELAB_RETURN_IF_ERROR(r.AllocateWorkingSet());
+  SERVELAB_RETURN_IF_ERROR(r.AllocateKvPools());
+  return std::unique_ptr<CudaModelRunner>(new CudaModelRunner(std::move(impl).value()));
+}
+
+const ModelConfig& CudaModelRunner::Config() const { return impl_->config; }
+KvCapacity CudaModelRunner::Capacity() const { return impl_->capacity; }
+void CudaModelRunner::SwapOut(std::span<const BlockCopy> copies) {
+  impl_->CopyBlocks(copies, /*to_host=*/true);
+}
+void CudaModelRunner::SwapIn(std::span<const BlockCopy> copies) {
+  impl_->CopyBlocks(copies, /*to_host=*/false);
+}
+
+Status CudaModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
+                                std::vector<float>& logits) {
+  Impl& r = *impl_;
+  SERVELAB_RETURN_IF_ERROR(r.RunStep(plan, tokens, /*sample_greedy=*/false));
+  const auto rows = static_cast<size_t>(r.pack.NumEmitting());
+  const auto vocab = static_cast<size_t>(r.spec().vocab_size);
+  logits.resize(rows * vocab);
+  if (rows > 0) {
+    SERVELAB_CUDA_RETURN(cudaMemcpyAsync(logits.data(), r.logits, rows * vocab * sizeof(float),
+                                         cudaMemcpyDeviceToHost, r.stream),
+                         "downloading logits");
+  }
+  return r.Finish("a step");
+}
+
+bool CudaModelRunner::SamplesOnDevice(const SamplingParams& params) const {
+  return params.temperature <= 0.0f;
+}
+
+Status CudaModelRunner::ExecuteAndSample(const StepPlan& plan, const TokenStore& tokens,
+                                         const SamplingParams& params,
+                                         std::span<const double> /*uniforms*/,
+                                         std::vector<int32_t>& token_ids) {
+  SERVELAB_CHECK(SamplesOnDevice(params));
+  Impl& r = *impl_;
+  SERVELAB_RETURN_IF_ERROR(r.RunStep(plan, tokens, /*sample_greedy=*/true));
+  SERVELAB_RETURN_IF_ERROR(r.Finish("a step"));
+  const int32_t rows = r.pack.NumEmitting();
+  token_ids.assign(r.sampled_host, r.sampled_host + rows);
+  return Status::Ok();
+}
+
+std::string CudaModelRunner::DeviceName() const { return impl_->device_name; }
+int64_t CudaModelRunner::WeightBytes() const { return impl_->weight_bytes; }
+int64_t CudaModelRunner::KvBytesPerToken() const {
+  return impl_->capacity.bytes_per_block / impl_->capacity.block_size;
+}
+int32_t CudaModelRunner::NumCapturedGraphs() const {
+  return static_cast<int32_t>(impl_->graphs.size());
+}
+bool CudaModelRunner::LastStepUsedGraph() const { return impl_->last_step_used_graph; }
+
+}  // namespace servelab

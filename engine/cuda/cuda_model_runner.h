@@ -1,0 +1,94 @@
+#pragma once
+// The CUDA ModelRunner: the CPU reference's forward pass (cpu_model_runner.h) on one GPU,
+// bf16 weights, activations and KV cache, f32 accumulation everywhere (cuBLAS GEMMs with
+// CUBLAS_COMPUTE_32F; kernels/cuda/ for the rest) and f32 logits.
+//
+// Step (one stream):  upload the packed step (one host-to-device copy from pinned memory)
+//   -> embed -> per layer: [fused add +] RMSNorm -> q, k, v GEMMs (+ bias) -> RoPE ->
+//   WriteKvCache -> attention -> o_proj -> fused add + RMSNorm -> gate_up GEMM ->
+//   SiLU*mul -> down GEMM -> final fused add + RMSNorm and LM head on the emitting rows.
+// Attention: PagedDecodeAttention (split-KV) when every seq brings one token, else
+// PagedPrefillAttention over the whole pack (decodes are chunks of one).
+//
+// CUDA graphs: a step whose seqs all bring one token and all emit (pure decode) replays a
+// graph captured on first use for its padded batch size (1, 2, 4, 8, then multiples of 8,
+// up to max_num_seqs) and its context bucket (the smallest power of two >= 512 tokens
+// covering the longest context, up to max_model_len), which fixes the decode kernel's
+// partition count and the block-table stride. Padding rows have context 1 over block 0,
+// no KV write (slot -1), and their logits are ignored.
+//
+// Memory (vLLM's rule): after the weights, activations and graph buffers are allocated,
+// the KV pool takes what is left of total memory x memory_utilization, unless num_blocks
+// fixes it. The swap pool is pinned host memory; block copies are cudaMemcpyAsync on the
+// step's stream, so they precede the step's kernels.
+//
+// Weights come from a loaded checkpoint (ModelWeights, f32 on the host, rounded to bf16
+// once) or are generated on the device from a seed for any architecture (CreateRandom):
+// full-size timing (Llama-3-8B, 16 GB) needs no file and no host memory.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "engine/model_runner.h"
+#include "engine/model_weights.h"
+
+namespace servelab {
+
+struct CudaRunnerOptions {
+  int32_t device = 0;
+  int32_t block_size = 16;           // tokens per KV block (must match the scheduler's)
+  int32_t num_blocks = 0;            // > 0: exactly this many device KV blocks
+  double memory_utilization = 0.9;   // else: the pool fills total memory x this, in (0, 1]
+  int64_t swap_space_bytes = 0;      // pinned host swap pool; 0 = no swap space
+  int32_t max_num_seqs = 256;        // activations and decode graphs are sized for these
+  int32_t max_num_batched_tokens = 8192;
+  int32_t max_model_len = 0;         // 0: the model's max_position_embeddings
+  bool cuda_graphs = true;
+};
+
+// Whether a CUDA device can be used; otherwise `why` says why (no driver, no device).
+bool CudaDeviceUsable(std::string* why);
+
+class CudaModelRunner final : public ModelRunner {
+ public:
+  // Copies `weights` to the device as bf16. Errors: no usable device, an architecture the
+  // kernels do not support (head_dim not 64/128/256, more than 8 query heads per KV head),
+  // out of device memory, invalid options.
+  static StatusOr<std::unique_ptr<CudaModelRunner>> Create(
+      std::shared_ptr<const ModelWeights> weights, const CudaRunnerOptions& options);
+  // Seeded random weights generated on the device for `config` (no checkpoint): linear
+  // weights and embeddings mean 0, `init_std`; norm weights mean 1, `init_std`.
+  static StatusOr<std::unique_ptr<CudaModelRunner>> CreateRandom(
+      const ModelConfig& config, uint64_t seed, double init_std, const CudaRunnerOptions& options);
+  ~CudaModelRunner() override;
+
+  std::string_view Name() const override { return "cuda"; }
+  const ModelConfig& Config() const override;
+  KvCapacity Capacity() const override;
+  void SwapOut(std::span<const BlockCopy> copies) override;
+  void SwapIn(std::span<const BlockCopy> copies) override;
+  Status Execute(const StepPlan& plan, const TokenStore& tokens,
+                 std::vector<float>& logits) override;
+  // Greedy sampling runs on the device (only token ids come back); temperature > 0 uses
+  // the host sampler over downloaded logits.
+  bool SamplesOnDevice(const SamplingParams& params) const override;
+  Status ExecuteAndSample(const StepPlan& plan, const TokenStore& tokens,
+                          const SamplingParams& params, std::span<const double> uniforms,
+                          std::vector<int32_t>& token_ids) override;
+
+  // For benchmarks and reports.
+  std::string DeviceName() const;
+  int64_t WeightBytes() const;        // bf16 bytes of every weight tensor (tied: once)
+  int64_t KvBytesPerToken() const;    // K and V of every layer, bf16
+  int32_t NumCapturedGraphs() const;
+  bool LastStepUsedGraph() const;
+
+  struct Impl;  // the device state; defined in the .cc only
+
+ private:
+  explicit CudaModelRunner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace servelab

@@ -1,0 +1,77 @@
+#include "engine/cuda/runner_kernels.h"
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace servelab::engine_cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__host__ __device__ __forceinline__ uint64_t Mix64(uint64_t z) {
+  // SplitMix64's finaliser: a bijection with full avalanche.
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+__global__ void FillRandomKernel(bf16* out, int64_t n, uint64_t key, float mean, float stddev) {
+  // sqrt(3): the sum of four U(0,1) has variance 1/3.
+  constexpr float kUnit = 1.7320508075688772f / 65536.0f;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t h = Mix64(key + static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull);
+    // Four 16-bit uniforms from one hash; each in [0, 65536), centred at 32767.5.
+    const float sum = static_cast<float>(h & 0xffff) + static_cast<float>((h >> 16) & 0xffff) +
+                      static_cast<float>((h >> 32) & 0xffff) + static_cast<float>(h >> 48);
+    const float z = (sum - 4.0f * 32767.5f) * kUnit;
+    out[i] = __float2bfloat16(fmaf(stddev, z, mean));
+  }
+}
+
+__global__ void AddBiasKernel(bf16* x, const bf16* bias, int64_t n, int32_t cols) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] = __float2bfloat16(__bfloat162float(x[i]) + __bfloat162float(bias[i % cols]));
+  }
+}
+
+__global__ void GatherRowsKernel(bf16* out, const bf16* in, const int32_t* rows, int32_t cols) {
+  const int64_t e = blockIdx.x;
+  const int64_t src = rows[e];
+  for (int32_t c = threadIdx.x; c < cols; c += blockDim.x) out[e * cols + c] = in[src * cols + c];
+}
+
+int GridFor(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < 65536 ? blocks : 65536);  // grid-stride beyond
+}
+
+}  // namespace
+
+void FillRandomBf16(bf16* out, int64_t n, uint64_t seed, uint64_t tensor, float mean,
+                    float stddev, cudaStream_t stream) {
+  SERVELAB_KERNEL_CHECK(n >= 0);
+  if (n == 0) return;
+  uint64_t key = seed ^ 0x5E1AB5E1AB5E1ABull;
+  key = Mix64(key + tensor * 0xD1B54A32D192ED03ull);
+  FillRandomKernel<<<GridFor(n), kThreads, 0, stream>>>(out, n, key, mean, stddev);
+  SERVELAB_CUDA_LAUNCH_CHECK();
+}
+
+void AddBias(bf16* x, const bf16* bias, int32_t rows, int32_t cols, cudaStream_t stream) {
+  SERVELAB_KERNEL_CHECK(rows >= 0 && cols > 0);
+  const int64_t n = int64_t{rows} * cols;
+  if (n == 0) return;
+  AddBiasKernel<<<GridFor(n), kThreads, 0, stream>>>(x, bias, n, cols);
+  SERVELAB_CUDA_LAUNCH_CHECK();
+}
+
+void GatherRows(bf16* out, const bf16* in, const int32_t* rows, int32_t num_rows, int32_t cols,
+                cudaStream_t stream) {
+  SERVELAB_KERNEL_CHECK(num_rows >= 0 && cols > 0);
+  if (num_rows == 0) return;
+  GatherRowsKernel<<<num_rows, kThreads, 0, stream>>>(out, in, rows, cols);
+  SERVELAB_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace servelab::engine_cuda
