@@ -1,0 +1,372 @@
+// CudaModelRunner against the CPU reference runner on small models with head_dim 64 (the
+// CUDA kernels' smallest): logits of prefill, chunked, mixed and decode steps agree to
+// bf16 accuracy; graph replays agree with eager steps; swap restores the cache; the
+// scheduler-driven engine keeps its greedy tokens under recompute and swap preemption;
+// the KV pool fills memory_utilization of the device. Without a device every test but
+// the argument checks reports SKIPPED with the reason.
+#include "engine/cuda/cuda_model_runner.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <tuple>
+
+#include "tests/engine/engine_drive.h"
+#include "tests/engine/test_files.h"
+#include "tests/engine/tiny_model.h"
+
+namespace servelab {
+namespace {
+
+using testing::LogitsNear;
+using testing::MakeRequest;
+using testing::Row;
+using testing::RunStep;
+using testing::Seq;
+using testing::TempDir;
+
+constexpr int32_t kVocab = 512;
+// bf16 weights, activations and KV against the f32 reference: about 2^-8 relative per
+// rounding, a few dozen roundings deep. 3% of the row's largest logit is an order of
+// magnitude above what two layers accumulate and far below what a wrong position, head or
+// block produces (those change logits by their whole scale).
+constexpr double kBf16Rel = 0.03;
+
+ModelConfig CudaTinyConfig(int32_t heads, int32_t kv_heads,
+                           ModelFamily family = ModelFamily::kLlama) {
+  ModelConfig c = testing::TinyConfig(kv_heads, family);
+  c.spec.num_attention_heads = heads;
+  c.spec.head_dim = 64;
+  c.spec.hidden_size = heads * 64;
+  c.spec.intermediate_size = 2 * heads * 64;
+  c.spec.vocab_size = kVocab;
+  c.spec.max_position_embeddings = 2048;
+  return c;
+}
+
+std::vector<int32_t> Tokens(int32_t n, int32_t salt) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) ids[i] = (i * 37 + salt * 101 + 5) % kVocab;
+  return ids;
+}
+
+std::vector<int32_t> Blocks(int32_t first, int32_t count, int32_t step = 1) {
+  std::vector<int32_t> b(static_cast<size_t>(count));
+  for (int32_t i = 0; i < count; ++i) b[i] = first + i * step;
+  return b;
+}
+
+std::unique_ptr<CudaModelRunner> MakeCudaRunner(std::shared_ptr<const ModelWeights> weights,
+                                                int32_t num_blocks, int32_t block_size,
+                                                bool graphs = true, int64_t swap_bytes = 0) {
+  CudaRunnerOptions options;
+  options.block_size = block_size;
+  options.num_blocks = num_blocks;
+  options.cuda_graphs = graphs;
+  options.max_num_seqs = 16;
+  options.max_num_batched_tokens = 1024;
+  options.swap_space_bytes = swap_bytes;
+  auto runner = CudaModelRunner::Create(std::move(weights), options);
+  EXPECT_TRUE(runner.ok()) << runner.status().message();
+  return runner.ok() ? std::move(*runner) : nullptr;
+}
+
+class CudaDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!CudaDeviceUsable(&why)) GTEST_SKIP() << why;
+  }
+};
+
+// (query heads, kv heads, family): GQA groups 1, 4 and 8, and Qwen2's q/k/v biases.
+using Shape = std::tuple<int32_t, int32_t, ModelFamily>;
+
+class CudaRunnerVsCpuTest : public ::testing::TestWithParam<Shape> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!CudaDeviceUsable(&why)) GTEST_SKIP() << why;
+    const auto [heads, kv_heads, family] = GetParam();
+    weights_ = testing::WriteAndLoad(CudaTinyConfig(heads, kv_heads, family), dir_.path(), 11, 1,
+                                     /*init_std=*/0.05);
+  }
+  TempDir dir_;
+  std::shared_ptr<const ModelWeights> weights_;
+};
+
+// Three requests through prefill, a mixed step (a chunk, a decode, a whole prompt), a step
+// with a padding member, then 40 greedy decode steps (graph replays, contexts crossing
+// block and 16-block boundaries); every step's logits against the CPU runner's.
+TEST_P(CudaRunnerVsCpuTest, LogitsMatchTheCpuRunnerStepByStep) {
+  constexpr int32_t kBlock = 16;
+  auto cpu = testing::MakeRunner(weights_, 48, kBlock);
+  auto gpu = MakeCudaRunner(weights_, 48, kBlock);
+  ASSERT_NE(gpu, nullptr);
+  TokenStore tokens;
+  tokens.AddPrompt(1, Tokens(70, 3));
+  tokens.AddPrompt(2, Tokens(40, 4));
+  tokens.AddPrompt(3, Tokens(33, 5));
+  Request a = MakeRequest(1, 70, Blocks(0, 12, 3));  // interleaved block ids
+  Request b = MakeRequest(2, 40, Blocks(1, 12, 3));
+  Request c = MakeRequest(3, 33, Blocks(2, 12, 3));
+  Request done = MakeRequest(4, 5, {});
+  ScheduledRequest padding{&done, 1, 9, false, true};
+  auto both = [&](std::vector<ScheduledRequest> seqs, const std::string& what) {
+    const std::vector<float> want = RunStep(*cpu, tokens, seqs);
+    const std::vector<float> got = RunStep(*gpu, tokens, seqs);
+    EXPECT_EQ(got.size(), want.size()) << what;
+    const size_t rows = want.size() / kVocab;
+    for (size_t r = 0; r < rows; ++r) {
+      EXPECT_TRUE(LogitsNear(Row(got, kVocab, static_cast<int32_t>(r)),
+                             Row(want, kVocab, static_cast<int32_t>(r)), kBf16Rel))
+          << what << ", row " << r;
+    }
+    return want;
+  };
+  both({Seq(b, 0, 40, true)}, "prefill");
+  tokens.Append(2, 7);
+  b.num_generated = 1;
+  both({Seq(a, 0, 48, false), Seq(b, 40, 1, true), Seq(c, 0, 33, true)}, "mixed");
+  EXPECT_FALSE(gpu->LastStepUsedGraph());
+  tokens.Append(2, 8);
+  tokens.Append(3, 9);
+  b.num_generated = 2;
+  c.num_generated = 1;
+  std::vector<float> last = both(
+      {Seq(b, 41, 1, true), padding, Seq(a, 48, 22, true), Seq(c, 33, 1, true)}, "padding");
+  // Greedy decode of all three (the CPU's argmax feeds both runners the same ids).
+  Request* order[] = {&b, &a, &c};
+  for (int32_t step = 0; step < 40; ++step) {
+    std::vector<ScheduledRequest> seqs;
+    for (int32_t i = 0; i < 3; ++i) {
+      Request& r = *order[i];
+      const int32_t next = testing::Argmax(Row(last, kVocab, i));
+      tokens.Append(r.id, next);
+      r.num_generated += 1;
+      seqs.push_back(Seq(r, r.NumTokens() - 1, 1, true));
+    }
+    last = both(seqs, "decode step " + std::to_string(step));
+    EXPECT_TRUE(gpu->LastStepUsedGraph()) << step;
+  }
+  EXPECT_GE(gpu->NumCapturedGraphs(), 1);
+}
+
+// One long prompt (1,300 tokens, in chunks of 256) then decodes: the decode kernel splits
+// the context into 512-token partitions and merges them.
+TEST_P(CudaRunnerVsCpuTest, LongContextSplitKvMatchesTheCpuRunner) {
+  constexpr int32_t kBlock = 16;
+  auto cpu = testing::MakeRunner(weights_, 100, kBlock);
+  auto gpu = MakeCudaRunner(weights_, 100, kBlock);
+  ASSERT_NE(gpu, nullptr);
+  TokenStore tokens;
+  tokens.AddPrompt(1, Tokens(1300, 7));
+  std::vector<int32_t> blocks = Blocks(0, 95);
+  std::reverse(blocks.begin(), blocks.end());  // a block table that is not the identity
+  Request r = MakeRequest(1, 1300, blocks);
+  std::vector<float> want, got;
+  for (int32_t done = 0; done < 1300; done += 256) {
+    const int32_t len = std::min(256, 1300 - done);
+    want = RunStep(*cpu, tokens, {Seq(r, done, len, done + len == 1300)});
+    got = RunStep(*gpu, tokens, {Seq(r, done, len, done + len == 1300)});
+  }
+  EXPECT_TRUE(LogitsNear(got, want, kBf16Rel));
+  for (int32_t i = 0; i < 8; ++i) {
+    tokens.Append(1, testing::Argmax(want));
+    r.num_generated += 1;
+    want = RunStep(*cpu, tokens, {Seq(r, r.NumTokens() - 1, 1, true)});
+    got = RunStep(*gpu, tokens, {Seq(r, r.NumTokens() - 1, 1, true)});
+    EXPECT_TRUE(LogitsNear(got, want, kBf16Rel)) << "decode " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaRunnerVsCpuTest,
+    ::testing::Values(Shape{4, 4, ModelFamily::kLlama}, Shape{4, 1, ModelFamily::kLlama},
+                      Shape{8, 1, ModelFamily::kLlama}, Shape{4, 2, ModelFamily::kQwen2}),
+    [](const ::testing::TestParamInfo<Shape>& info) {
+      return "heads" + std::to_string(std::get<0>(info.param)) + "_kv" +
+             std::to_string(std::get<1>(info.param)) + "_" +
+             std::string(ModelTypeName(std::get<2>(info.param)));
+    });
+
+class CudaRunnerTest : public CudaDeviceTest {
+ protected:
+  void SetUp() override {
+    CudaDeviceTest::SetUp();
+    if (IsSkipped()) return;
+    weights_ = testing::WriteAndLoad(CudaTinyConfig(4, 2), dir_.path(), 11, 1, 0.05);
+  }
+  TempDir dir_;
+  std::shared_ptr<const ModelWeights> weights_;
+};
+
+// Greedy decoding of 5 requests for 30 steps: replayed graphs (batch 5 padded to 8) and
+// eager steps give the same tokens and logits to bf16 accuracy (cuBLAS may pick another
+// algorithm for 8 rows than for 5), and device-side greedy equals the host's argmax.
+TEST_F(CudaRunnerTest, GraphReplayAgreesWithEagerSteps) {
+  auto graphed = MakeCudaRunner(weights_, 64, 16, /*graphs=*/true);
+  auto eager = MakeCudaRunner(weights_, 64, 16, /*graphs=*/false);
+  ASSERT_NE(graphed, nullptr);
+  ASSERT_NE(eager, nullptr);
+  TokenStore tokens;
+  std::vector<Request> requests;
+  for (int32_t i = 0; i < 5; ++i) {
+    tokens.AddPrompt(i, Tokens(20 + 9 * i, i));
+    requests.push_back(MakeRequest(i, 20 + 9 * i, Blocks(12 * i, 12)));
+  }
+  std::vector<ScheduledRequest> prefill;
+  for (Request& r : requests) prefill.push_back(Seq(r, 0, r.prompt_len, true));
+  std::vector<float> want = RunStep(*eager, tokens, prefill);
+  RunStep(*graphed, tokens, prefill);
+  for (int32_t step = 0; step < 30; ++step) {
+    StepPlan plan;
+    for (int32_t i = 0; i < 5; ++i) {
+      Request& r = requests[static_cast<size_t>(i)];
+      tokens.Append(r.id, testing::Argmax(Row(want, kVocab, i)));
+      r.num_generated += 1;
+      plan.seqs.push_back(Seq(r, r.NumTokens() - 1, 1, true));
+    }
+    plan.num_emitting = 5;
+    std::vector<float> got;
+    ASSERT_TRUE(graphed->Execute(plan, tokens, got).ok());
+    EXPECT_TRUE(graphed->LastStepUsedGraph());
+    std::vector<int32_t> ids;
+    const std::vector<double> uniforms(5, 0.5);
+    ASSERT_TRUE(eager->ExecuteAndSample(plan, tokens, SamplingParams{}, uniforms, ids).ok());
+    // The eager runner has now run this step; rerun it for its logits (same inputs, so the
+    // same KV is written again).
+    ASSERT_TRUE(eager->Execute(plan, tokens, want).ok());
+    EXPECT_FALSE(eager->LastStepUsedGraph());
+    ASSERT_EQ(ids.size(), 5u);
+    for (int32_t i = 0; i < 5; ++i) {
+      EXPECT_TRUE(LogitsNear(Row(got, kVocab, i), Row(want, kVocab, i), 0.01)) << step << "/" << i;
+      EXPECT_EQ(ids[static_cast<size_t>(i)], testing::Argmax(Row(want, kVocab, i)));
+    }
+  }
+}
+
+// Swap out a request's blocks, let another request overwrite them, swap them back into
+// other blocks: its next decode gives bit-identical logits to the run without swapping.
+TEST_F(CudaRunnerTest, SwapOutAndInRestoresTheCache) {
+  auto runner = MakeCudaRunner(weights_, 16, 16, true, int64_t{64} << 20);
+  auto reference = MakeCudaRunner(weights_, 16, 16, true, 0);
+  ASSERT_NE(runner, nullptr);
+  ASSERT_NE(reference, nullptr);
+  ASSERT_GT(runner->Capacity().num_cpu_blocks, 4);
+  TokenStore tokens;
+  tokens.AddPrompt(1, Tokens(40, 1));
+  tokens.AddPrompt(2, Tokens(45, 2));
+  Request a = MakeRequest(1, 40, {0, 1, 2});
+  RunStep(*runner, tokens, {Seq(a, 0, 40, true)});
+  RunStep(*reference, tokens, {Seq(a, 0, 40, true)});
+  runner->SwapOut(std::vector<BlockCopy>{{0, 3}, {1, 0}, {2, 4}});
+  Request b = MakeRequest(2, 45, {0, 1, 2});  // overwrites a's device blocks
+  RunStep(*runner, tokens, {Seq(b, 0, 45, true)});
+  runner->SwapIn(std::vector<BlockCopy>{{3, 5}, {0, 6}, {4, 7}});
+  a.block_table = {5, 6, 7};
+  tokens.Append(1, 17);
+  a.num_generated = 1;
+  const std::vector<float> got = RunStep(*runner, tokens, {Seq(a, 40, 1, true)});
+  a.block_table = {0, 1, 2};
+  const std::vector<float> want = RunStep(*reference, tokens, {Seq(a, 40, 1, true)});
+  EXPECT_EQ(got, want);
+}
+
+// The scheduler-driven engine (chunked prefill mixed with decodes, as the CPU engine's
+// tests): recompute and swap preemption keep the greedy tokens. bf16 re-prefill takes the
+// prefill kernel where the original took decode steps, so a near-tie may flip a token; one
+// request in eight may differ, no more.
+TEST_F(CudaRunnerTest, PreemptionKeepsTheGreedyTokensUnderTheScheduler) {
+  testing::RunOptions options;
+  options.backend.ignore_eos = true;
+  const testing::Outcome reference = testing::DriveEngine(MakeCudaRunner(weights_, 200, 4), options);
+  EXPECT_EQ(reference.preemptions, 0);
+  const testing::Outcome recomputed = testing::DriveEngine(MakeCudaRunner(weights_, 24, 4), options);
+  EXPECT_GT(recomputed.preemptions, 0);
+  EXPECT_GT(recomputed.reprefills, 0);
+  testing::RunOptions swap = options;
+  swap.preemption = PreemptionMode::kSwap;
+  const testing::Outcome swapped =
+      testing::DriveEngine(MakeCudaRunner(weights_, 24, 4, true, int64_t{16} << 20), swap);
+  EXPECT_GT(swapped.swap_steps, 0);
+  for (const testing::Outcome* o : {&reference, &recomputed, &swapped}) {
+    for (const auto& [id, sampled] : o->tokens) {
+      EXPECT_EQ(static_cast<int32_t>(sampled.size()), o->target.at(id)) << id;
+    }
+    EXPECT_EQ(o->tokens_left, 0u);
+  }
+  for (const testing::Outcome* o : {&recomputed, &swapped}) {
+    int32_t same = 0;
+    for (const auto& [id, sampled] : o->tokens) same += sampled == reference.tokens.at(id);
+    EXPECT_GE(same, 7);
+  }
+}
+
+// No num_blocks: the pool takes total x memory_utilization less what is already in use.
+TEST_F(CudaRunnerTest, PoolFillsMemoryUtilization) {
+  CudaRunnerOptions options;
+  options.block_size = 16;
+  options.memory_utilization = 0.3;
+  options.max_num_seqs = 8;
+  options.max_num_batched_tokens = 256;
+  auto runner = CudaModelRunner::Create(weights_, options);
+  ASSERT_TRUE(runner.ok()) << runner.status().message();
+  size_t free = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  const double used = static_cast<double>(total - free);
+  const double block = static_cast<double>((*runner)->Capacity().bytes_per_block);
+  EXPECT_EQ(block, 2.0 * 2 * 16 * 2 * 64 * 2);  // K and V, 2 layers, 16 tokens, 2 kv heads, bf16
+  EXPECT_LE(used, 0.3 * static_cast<double>(total) + block + (4 << 20));  // + page rounding
+  EXPECT_GE(used, 0.3 * static_cast<double>(total) - 2 * block - (64 << 20));
+  EXPECT_GT((*runner)->Capacity().num_gpu_blocks, 1000);
+}
+
+// Device-generated weights: the same seed gives bit-identical logits, another seed others.
+TEST_F(CudaRunnerTest, RandomWeightsAreSeeded) {
+  CudaRunnerOptions options;
+  options.num_blocks = 8;
+  options.max_num_seqs = 4;
+  options.max_num_batched_tokens = 64;
+  const ModelConfig config = CudaTinyConfig(4, 2);
+  auto logits_for = [&](uint64_t seed) {
+    auto runner = CudaModelRunner::CreateRandom(config, seed, 0.05, options);
+    EXPECT_TRUE(runner.ok()) << runner.status().message();
+    TokenStore tokens;
+    tokens.AddPrompt(1, Tokens(20, 1));
+    Request r = MakeRequest(1, 20, {0, 1});
+    return RunStep(**runner, tokens, {Seq(r, 0, 20, true)});
+  };
+  const std::vector<float> a = logits_for(5), b = logits_for(5), c = logits_for(6);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  double sum_sq = 0;
+  for (float x : a) sum_sq += static_cast<double>(x) * x;
+  EXPECT_GT(sum_sq, 0.0);  // not all zeros
+}
+
+// Shapes the kernels do not serve are refused before any device work (this runs without
+// a device too).
+TEST(CudaRunnerArgumentsTest, UnsupportedShapesAreClearErrors) {
+  CudaRunnerOptions options;
+  ModelConfig config = CudaTinyConfig(4, 2);
+  config.spec.head_dim = 16;
+  config.spec.hidden_size = 64;
+  auto runner = CudaModelRunner::CreateRandom(config, 1, 0.02, options);
+  ASSERT_FALSE(runner.ok());
+  EXPECT_EQ(runner.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(runner.status().message().find("head_dim 16"), std::string::npos)
+      << runner.status().message();
+  config = CudaTinyConfig(16, 1);  // 16 query heads per KV head
+  runner = CudaModelRunner::CreateRandom(config, 1, 0.02, options);
+  ASSERT_FALSE(runner.ok());
+  EXPECT_NE(runner.status().message().find("at most 8"), std::string::npos);
+  options.memory_utilization = 1.5;
+  runner = CudaModelRunner::CreateRandom(CudaTinyConfig(4, 2), 1, 0.02, options);
+  ASSERT_FALSE(runner.ok());
+  EXPECT_NE(runner.status().message().find("memory_utilization"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace servelab
