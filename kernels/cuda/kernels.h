@@ -79,4 +79,17 @@ void GreedySample(int32_t* token_ids, const bf16* logits, int32_t num_tokens, in
 void GreedySample(int32_t* token_ids, const float* logits, int32_t num_tokens, int32_t vocab_size,
                   cudaStream_t stream);
 
+// Top-p (nucleus) sampling with temperature and top-k, one draw per row: the rule of
+// ../top_p_sample.h (fixed-point weights, ties kept whole, inverse CDF in id order), and the
+// same token as cpu::TopPSample for the same inputs (bf16 logits: the twin given their f32
+// values). Rows with invalid parameters (the twin's CHECKs) trap.
+//   token_ids: [num_rows], int32, written; logits: [num_rows, vocab_size];
+//   temperatures, top_ps: [num_rows], f32; top_ks: [num_rows], int32; uniforms: [num_rows], f64
+void TopPSample(int32_t* token_ids, const bf16* logits, const float* temperatures,
+                const int32_t* top_ks, const float* top_ps, const double* uniforms,
+                int32_t num_rows, int32_t vocab_size, cudaStream_t stream);
+void TopPSample(int32_t* token_ids, const float* logits, const float* temperatures,
+                const int32_t* top_ks, const float* top_ps, const double* uniforms,
+                int32_t num_rows, int32_t vocab_size, cudaStream_t stream);
+
 }  // namespace servelab::kernels::cuda
