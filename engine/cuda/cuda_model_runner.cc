@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -23,7 +24,10 @@ namespace {
 namespace kcuda = kernels::cuda;
 using bf16 = __nv_bfloat16;
 
+// Also clears the thread's last error: a handled failure (out of memory, a failed capture)
+// must not abort the next kernel launch's check, which peeks at it.
 Status CudaError(cudaError_t err, const std::string& what) {
+  cudaGetLastError();
   return Internal("cuda runner: " + what + ": " + cudaGetErrorString(err));
 }
 
@@ -178,6 +182,10 @@ struct CudaModelRunner::Impl {
   float* logits = nullptr;            // [max_seqs, vocab]
   int32_t* sampled = nullptr;         // [max_seqs] device
   int32_t* sampled_host = nullptr;    // [max_seqs] pinned
+  // TopPSample's per-row inputs: uniforms (f64), temperatures, top_ps (f32), top_ks (i32);
+  // device, and a pinned staging copy of the same layout.
+  unsigned char* sample_inputs = nullptr;
+  unsigned char* sample_staging = nullptr;
   float* decode_workspace = nullptr;
   size_t decode_workspace_bytes = 0;
   unsigned char* meta = nullptr;      // device metadata, MetaLayout at max sizes
@@ -226,7 +234,17 @@ struct CudaModelRunner::Impl {
   void Gemm(const bf16* x, int32_t rows, const bf16* w, int32_t out, int32_t in, void* y,
             cudaDataType_t y_type);
   void Forward(const ForwardShape& shape);
-  Status RunStep(const StepPlan& plan, const TokenStore& tokens, bool sample_greedy);
+  // sample: nullptr = logits only; else greedy (temperature <= 0) or TopPSample with
+  // `uniforms` as the draws, token ids into sampled_host.
+  Status RunStep(const StepPlan& plan, const TokenStore& tokens, const SamplingParams* sample,
+                 std::span<const double> uniforms);
+  Status RunStepUnsynced(const StepPlan& plan, const TokenStore& tokens,
+                         const SamplingParams* sample, std::span<const double> uniforms);
+  // Uploads the pack as `rows` tokens and `seqs` seqs with block tables `stride` apart;
+  // fills `f` with the sizes and the device addresses.
+  Status Stage(int32_t rows, int32_t seqs, int32_t stride, ForwardShape& f);
+  Status Capture(const ForwardShape& f, cudaGraphExec_t* exec);
+  Status SampleTopP(int32_t rows, const SamplingParams& params, std::span<const double> uniforms);
   Status Finish(const std::string& what);
   void CopyBlocks(std::span<const BlockCopy> copies, bool to_host);
 };
@@ -378,6 +396,8 @@ Status CudaModelRunner::Impl::AllocateWorkingSet() {
   SERVELAB_RETURN_IF_ERROR(Alloc(logits, int64_t{max_seqs} * s.vocab_size, "logits"));
   SERVELAB_RETURN_IF_ERROR(Alloc(sampled, max_seqs, "sampled ids"));
   SERVELAB_RETURN_IF_ERROR(AllocPinned(sampled_host, max_seqs, "sampled ids"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(sample_inputs, int64_t{max_seqs} * 20, "sampling inputs"));
+  SERVELAB_RETURN_IF_ERROR(AllocPinned(sample_staging, int64_t{max_seqs} * 20, "sampling inputs"));
   const std::vector<float> freqs = ModelRopeInvFreq(config);
   SERVELAB_RETURN_IF_ERROR(Alloc(inv_freq, static_cast<int64_t>(freqs.size()), "inv_freq"));
   SERVELAB_CUDA_RETURN(cudaMemcpy(inv_freq, freqs.data(), freqs.size() * sizeof(float),
@@ -421,7 +441,11 @@ Status CudaModelRunner::Impl::AllocateKvPools() {
   }
   capacity.num_gpu_blocks = static_cast<int32_t>(blocks);
   bf16* pool = nullptr;
-  SERVELAB_RETURN_IF_ERROR(Alloc(pool, 2 * layer_count * blocks * block_elems, "the KV cache"));
+  const int64_t pool_elems = 2 * layer_count * blocks * block_elems;
+  SERVELAB_RETURN_IF_ERROR(Alloc(pool, pool_elems, "the KV cache"));
+  // Zeros, not whatever the allocation held: graph padding rows read block 0.
+  SERVELAB_CUDA_RETURN(cudaMemsetAsync(pool, 0, static_cast<size_t>(pool_elems) * sizeof(bf16), stream),
+                       "clearing the KV cache");
   for (int64_t l = 0; l < layer_count; ++l) {
     k_cache.push_back(pool + (2 * l) * blocks * block_elems);
     v_cache.push_back(pool + (2 * l + 1) * blocks * block_elems);
@@ -437,6 +461,9 @@ Status CudaModelRunner::Impl::AllocateKvPools() {
       host_v.push_back(host + (2 * l + 1) * capacity.num_cpu_blocks * block_elems);
     }
   }
+  // Weight uploads (synchronous copies on the legacy stream) and the fills above on
+  // `stream`: all done before the first step, whose stream does not wait for the former.
+  SERVELAB_CUDA_RETURN(cudaDeviceSynchronize(), "finishing the runner's set-up");
   return Status::Ok();
 }
 
@@ -544,9 +571,113 @@ Status CudaModelRunner::Impl::Finish(const std::string& what) {
   return Status::Ok();
 }
 
+Status CudaModelRunner::Impl::SampleTopP(int32_t rows, const SamplingParams& params,
+                                         std::span<const double> uniforms) {
+  SERVELAB_CHECK(static_cast<int32_t>(uniforms.size()) == rows && rows <= max_seqs);
+  if (rows == 0) return Status::Ok();
+  const size_t n = static_cast<size_t>(max_seqs);
+  auto* u = reinterpret_cast<double*>(sample_staging);
+  auto* temperature = reinterpret_cast<float*>(sample_staging + 8 * n);
+  auto* top_p = reinterpret_cast<float*>(sample_staging + 12 * n);
+  auto* top_k = reinterpret_cast<int32_t*>(sample_staging + 16 * n);
+  for (int32_t i = 0; i < rows; ++i) {
+    u[i] = uniforms[static_cast<size_t>(i)];
+    temperature[i] = params.temperature;
+    top_p[i] = params.top_p;
+    top_k[i] = params.top_k;
+  }
+  SERVELAB_CUDA_RETURN(cudaMemcpyAsync(sample_inputs, sample_staging, 20 * n,
+                                       cudaMemcpyHostToDevice, stream),
+                       "uploading sampling inputs");
+  kcuda::TopPSample(sampled, logits, reinterpret_cast<const float*>(sample_inputs + 8 * n),
+                    reinterpret_cast<const int32_t*>(sample_inputs + 16 * n),
+                    reinterpret_cast<const float*>(sample_inputs + 12 * n),
+                    reinterpret_cast<const double*>(sample_inputs), rows, spec().vocab_size,
+                    stream);
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::Stage(int32_t rows, int32_t seqs, int32_t stride,
+                                    ForwardShape& f) {
+  const MetaLayout layout(rows, seqs, stride, pack.NumEmitting());
+  Put(staging, layout.token_ids, pack.token_ids);
+  Put(staging, layout.positions, pack.positions);
+  Put(staging, layout.slot_mapping, pack.slot_mapping);
+  Put(staging, layout.query_start_loc, pack.query_start_loc);
+  Put(staging, layout.context_lens, pack.context_lens);
+  Put(staging, layout.emit_rows, pack.emit_rows);
+  // Block tables at `stride` entries per seq (the pack's are max_blocks apart); rows past
+  // the pack's seqs (graph padding) point at block 0.
+  auto* tables = reinterpret_cast<int32_t*>(staging + layout.block_tables);
+  std::fill_n(tables, static_cast<size_t>(seqs) * static_cast<size_t>(stride), 0);
+  for (int32_t r = 0; r < pack.num_seqs; ++r) {
+    std::copy_n(pack.block_tables.begin() + static_cast<std::ptrdiff_t>(r) * pack.block_table_stride,
+                pack.max_blocks, tables + static_cast<std::ptrdiff_t>(r) * stride);
+  }
+  SERVELAB_CUDA_RETURN(cudaMemcpyAsync(meta, staging, layout.bytes, cudaMemcpyHostToDevice, stream),
+                       "uploading the step");
+  f.tokens = rows;
+  f.seqs = seqs;
+  f.emitting = pack.NumEmitting();
+  f.max_query_len = pack.max_query_len;
+  f.max_context_len = pack.max_context_len;
+  f.block_table_stride = stride;
+  f.decode_attention = pack.AllSingleToken();
+  f.token_ids = reinterpret_cast<const int32_t*>(meta + layout.token_ids);
+  f.positions = reinterpret_cast<const int32_t*>(meta + layout.positions);
+  f.slot_mapping = reinterpret_cast<const int64_t*>(meta + layout.slot_mapping);
+  f.query_start_loc = reinterpret_cast<const int32_t*>(meta + layout.query_start_loc);
+  f.context_lens = reinterpret_cast<const int32_t*>(meta + layout.context_lens);
+  f.block_tables = reinterpret_cast<const int32_t*>(meta + layout.block_tables);
+  f.emit_rows = reinterpret_cast<const int32_t*>(meta + layout.emit_rows);
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::Capture(const ForwardShape& f, cudaGraphExec_t* exec) {
+  // One eager pass first: lazily loaded kernels and cuBLAS's heuristics settle outside the
+  // capture (it recomputes this step's KV, writing the same values again).
+  Forward(f);
+  SERVELAB_RETURN_IF_ERROR(std::exchange(forward_error, Status::Ok()));
+  cudaGraph_t graph = nullptr;
+  SERVELAB_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                       "beginning a graph capture");
+  Forward(f);
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  if (end != cudaSuccess) return CudaError(end, "capturing the decode graph");
+  if (!forward_error.ok()) {
+    cudaGraphDestroy(graph);
+    return std::exchange(forward_error, Status::Ok());
+  }
+  const cudaError_t inst = cudaGraphInstantiate(exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (inst != cudaSuccess) return CudaError(inst, "instantiating the decode graph");
+  return Status::Ok();
+}
+
 Status CudaModelRunner::Impl::RunStep(const StepPlan& plan, const TokenStore& tokens,
-                                      bool sample_greedy) {
+                                      const SamplingParams* sample,
+                                      std::span<const double> uniforms) {
+  forward_error = Status::Ok();
+  Status status = RunStepUnsynced(plan, tokens, sample, uniforms);
+  if (!status.ok()) {
+    // Leave nothing in flight (the pinned staging is reused) and clear a non-sticky error
+    // so the next launch check does not see it.
+    cudaStreamSynchronize(stream);
+    cudaGetLastError();
+  }
+  return status;
+}
+
+Status CudaModelRunner::Impl::RunStepUnsynced(const StepPlan& plan, const TokenStore& tokens,
+                                              const SamplingParams* sample,
+                                              std::span<const double> uniforms) {
+  SERVELAB_CUDA_RETURN(cudaSetDevice(options.device), "cudaSetDevice");
   if (!pending.ok()) return std::exchange(pending, Status::Ok());
+  const bool greedy = sample != nullptr && sample->temperature <= 0.0f;
+  const bool top_p = sample != nullptr && !greedy;
+  if (top_p && !(sample->top_p > 0.0f && sample->top_p <= 1.0f && sample->top_k >= 0)) {
+    return InvalidArgument("cuda runner: sampling needs top_p in (0, 1] and top_k >= 0");
+  }
   last_step_used_graph = false;
   pack.Build(plan, tokens, capacity.block_size);
   const int32_t T = pack.NumTokens(), S = pack.num_seqs, E = pack.NumEmitting();
@@ -563,104 +694,38 @@ Status CudaModelRunner::Impl::RunStep(const StepPlan& plan, const TokenStore& to
                     std::to_string(max_model_len) + ")");
   }
   if (T == 0) return Status::Ok();
-  const bool pure_decode = pack.AllSingleToken() && E == S;
-  if (pure_decode && options.cuda_graphs) {
-    // Padded to the graph's batch and context bucket: padding rows read block 0 at context
-    // 1, write no KV (slot -1) and their logits are ignored.
+  ForwardShape f;
+  if (pack.AllSingleToken() && E == S && options.cuda_graphs) {
+    // Pure decode: replay the graph of its padded batch and context bucket. Padding rows
+    // read block 0 at context 1, write no KV (slot -1), and their logits are ignored.
     const int32_t B = std::min(PaddedBatch(S), max_seqs);
     const int32_t bucket = ContextBucket(pack.max_context_len, max_model_len);
-    const auto stride = static_cast<int32_t>((bucket + capacity.block_size - 1) / capacity.block_size);
-    const MetaLayout layout(B, B, stride, B);
+    const int32_t stride = (bucket + capacity.block_size - 1) / capacity.block_size;
     pack.token_ids.resize(static_cast<size_t>(B), 0);
     pack.positions.resize(static_cast<size_t>(B), 0);
     pack.slot_mapping.resize(static_cast<size_t>(B), -1);
     for (int32_t i = S + 1; i <= B; ++i) pack.query_start_loc.push_back(i);
     pack.context_lens.resize(static_cast<size_t>(B), 1);
-    // Re-stride the block tables (the pack's stride is this step's max_blocks).
-    std::vector<int32_t> tables(static_cast<size_t>(B) * stride, 0);
-    for (int32_t r = 0; r < S; ++r) {
-      std::copy_n(pack.block_tables.begin() + static_cast<std::ptrdiff_t>(r) * pack.block_table_stride,
-                  pack.max_blocks, tables.begin() + static_cast<std::ptrdiff_t>(r) * stride);
-    }
-    Put(staging, layout.token_ids, pack.token_ids);
-    Put(staging, layout.positions, pack.positions);
-    Put(staging, layout.slot_mapping, pack.slot_mapping);
-    Put(staging, layout.query_start_loc, pack.query_start_loc);
-    Put(staging, layout.context_lens, pack.context_lens);
-    Put(staging, layout.block_tables, tables);
-    SERVELAB_CUDA_RETURN(cudaMemcpyAsync(meta, staging, layout.bytes, cudaMemcpyHostToDevice, stream),
-                         "uploading the step");
-    const std::pair<int32_t, int32_t> key{B, bucket};
-    auto it = graphs.find(key);
+    SERVELAB_RETURN_IF_ERROR(Stage(B, B, stride, f));
+    f.emitting = B;
+    f.max_context_len = bucket;  // baked into the graph: the partition count
+    f.emit_all_rows = true;
+    f.sample_greedy = true;      // cheap; read only when the caller samples greedily
+    auto it = graphs.find({B, bucket});
     if (it == graphs.end()) {
-      ForwardShape f;
-      f.tokens = f.seqs = f.emitting = B;
-      f.max_query_len = 1;
-      f.max_context_len = bucket;
-      f.block_table_stride = stride;
-      f.decode_attention = true;
-      f.emit_all_rows = true;
-      f.sample_greedy = true;  // cheap; ignored when the caller wants logits
-      f.token_ids = reinterpret_cast<const int32_t*>(meta + layout.token_ids);
-      f.positions = reinterpret_cast<const int32_t*>(meta + layout.positions);
-      f.slot_mapping = reinterpret_cast<const int64_t*>(meta + layout.slot_mapping);
-      f.query_start_loc = reinterpret_cast<const int32_t*>(meta + layout.query_start_loc);
-      f.context_lens = reinterpret_cast<const int32_t*>(meta + layout.context_lens);
-      f.block_tables = reinterpret_cast<const int32_t*>(meta + layout.block_tables);
-      cudaGraph_t graph = nullptr;
-      SERVELAB_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
-                           "beginning a graph capture");
-      Forward(f);
-      const cudaError_t end = cudaStreamEndCapture(stream, &graph);
-      if (end != cudaSuccess) return CudaError(end, "capturing the decode graph");
-      if (!forward_error.ok()) {
-        cudaGraphDestroy(graph);
-        return std::exchange(forward_error, Status::Ok());
-      }
       cudaGraphExec_t exec = nullptr;
-      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-      cudaGraphDestroy(graph);
-      if (inst != cudaSuccess) return CudaError(inst, "instantiating the decode graph");
-      it = graphs.emplace(key, exec).first;
+      SERVELAB_RETURN_IF_ERROR(Capture(f, &exec));
+      it = graphs.emplace(std::pair{B, bucket}, exec).first;
     }
     SERVELAB_CUDA_RETURN(cudaGraphLaunch(it->second, stream), "launching the decode graph");
     last_step_used_graph = true;
-    if (sample_greedy) {
-      SERVELAB_CUDA_RETURN(cudaMemcpyAsync(sampled_host, sampled, sizeof(int32_t) * E,
-                                           cudaMemcpyDeviceToHost, stream),
-                           "downloading sampled ids");
-    }
-    return Status::Ok();
+  } else {
+    SERVELAB_RETURN_IF_ERROR(Stage(T, S, pack.block_table_stride, f));
+    f.sample_greedy = greedy;
+    Forward(f);
   }
-  const MetaLayout layout(T, S, pack.block_table_stride, E);
-  Put(staging, layout.token_ids, pack.token_ids);
-  Put(staging, layout.positions, pack.positions);
-  Put(staging, layout.slot_mapping, pack.slot_mapping);
-  Put(staging, layout.query_start_loc, pack.query_start_loc);
-  Put(staging, layout.context_lens, pack.context_lens);
-  Put(staging, layout.block_tables, pack.block_tables);
-  Put(staging, layout.emit_rows, pack.emit_rows);
-  SERVELAB_CUDA_RETURN(cudaMemcpyAsync(meta, staging, layout.bytes, cudaMemcpyHostToDevice, stream),
-                       "uploading the step");
-  ForwardShape f;
-  f.tokens = T;
-  f.seqs = S;
-  f.emitting = E;
-  f.max_query_len = pack.max_query_len;
-  f.max_context_len = pack.max_context_len;
-  f.block_table_stride = pack.block_table_stride;
-  f.decode_attention = pack.AllSingleToken();
-  f.emit_all_rows = false;
-  f.sample_greedy = sample_greedy;
-  f.token_ids = reinterpret_cast<const int32_t*>(meta + layout.token_ids);
-  f.positions = reinterpret_cast<const int32_t*>(meta + layout.positions);
-  f.slot_mapping = reinterpret_cast<const int64_t*>(meta + layout.slot_mapping);
-  f.query_start_loc = reinterpret_cast<const int32_t*>(meta + layout.query_start_loc);
-  f.context_lens = reinterpret_cast<const int32_t*>(meta + layout.context_lens);
-  f.block_tables = reinterpret_cast<const int32_t*>(meta + layout.block_tables);
-  f.emit_rows = reinterpret_cast<const int32_t*>(meta + layout.emit_rows);
-  Forward(f);
-  if (sample_greedy && E > 0) {
+  if (top_p) SERVELAB_RETURN_IF_ERROR(SampleTopP(E, *sample, uniforms));
+  if (sample != nullptr && E > 0) {
     SERVELAB_CUDA_RETURN(cudaMemcpyAsync(sampled_host, sampled, sizeof(int32_t) * E,
                                          cudaMemcpyDeviceToHost, stream),
                          "downloading sampled ids");
@@ -670,6 +735,8 @@ Status CudaModelRunner::Impl::RunStep(const StepPlan& plan, const TokenStore& to
 
 void CudaModelRunner::Impl::CopyBlocks(std::span<const BlockCopy> copies, bool to_host) {
   if (copies.empty()) return;
+  const cudaError_t device_err = cudaSetDevice(options.device);
+  if (device_err != cudaSuccess && pending.ok()) pending = CudaError(device_err, "cudaSetDevice");
   const size_t bytes = static_cast<size_t>(block_elems) * sizeof(bf16);
   const int32_t src_blocks = to_host ? capacity.num_gpu_blocks : capacity.num_cpu_blocks;
   const int32_t dst_blocks = to_host ? capacity.num_cpu_blocks : capacity.num_gpu_blocks;
@@ -793,7 +860,7 @@ void CudaModelRunner::SwapIn(std::span<const BlockCopy> copies) {
 Status CudaModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
                                 std::vector<float>& logits) {
   Impl& r = *impl_;
-  SERVELAB_RETURN_IF_ERROR(r.RunStep(plan, tokens, /*sample_greedy=*/false));
+  SERVELAB_RETURN_IF_ERROR(r.RunStep(plan, tokens, /*sample=*/nullptr, {}));
   const auto rows = static_cast<size_t>(r.pack.NumEmitting());
   const auto vocab = static_cast<size_t>(r.spec().vocab_size);
   logits.resize(rows * vocab);
@@ -805,17 +872,14 @@ Status CudaModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
   return r.Finish("a step");
 }
 
-bool CudaModelRunner::SamplesOnDevice(const SamplingParams& params) const {
-  return params.temperature <= 0.0f;
-}
+bool CudaModelRunner::SamplesOnDevice(const SamplingParams& /*params*/) const { return true; }
 
 Status CudaModelRunner::ExecuteAndSample(const StepPlan& plan, const TokenStore& tokens,
                                          const SamplingParams& params,
-                                         std::span<const double> /*uniforms*/,
+                                         std::span<const double> uniforms,
                                          std::vector<int32_t>& token_ids) {
-  SERVELAB_CHECK(SamplesOnDevice(params));
   Impl& r = *impl_;
-  SERVELAB_RETURN_IF_ERROR(r.RunStep(plan, tokens, /*sample_greedy=*/true));
+  SERVELAB_RETURN_IF_ERROR(r.RunStep(plan, tokens, &params, uniforms));
   SERVELAB_RETURN_IF_ERROR(r.Finish("a step"));
   const int32_t rows = r.pack.NumEmitting();
   token_ids.assign(r.sampled_host, r.sampled_host + rows);

@@ -70,8 +70,12 @@ class CudaModelRunner final : public ModelRunner {
   void SwapIn(std::span<const BlockCopy> copies) override;
   Status Execute(const StepPlan& plan, const TokenStore& tokens,
                  std::vector<float>& logits) override;
-  // Greedy sampling runs on the device (only token ids come back); temperature > 0 uses
-  // the host sampler over downloaded logits.
+  // Sampling runs on the device; only token ids come back. temperature <= 0: GreedySample
+  // (argmax, lowest id on ties: the host Sampler's tokens). Otherwise TopPSample with each
+  // seq's uniform draw: the rule of kernels/top_p_sample.h (fixed-point weights, tie
+  // groups kept whole, inverse CDF in id order), which keeps the same token sets as the
+  // host Sampler but walks them in another order, so its draws differ token by token
+  // while following the same distribution.
   bool SamplesOnDevice(const SamplingParams& params) const override;
   Status ExecuteAndSample(const StepPlan& plan, const TokenStore& tokens,
                           const SamplingParams& params, std::span<const double> uniforms,

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# Device check for the CUDA kernels (issue 5), one call on the H200 machine, ~8 minutes max:
-#   1. configure + build in Release for sm_90 (the whole project; if its host libraries are
-#      missing there, the kernels-only project beside this script),
-#   2. run the CUDA kernel tests (each kernel against its CPU twin),
-#   3. run the decode-attention benchmark (GB/s against a device-to-device copy).
-# Everything goes to $OUT (logs, test XML, benchmark CSV, summary.txt); the short table is
+# The device check for the CUDA path (issue 5): one call on the H200 machine, under 8 minutes.
+#   1. configure + build in Release for sm_90: the whole project if it configures there,
+#      else the GPU build beside this script (core, kernels, engine, CUDA runner, tests,
+#      benchmarks; header-only deps and GoogleTest carried in <repo>/.gpu_deps);
+#   2. the CUDA tests: every kernel against its CPU twin (cuda_kernels_test,
+#      cuda_sampling_test), the CUDA runner against the CPU runner (cuda_model_runner_test);
+#   3. the kernel benchmark (decode attention GB/s against a device-to-device copy, prefill
+#      attention TFLOP/s) and the engine benchmark (Llama-3-8B decode step time against its
+#      memory floor, prefill TFLOP/s);
+#   4. when a servelab CLI was carried (.gpu_deps/bin, from prepare.sh): experiments/
+#      engine_cuda.yaml on the real engine and on the simulator, side by side.
+# Everything goes to $OUT: logs, test XML, benchmark CSVs, summary.txt; the short table is
 # printed last. Exits non-zero if the build or any test fails, after writing what it has.
-# GoogleTest for the fallback: installed, or sources at $SERVELAB_GTEST_SOURCE or
-# <repo>/.gpu_deps/googletest (carry that path; copy it from /usr/src/googletest here).
+#
+# Prepare here first: bash experiments/gpu/prepare.sh (after building ./build with CUDA).
+# Run: the device tool's `run`, carrying .gpu_deps, command `bash experiments/gpu/check.sh`,
+# timeout about 540 s (leaves room for a rerun in the 15-minute budget).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-$ROOT/build-gpu-out}
 BUILD=${BUILD:-/tmp/servelab-gpu-build}
-JOBS=${JOBS:-16}
+JOBS=${JOBS:-$(nproc)}
 mkdir -p "$OUT"
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
@@ -22,57 +30,97 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 
 { nvidia-smi; nvcc --version; cmake --version; } >"$OUT/environment.txt" 2>&1
-note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+note "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
 
+TARGETS=(kernels_cuda_kernels_test kernels_cuda_sampling_test engine_cuda_model_runner_test
+         cuda_kernels_benchmark cuda_engine_benchmark)
 SECONDS=0
-TEST_BIN=$BUILD/full/tests/kernels_cuda_kernels_test
-BENCH_BIN=$BUILD/full/bench/cuda_kernels_benchmark
-if timeout 120 cmake -S "$ROOT" -B "$BUILD/full" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+if timeout 90 cmake -S "$ROOT" -B "$BUILD/full" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DSERVELAB_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1; then
   note "configured the whole project"
-  timeout 360 cmake --build "$BUILD/full" -j "$JOBS" --target kernels_cuda_kernels_test \
-      cuda_kernels_benchmark >"$OUT/build.log" 2>&1 || { note "BUILD FAILED (build.log)"; status=1; }
+  BIN=$BUILD/full
+  TESTS=$BIN/tests
+  BENCH=$BIN/bench
 else
-  note "whole project did not configure here (configure.log); kernels-only build"
-  GTEST_SRC=${SERVELAB_GTEST_SOURCE:-$ROOT/.gpu_deps/googletest}
-  TEST_BIN=$BUILD/kernels/kernels_cuda_kernels_test
-  BENCH_BIN=$BUILD/kernels/cuda_kernels_benchmark
-  if timeout 120 cmake -S "$ROOT/experiments/gpu" -B "$BUILD/kernels" "${GEN[@]}" \
-      -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-      -DSERVELAB_GTEST_SOURCE="$GTEST_SRC" >>"$OUT/configure.log" 2>&1; then
-    timeout 360 cmake --build "$BUILD/kernels" -j "$JOBS" >"$OUT/build.log" 2>&1 ||
-      { note "BUILD FAILED (build.log)"; status=1; }
-  else
-    note "CONFIGURE FAILED (configure.log)"; status=1
-  fi
+  note "the whole project does not configure here (configure.log): GPU build"
+  BIN=$BUILD/gpu
+  TESTS=$BIN
+  BENCH=$BIN
+  timeout 90 cmake -S "$ROOT/experiments/gpu" -B "$BIN" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CUDA_ARCHITECTURES=90 >>"$OUT/configure.log" 2>&1 ||
+    { note "CONFIGURE FAILED (configure.log)"; status=1; }
 fi
+timeout 300 cmake --build "$BIN" -j "$JOBS" --target "${TARGETS[@]}" >"$OUT/build.log" 2>&1 ||
+  { note "BUILD FAILED (build.log; tail below)"; tail -30 "$OUT/build.log" | tee -a "$SUMMARY"; status=1; }
 note "build: ${SECONDS}s"
 
-if [[ -x $TEST_BIN ]]; then
+# Runs one test binary; counts what passed, failed and was skipped (a skip on the device
+# machine is a failure: every CUDA test must run there).
+run_tests() {
+  local name=$1 bin=$2 limit=$3
+  if [[ ! -x $bin ]]; then note "$name: NO BINARY"; status=1; return; fi
   SECONDS=0
-  timeout 180 "$TEST_BIN" --gtest_output=xml:"$OUT/cuda_kernels_test.xml" >"$OUT/tests.log" 2>&1
-  rc=$?
-  passed=$(grep -c '^\[       OK \]' "$OUT/tests.log")
-  failed=$(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/tests.log")
-  skipped=$(grep -c '^\[  SKIPPED \]' "$OUT/tests.log")
-  note "tests: rc $rc, $passed passed, $failed failed lines, $skipped skipped, ${SECONDS}s"
+  timeout "$limit" "$bin" --gtest_output=xml:"$OUT/$name.xml" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  local passed failed skipped
+  passed=$(grep -c '^\[       OK \]' "$OUT/$name.log")
+  failed=$(grep -c '^\[  FAILED  \] [A-Za-z].*(' "$OUT/$name.log")
+  skipped=$(grep -c '^\[  SKIPPED \] [A-Za-z].*(' "$OUT/$name.log")
+  note "$name: rc $rc, $passed passed, $failed failed, $skipped skipped, ${SECONDS}s"
   if [[ $rc -ne 0 ]]; then
     status=1
-    grep -E 'FAILED|Failure|CHECK failed|error' "$OUT/tests.log" | head -20 | tee -a "$SUMMARY"
+    grep -E '^\[  FAILED  \]|Failure|CHECK failed|error|Expected|Which is|max \|diff\|' \
+      "$OUT/$name.log" | head -25 | tee -a "$SUMMARY"
   fi
-  [[ $skipped -gt 0 ]] && { note "TESTS SKIPPED on the device machine"; status=1; }
-else
-  note "NO TEST BINARY"; status=1
-fi
+  [[ $skipped -gt 0 ]] && { note "$name: TESTS SKIPPED on the device machine"; status=1; }
+}
+run_tests cuda_kernels_test "$TESTS/kernels_cuda_kernels_test" 120
+run_tests cuda_sampling_test "$TESTS/kernels_cuda_sampling_test" 60
+run_tests cuda_model_runner_test "$TESTS/engine_cuda_model_runner_test" 120
 
-if [[ -x $BENCH_BIN ]]; then
+run_bench() {
+  local name=$1 bin=$2 limit=$3
+  if [[ ! -x $bin ]]; then note "$name: NO BINARY"; status=1; return; fi
   SECONDS=0
-  timeout 150 "$BENCH_BIN" "$OUT/decode_attention.csv" >"$OUT/benchmark.log" 2>&1 ||
-    { note "BENCHMARK FAILED (benchmark.log)"; status=1; }
-  note "benchmark: ${SECONDS}s"
-  cat "$OUT/benchmark.log" >>"$SUMMARY"
+  timeout "$limit" "$bin" "$OUT/$name.csv" >"$OUT/$name.log" 2>&1 ||
+    { note "$name FAILED (rc $?, $name.log)"; status=1; }
+  note "$name: ${SECONDS}s"
+  cat "$OUT/$name.log" >>"$SUMMARY"
+}
+run_bench cuda_kernels_benchmark "$BENCH/cuda_kernels_benchmark" 120
+run_bench cuda_engine_benchmark "$BENCH/cuda_engine_benchmark" 150
+
+SERVELAB=$ROOT/.gpu_deps/bin/servelab
+if [[ -x $SERVELAB ]]; then
+  export LD_LIBRARY_PATH=$ROOT/.gpu_deps/lib:${LD_LIBRARY_PATH:-}
+  SECONDS=0
+  timeout 150 "$SERVELAB" run "$ROOT/experiments/engine_cuda.yaml" --out "$OUT/engine_cuda" \
+      >"$OUT/engine_cuda.log" 2>&1 || { note "engine_cuda run FAILED (engine_cuda.log)"; status=1; }
+  timeout 60 "$SERVELAB" run "$ROOT/experiments/engine_cuda.yaml" --set backend=sim \
+      --out "$OUT/engine_cuda_sim" >"$OUT/engine_cuda_sim.log" 2>&1 ||
+    { note "engine_cuda sim run FAILED (engine_cuda_sim.log)"; status=1; }
+  note "engine vs simulator: ${SECONDS}s"
+  python3 - "$OUT/engine_cuda/summary.json" "$OUT/engine_cuda_sim/summary.json" \
+      >>"$SUMMARY" 2>&1 <<'PY' || true
+import json, sys
+engine, sim = (json.load(open(p)) for p in sys.argv[1:3])
+rows = [("throughput req/s", lambda d: d["request_throughput"]),
+        ("output tok/s", lambda d: d["output_throughput"]),
+        ("TTFT p50 ms", lambda d: 1e3 * d["ttft_s"]["p50"]),
+        ("TTFT p99 ms", lambda d: 1e3 * d["ttft_s"]["p99"]),
+        ("TPOT p50 ms", lambda d: 1e3 * d["tpot_s"]["p50"]),
+        ("TPOT p99 ms", lambda d: 1e3 * d["tpot_s"]["p99"]),
+        ("E2E p50 ms", lambda d: 1e3 * d["e2e_s"]["p50"]),
+        ("mean batch", lambda d: d["mean_batch_size"]),
+        ("steps", lambda d: d["num_steps"]),
+        ("KV blocks", lambda d: d["kv_blocks_per_replica"])]
+print("\nengine_cuda.yaml       engine   simulator   sim/engine")
+for name, get in rows:
+    e, s = get(engine), get(sim)
+    print(f"{name:18s} {e:10.2f} {s:11.2f} {s / e if e else float('nan'):12.3f}")
+PY
 else
-  note "NO BENCHMARK BINARY"; status=1
+  note "no servelab CLI carried (.gpu_deps/bin): engine vs simulator skipped"
 fi
 
 note "status: $([[ $status -eq 0 ]] && echo PASS || echo FAIL)"

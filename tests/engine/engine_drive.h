@@ -18,6 +18,7 @@ namespace servelab::testing {
 struct Outcome {
   std::map<int64_t, std::vector<int32_t>> tokens;  // sampled, per request id
   std::map<int64_t, int32_t> target;
+  std::map<int64_t, int32_t> prompt_len;
   int32_t preemptions = 0;
   int32_t swap_steps = 0;
   int32_t reprefills = 0;  // seqs re-prefilling prompt + generated ids from position 0
@@ -55,6 +56,7 @@ inline Outcome DriveEngine(std::unique_ptr<ModelRunner> runner, const RunOptions
     r.prompt_len = 5 + (i * 11) % 36;
     r.target_output_len = 6 + (i * 7) % 15;
     outcome.target[r.id] = r.target_output_len;
+    outcome.prompt_len[r.id] = r.prompt_len;
     EXPECT_TRUE(scheduler.AddRequest(r, 0));
   }
   TimeNs now = 0;
