@@ -12,9 +12,10 @@ mkdir -p "$DEPS/include" "$DEPS/bin" "$DEPS/lib"
 cp -r /usr/include/nlohmann /usr/include/eigen3 "$DEPS/include/"
 cp -r /usr/src/googletest "$DEPS/googletest"
 grep -qx '/.gpu_deps/' "$ROOT/.git/info/exclude" 2>/dev/null || echo '/.gpu_deps/' >>"$ROOT/.git/info/exclude"
-if [[ -x $ROOT/build/servelab ]] && ldd "$ROOT/build/servelab" | grep -q libcudart; then
+LIBS=$( [[ -x $ROOT/build/servelab ]] && ldd "$ROOT/build/servelab" || true)
+if [[ $LIBS == *libcudart* ]]; then
   cp "$ROOT/build/servelab" "$DEPS/bin/"
-  for lib in $(ldd "$ROOT/build/servelab" | awk '/yaml-cpp|boost_program_options/ {print $3}'); do
+  for lib in $(awk '/yaml-cpp|boost_program_options/ {print $3}' <<<"$LIBS"); do
     cp -L "$lib" "$DEPS/lib/"
   done
 fi

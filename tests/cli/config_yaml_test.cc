@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "sim/experiment.h"
 
 namespace servelab {
@@ -183,6 +185,29 @@ TEST(ExperimentTest, TensorParallelMustDivideHeads) {
   ASSERT_TRUE(c.ok());
   EXPECT_THAT(PrepareExperiment(*c).status().message(),
               HasSubstr("hardware.tensor_parallel: 3 does not divide the 32 attention heads"));
+}
+
+}  // namespace
+}  // namespace servelab
+
+namespace servelab {
+namespace {
+
+// Every experiment the repository ships loads, validates and prepares (catalog names,
+// key spellings, ranges): none rots when a key is renamed or a default changes.
+TEST(ShippedExperimentsTest, EveryExperimentYamlLoadsAndPrepares) {
+  const std::filesystem::path root = std::filesystem::path(SERVELAB_SOURCE_DIR) / "experiments";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    auto config = LoadExperiment(entry.path().string());
+    ASSERT_TRUE(config.ok()) << config.status().message();
+    auto prepared = PrepareExperiment(*config);
+    EXPECT_TRUE(prepared.ok()) << prepared.status().message();
+    ++checked;
+  }
+  EXPECT_GE(checked, 11);  // quickstart, engine_cpu, engine_cuda, the policy set, ...
 }
 
 }  // namespace
