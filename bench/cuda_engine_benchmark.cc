@@ -130,6 +130,24 @@ void MakeBatch(Batch& b, int32_t batch, int32_t context, int32_t new_tokens, int
   b.plan.num_emitting = batch;
 }
 
+// Median wall time of `reps` greedy steps of `b.plan` after `warmup` untimed ones (the
+// first captures its graph), each as the engine runs it: pack, upload, forward, sample,
+// synchronize, ids back.
+double MedianStepMs(CudaModelRunner& runner, Batch& b, int warmup, int reps) {
+  const SamplingParams greedy;
+  const std::vector<double> uniforms(b.requests.size(), 0.5);
+  std::vector<int32_t> ids;
+  std::vector<double> ms;
+  for (int i = 0; i < warmup + reps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const servelab::Status s = runner.ExecuteAndSample(b.plan, b.tokens, greedy, uniforms, ids);
+    const auto stop = std::chrono::steady_clock::now();
+    if (!s.ok()) Die(s.message());
+    if (i >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+  }
+  return Median(ms);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,24 +183,13 @@ int main(int argc, char** argv) {
   // Decode.
   std::printf("\n%-7s %6s %8s %10s %10s %8s %6s\n", "decode", "batch", "context", "step ms",
               "floor ms", "x floor", "graph");
-  const SamplingParams greedy;
-  std::vector<int32_t> ids;
   for (const int32_t context : {1024, 4096}) {
     for (const int32_t batch : {1, 16, 64, 256}) {
       Batch b;
       bool aliased = false;
       MakeBatch(b, batch, context, 1, capacity.block_size, capacity.num_gpu_blocks,
                 config.spec.vocab_size, &aliased);
-      const std::vector<double> uniforms(static_cast<size_t>(batch), 0.5);
-      std::vector<double> ms;
-      for (int i = 0; i < 23; ++i) {
-        const auto start = std::chrono::steady_clock::now();
-        const servelab::Status s = runner.ExecuteAndSample(b.plan, b.tokens, greedy, uniforms, ids);
-        const auto stop = std::chrono::steady_clock::now();
-        if (!s.ok()) Die(s.message());
-        if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
-      }
-      const double step = Median(ms);
+      const double step = MedianStepMs(runner, b, 3, 20);
       const double kv_bytes = static_cast<double>(batch) * context * runner.KvBytesPerToken();
       const double floor = (static_cast<double>(runner.WeightBytes()) + kv_bytes) / (copy_gbs * 1e9) * 1e3;
       const bool graph = runner.LastStepUsedGraph();
@@ -210,16 +217,7 @@ int main(int argc, char** argv) {
     bool aliased = false;
     MakeBatch(b, prompts, prompt, prompt, capacity.block_size, capacity.num_gpu_blocks,
               spec.vocab_size, &aliased);
-    const std::vector<double> uniforms(static_cast<size_t>(prompts), 0.5);
-    std::vector<double> ms;
-    for (int i = 0; i < 8; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      const servelab::Status s = runner.ExecuteAndSample(b.plan, b.tokens, greedy, uniforms, ids);
-      const auto stop = std::chrono::steady_clock::now();
-      if (!s.ok()) Die(s.message());
-      if (i >= 2) ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
-    }
-    const double step = Median(ms);
+    const double step = MedianStepMs(runner, b, 2, 6);
     const double tokens = static_cast<double>(prompts) * prompt;
     const double attention = 4.0 * spec.num_hidden_layers * spec.num_attention_heads *
                              spec.HeadDim() * prompts * (double(prompt) * (prompt + 1) / 2.0);
