@@ -100,6 +100,8 @@ const char* CublasStatusName(cublasStatus_t s) {
   }
 }
 
+constexpr int64_t kGraphReserveBytes = int64_t{256} << 20;
+
 int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // Where each array of a packed step sits in the device metadata buffer (and, identically,
@@ -173,7 +175,7 @@ struct CudaModelRunner::Impl {
   std::vector<LayerPointers> layers;
   float* inv_freq = nullptr;
   std::vector<bf16*> k_cache, v_cache;  // per layer, into one pool allocation
-  std::vector<bf16*> host_k, host_v;    // per layer, into the pinned swap pool
+  bf16* host_pool = nullptr;            // pinned swap pool, the same array order
 
   // Activations [rows, width], bf16, sized for max_tokens rows (last_*: max_seqs).
   bf16 *hidden = nullptr, *residual = nullptr, *q = nullptr, *k = nullptr, *v = nullptr,
@@ -244,6 +246,11 @@ struct CudaModelRunner::Impl {
   // fills `f` with the sizes and the device addresses.
   Status Stage(int32_t rows, int32_t seqs, int32_t stride, ForwardShape& f);
   Status Capture(const ForwardShape& f, cudaGraphExec_t* exec);
+  // Pads the pack (a pure decode of S <= B seqs) to the graph's B rows and stages it.
+  Status StageDecodeGraph(int32_t B, int32_t bucket, ForwardShape& f);
+  // The graph for f's (rows, context bucket), captured now if it does not exist yet.
+  Status DecodeGraph(const ForwardShape& f, cudaGraphExec_t* exec);
+  Status CaptureDecodeGraphs();
   Status SampleTopP(int32_t rows, const SamplingParams& params, std::span<const double> uniforms);
   Status Finish(const std::string& what);
   void CopyBlocks(std::span<const BlockCopy> copies, bool to_host);
@@ -426,8 +433,11 @@ Status CudaModelRunner::Impl::AllocateKvPools() {
   if (blocks <= 0) {
     size_t free = 0, total = 0;
     SERVELAB_CUDA_RETURN(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    // With graphs, head-room for what capturing them allocates afterwards (graph execs,
+    // kernels loaded lazily by the warm-up passes).
+    const double graph_reserve = options.cuda_graphs ? double{kGraphReserveBytes} : 0.0;
     const double budget = static_cast<double>(total) * options.memory_utilization -
-                          static_cast<double>(total - free);
+                          static_cast<double>(total - free) - graph_reserve;
     blocks = budget > 0 ? static_cast<int64_t>(budget / static_cast<double>(capacity.bytes_per_block))
                         : 0;
     if (blocks < 1) {
@@ -453,13 +463,8 @@ Status CudaModelRunner::Impl::AllocateKvPools() {
   const int64_t host_blocks = options.swap_space_bytes / capacity.bytes_per_block;
   capacity.num_cpu_blocks = static_cast<int32_t>(std::min<int64_t>(host_blocks, 1 << 30));
   if (capacity.num_cpu_blocks > 0) {
-    bf16* host = nullptr;
-    SERVELAB_RETURN_IF_ERROR(AllocPinned(host, 2 * layer_count * capacity.num_cpu_blocks * block_elems,
-                                         "the swap space"));
-    for (int64_t l = 0; l < layer_count; ++l) {
-      host_k.push_back(host + (2 * l) * capacity.num_cpu_blocks * block_elems);
-      host_v.push_back(host + (2 * l + 1) * capacity.num_cpu_blocks * block_elems);
-    }
+    SERVELAB_RETURN_IF_ERROR(AllocPinned(
+        host_pool, 2 * layer_count * capacity.num_cpu_blocks * block_elems, "the swap space"));
   }
   // Weight uploads (synchronous copies on the legacy stream) and the fills above on
   // `stream`: all done before the first step, whose stream does not wait for the former.
@@ -654,6 +659,65 @@ Status CudaModelRunner::Impl::Capture(const ForwardShape& f, cudaGraphExec_t* ex
   return Status::Ok();
 }
 
+Status CudaModelRunner::Impl::StageDecodeGraph(int32_t B, int32_t bucket, ForwardShape& f) {
+  // Padding rows (the pack's seqs are rows 0..S-1) read block 0 at context 1, write no KV
+  // (slot -1), and their logits are ignored.
+  const int32_t S = pack.num_seqs;
+  const int32_t stride = (bucket + capacity.block_size - 1) / capacity.block_size;
+  pack.token_ids.resize(static_cast<size_t>(B), 0);
+  pack.positions.resize(static_cast<size_t>(B), 0);
+  pack.slot_mapping.resize(static_cast<size_t>(B), -1);
+  for (int32_t i = S + 1; i <= B; ++i) pack.query_start_loc.push_back(i);
+  pack.context_lens.resize(static_cast<size_t>(B), 1);
+  SERVELAB_RETURN_IF_ERROR(Stage(B, B, stride, f));
+  f.emitting = B;
+  f.max_query_len = 1;
+  f.max_context_len = bucket;  // baked into the graph: the decode kernel's partition count
+  f.decode_attention = true;
+  f.emit_all_rows = true;
+  f.sample_greedy = true;      // cheap; read only when the caller samples greedily
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::DecodeGraph(const ForwardShape& f, cudaGraphExec_t* exec) {
+  const std::pair<int32_t, int32_t> key{f.seqs, f.max_context_len};
+  auto it = graphs.find(key);
+  if (it == graphs.end()) {
+    cudaGraphExec_t made = nullptr;
+    SERVELAB_RETURN_IF_ERROR(Capture(f, &made));
+    it = graphs.emplace(key, made).first;
+  }
+  *exec = it->second;
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::CaptureDecodeGraphs() {
+  // Every (padded batch, context bucket) a pure-decode step can take, as vLLM captures at
+  // start-up: a step never pays for a capture (milliseconds) in a timed run.
+  std::vector<int32_t> batches;
+  for (int32_t b = 1; b <= max_seqs; b = PaddedBatch(b + 1)) batches.push_back(b);
+  if (batches.back() != max_seqs) batches.push_back(max_seqs);
+  std::vector<int32_t> buckets;
+  for (int32_t c = 1;; c = buckets.back() + 1) {
+    buckets.push_back(ContextBucket(c, max_model_len));
+    if (buckets.back() >= max_model_len) break;
+  }
+  const StepPlan empty;
+  const TokenStore no_tokens;
+  for (const int32_t B : batches) {
+    for (const int32_t bucket : buckets) {
+      pack.Build(empty, no_tokens, capacity.block_size);
+      ForwardShape f;
+      SERVELAB_RETURN_IF_ERROR(StageDecodeGraph(B, bucket, f));
+      cudaGraphExec_t exec = nullptr;
+      SERVELAB_RETURN_IF_ERROR(DecodeGraph(f, &exec));
+      // The staging buffer is rewritten for the next graph: let this upload land first.
+      SERVELAB_CUDA_RETURN(cudaStreamSynchronize(stream), "capturing decode graphs");
+    }
+  }
+  return Status::Ok();
+}
+
 Status CudaModelRunner::Impl::RunStep(const StepPlan& plan, const TokenStore& tokens,
                                       const SamplingParams* sample,
                                       std::span<const double> uniforms) {
@@ -696,28 +760,13 @@ Status CudaModelRunner::Impl::RunStepUnsynced(const StepPlan& plan, const TokenS
   if (T == 0) return Status::Ok();
   ForwardShape f;
   if (pack.AllSingleToken() && E == S && options.cuda_graphs) {
-    // Pure decode: replay the graph of its padded batch and context bucket. Padding rows
-    // read block 0 at context 1, write no KV (slot -1), and their logits are ignored.
+    // Pure decode: replay the graph of its padded batch and context bucket.
     const int32_t B = std::min(PaddedBatch(S), max_seqs);
     const int32_t bucket = ContextBucket(pack.max_context_len, max_model_len);
-    const int32_t stride = (bucket + capacity.block_size - 1) / capacity.block_size;
-    pack.token_ids.resize(static_cast<size_t>(B), 0);
-    pack.positions.resize(static_cast<size_t>(B), 0);
-    pack.slot_mapping.resize(static_cast<size_t>(B), -1);
-    for (int32_t i = S + 1; i <= B; ++i) pack.query_start_loc.push_back(i);
-    pack.context_lens.resize(static_cast<size_t>(B), 1);
-    SERVELAB_RETURN_IF_ERROR(Stage(B, B, stride, f));
-    f.emitting = B;
-    f.max_context_len = bucket;  // baked into the graph: the partition count
-    f.emit_all_rows = true;
-    f.sample_greedy = true;      // cheap; read only when the caller samples greedily
-    auto it = graphs.find({B, bucket});
-    if (it == graphs.end()) {
-      cudaGraphExec_t exec = nullptr;
-      SERVELAB_RETURN_IF_ERROR(Capture(f, &exec));
-      it = graphs.emplace(std::pair{B, bucket}, exec).first;
-    }
-    SERVELAB_CUDA_RETURN(cudaGraphLaunch(it->second, stream), "launching the decode graph");
+    SERVELAB_RETURN_IF_ERROR(StageDecodeGraph(B, bucket, f));
+    cudaGraphExec_t exec = nullptr;
+    SERVELAB_RETURN_IF_ERROR(DecodeGraph(f, &exec));
+    SERVELAB_CUDA_RETURN(cudaGraphLaunch(exec, stream), "launching the decode graph");
     last_step_used_graph = true;
   } else {
     SERVELAB_RETURN_IF_ERROR(Stage(T, S, pack.block_table_stride, f));
@@ -735,27 +784,51 @@ Status CudaModelRunner::Impl::RunStepUnsynced(const StepPlan& plan, const TokenS
 
 void CudaModelRunner::Impl::CopyBlocks(std::span<const BlockCopy> copies, bool to_host) {
   if (copies.empty()) return;
-  const cudaError_t device_err = cudaSetDevice(options.device);
-  if (device_err != cudaSuccess && pending.ok()) pending = CudaError(device_err, "cudaSetDevice");
-  const size_t bytes = static_cast<size_t>(block_elems) * sizeof(bf16);
+  auto fail = [this, to_host](cudaError_t err) {
+    if (err != cudaSuccess && pending.ok()) {
+      pending = CudaError(err, to_host ? "swapping blocks out" : "swapping blocks in");
+    }
+  };
+  fail(cudaSetDevice(options.device));
+  const size_t block_bytes = static_cast<size_t>(block_elems) * sizeof(bf16);
   const int32_t src_blocks = to_host ? capacity.num_gpu_blocks : capacity.num_cpu_blocks;
   const int32_t dst_blocks = to_host ? capacity.num_cpu_blocks : capacity.num_gpu_blocks;
   const cudaMemcpyKind kind = to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
-  for (const BlockCopy& c : copies) {
-    SERVELAB_CHECK_MSG(c.src >= 0 && c.src < src_blocks && c.dst >= 0 && c.dst < dst_blocks,
-                       "block copy " + std::to_string(c.src) + " -> " + std::to_string(c.dst));
-    for (size_t l = 0; l < k_cache.size(); ++l) {
-      for (int kv = 0; kv < 2; ++kv) {
-        bf16* device = (kv == 0 ? k_cache[l] : v_cache[l]);
-        bf16* host = (kv == 0 ? host_k[l] : host_v[l]);
-        bf16* src = to_host ? device + c.src * block_elems : host + c.src * block_elems;
-        bf16* dst = to_host ? host + c.dst * block_elems : device + c.dst * block_elems;
-        const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, stream);
-        if (err != cudaSuccess && pending.ok()) {
-          pending = CudaError(err, to_host ? "swapping a block out" : "swapping a block in");
-        }
+  // Each pool is 2 x layers arrays (K, V of layer 0, K, V of layer 1, ...) of its block
+  // count, back to back (AllocateKvPools): a run of consecutive blocks moves for every
+  // layer in one 2D copy whose rows are the arrays. Pitches past 2^31 - 1 bytes (the
+  // limit of 2D copies) fall back to one copy per array.
+  auto* device_base = reinterpret_cast<unsigned char*>(k_cache.front());
+  SERVELAB_CHECK_MSG(host_pool != nullptr, "block copies, but the runner has no swap space");
+  auto* host_base = reinterpret_cast<unsigned char*>(host_pool);
+  const size_t device_pitch = static_cast<size_t>(capacity.num_gpu_blocks) * block_bytes;
+  const size_t host_pitch = static_cast<size_t>(capacity.num_cpu_blocks) * block_bytes;
+  const size_t src_pitch = to_host ? device_pitch : host_pitch;
+  const size_t dst_pitch = to_host ? host_pitch : device_pitch;
+  const size_t arrays = 2 * k_cache.size();
+  const bool two_d = std::max(src_pitch, dst_pitch) <= size_t{std::numeric_limits<int32_t>::max()};
+  for (size_t i = 0; i < copies.size();) {
+    size_t run = 0;
+    for (; i + run < copies.size(); ++run) {
+      const BlockCopy& c = copies[i + run];
+      SERVELAB_CHECK_MSG(c.src >= 0 && c.src < src_blocks && c.dst >= 0 && c.dst < dst_blocks,
+                         "block copy " + std::to_string(c.src) + " -> " + std::to_string(c.dst));
+      if (run > 0 && (c.src != copies[i].src + static_cast<int32_t>(run) ||
+                      c.dst != copies[i].dst + static_cast<int32_t>(run))) {
+        break;
       }
     }
+    const unsigned char* src = (to_host ? device_base : host_base) + copies[i].src * block_bytes;
+    unsigned char* dst = (to_host ? host_base : device_base) + copies[i].dst * block_bytes;
+    const size_t width = run * block_bytes;
+    if (two_d) {
+      fail(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, arrays, kind, stream));
+    } else {
+      for (size_t a = 0; a < arrays; ++a) {
+        fail(cudaMemcpyAsync(dst + a * dst_pitch, src + a * src_pitch, width, kind, stream));
+      }
+    }
+    i += run;
   }
 }
 
@@ -833,6 +906,7 @@ StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
   SERVELAB_RETURN_IF_ERROR(r.UploadWeights(*weights));
   SERVELAB_RETURN_IF_ERROR(r.AllocateWorkingSet());
   SERVELAB_RETURN_IF_ERROR(r.AllocateKvPools());
+  if (options.cuda_graphs) SERVELAB_RETURN_IF_ERROR(r.CaptureDecodeGraphs());
   return std::unique_ptr<CudaModelRunner>(new CudaModelRunner(std::move(impl).value()));
 }
 
@@ -845,6 +919,7 @@ StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::CreateRandom(
   SERVELAB_RETURN_IF_ERROR(r.RandomWeights(seed, init_std));
   SERVELAB_RETURN_IF_ERROR(r.AllocateWorkingSet());
   SERVELAB_RETURN_IF_ERROR(r.AllocateKvPools());
+  if (options.cuda_graphs) SERVELAB_RETURN_IF_ERROR(r.CaptureDecodeGraphs());
   return std::unique_ptr<CudaModelRunner>(new CudaModelRunner(std::move(impl).value()));
 }
 

@@ -11,15 +11,16 @@
 // PagedPrefillAttention over the whole pack (decodes are chunks of one).
 //
 // CUDA graphs: a step whose seqs all bring one token and all emit (pure decode) replays a
-// graph captured on first use for its padded batch size (1, 2, 4, 8, then multiples of 8,
-// up to max_num_seqs) and its context bucket (the smallest power of two >= 512 tokens
-// covering the longest context, up to max_model_len), which fixes the decode kernel's
-// partition count and the block-table stride. Padding rows have context 1 over block 0,
-// no KV write (slot -1), and their logits are ignored.
+// graph for its padded batch size (1, 2, 4, 8, then multiples of 8, up to max_num_seqs)
+// and its context bucket (the smallest power of two >= 512 tokens covering the longest
+// context, up to max_model_len), which fixes the decode kernel's partition count and the
+// block-table stride. All are captured when the runner is made, as vLLM does (each after
+// one eager warm-up pass), so no timed step pays for a capture. Padding rows have context
+// 1 over block 0, no KV write (slot -1), and their logits are ignored.
 //
 // Memory (vLLM's rule): after the weights, activations and graph buffers are allocated,
-// the KV pool takes what is left of total memory x memory_utilization, unless num_blocks
-// fixes it. The swap pool is pinned host memory; block copies are cudaMemcpyAsync on the
+// the KV pool takes what is left of total memory x memory_utilization (less 256 MiB kept
+// for capturing graphs when they are on), unless num_blocks fixes it. The swap pool is pinned host memory; block copies are cudaMemcpyAsync on the
 // step's stream, so they precede the step's kernels.
 //
 // Weights come from a loaded checkpoint (ModelWeights, f32 on the host, rounded to bf16
