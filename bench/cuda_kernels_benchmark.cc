@@ -3,6 +3,12 @@
 // 16 / 64, contexts 2k / 8k, split-KV and unsplit. Bytes counted: K and V of every context
 // token once, plus q and out; the copy counts bytes read plus bytes written. Median of the
 // timed launches (CUDA events) after warm-up; inputs random (never zeros).
+// Then prefill attention, causal, whole prompts of 2048 tokens (one, and a batch of 8), same
+// shapes, on the tensor-core path and on the CUDA-core path: FLOPs = 4 * heads * head_dim *
+// (sum over query rows of the positions each attends to), TFLOP/s per path, and the largest
+// difference between the two paths' outputs (relative to the row's magnitude; above 2e-2 the
+// program reports MISMATCH and exits 1 after writing everything). Its CSV rows carry a 9th
+// column, tflop_per_s (the decode rows leave it empty).
 //   usage: cuda_kernels_benchmark [results.csv]
 #include <cuda_runtime.h>
 
@@ -16,6 +22,7 @@
 
 #include "kernels/cuda/bf16.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/paged_prefill_attention.cuh"
 #include "kernels/kernel_check.h"
 
 namespace {
@@ -70,6 +77,105 @@ double MedianMs(Fn&& fn, int warmup, int reps) {
   return ms[ms.size() / 2];
 }
 
+// Prefill attention, Llama-3-8B shapes, causal whole prompts of 2048 tokens, batch 1 and 8:
+// both paths timed; their outputs compared once per batch. False on a mismatch.
+bool BenchmarkPrefill(FILE* csv, double copy_gbs, std::mt19937& rng) {
+  namespace detail = servelab::kernels::cuda::detail;
+  using detail::PrefillAttentionPath;
+  const int32_t num_heads = 32, num_kv_heads = 8, head_dim = 128, block_size = 16;
+  const int32_t prompt = 2048;
+  bool ok = true;
+  std::printf("\n%-13s %6s %8s %9s %9s %8s %10s\n", "prefill", "batch", "prompt", "ms", "TFLOP/s",
+              "GB/s", "cc / tc");
+  for (const int32_t batch : {1, 8}) {
+    const int32_t blocks_per_seq = prompt / block_size;
+    const KvCacheShape cache{batch * blocks_per_seq, block_size, num_kv_heads, head_dim};
+    const int32_t num_tokens = batch * prompt;
+    const size_t q_elems = size_t(num_tokens) * num_heads * head_dim;
+    bf16* k_cache = DeviceAlloc<bf16>(cache.NumElements());
+    bf16* v_cache = DeviceAlloc<bf16>(cache.NumElements());
+    bf16* q = DeviceAlloc<bf16>(q_elems);
+    bf16* out_tc = DeviceAlloc<bf16>(q_elems);
+    bf16* out_cc = DeviceAlloc<bf16>(q_elems);
+    FillRandom(k_cache, cache.NumElements(), rng);
+    FillRandom(v_cache, cache.NumElements(), rng);
+    FillRandom(q, q_elems, rng);
+    std::vector<int32_t> tables(size_t(batch) * blocks_per_seq);
+    std::iota(tables.begin(), tables.end(), 0);
+    std::shuffle(tables.begin(), tables.end(), rng);
+    std::vector<int32_t> lens(batch, prompt), start(batch + 1);
+    for (int32_t s = 0; s <= batch; ++s) start[s] = s * prompt;
+    int32_t* d_tables = DeviceAlloc<int32_t>(tables.size());
+    int32_t* d_lens = DeviceAlloc<int32_t>(lens.size());
+    int32_t* d_start = DeviceAlloc<int32_t>(start.size());
+    CudaOk(cudaMemcpy(d_tables, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice), "up");
+    CudaOk(cudaMemcpy(d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice), "up");
+    CudaOk(cudaMemcpy(d_start, start.data(), start.size() * 4, cudaMemcpyHostToDevice), "up");
+    // Query row i of a prompt attends to positions 0..i: prompt * (prompt + 1) / 2 per head.
+    const double flops =
+        4.0 * num_heads * head_dim * batch * (double(prompt) * (prompt + 1) / 2.0);
+    const double bytes = 2.0 * cache.NumElements() * sizeof(bf16) +
+                         2.0 * q_elems * sizeof(bf16) + tables.size() * 4;
+    double tc_ms = 0.0;
+    for (const PrefillAttentionPath path :
+         {PrefillAttentionPath::kTensorCores, PrefillAttentionPath::kCudaCores}) {
+      const bool tc = path == PrefillAttentionPath::kTensorCores;
+      bf16* out = tc ? out_tc : out_cc;
+      const double ms = MedianMs(
+          [&] {
+            detail::PagedPrefillAttentionOnPath(
+                path, out, q, k_cache, v_cache, d_tables, d_start, d_lens, batch, num_tokens,
+                num_heads, blocks_per_seq, prompt, prompt, 1.0f / std::sqrt(float(head_dim)),
+                cache, nullptr);
+          },
+          2, tc ? 10 : 5);
+      CudaOk(cudaDeviceSynchronize(), "prefill");
+      if (tc) tc_ms = ms;
+      const double tflops = flops / (ms * 1e-3) / 1e12;
+      const double gbs = bytes / (ms * 1e-3) / 1e9;
+      const char* mode = tc ? "tensor_cores" : "cuda_cores";
+      char speedup[32] = "";  // on the CUDA-core row: how many times slower than tensor cores
+      if (!tc) std::snprintf(speedup, sizeof(speedup), "%.2fx", ms / tc_ms);
+      std::printf("%-13s %6d %8d %9.3f %9.1f %8.0f %10s\n", mode, batch, prompt, ms, tflops, gbs,
+                  speedup);
+      if (csv) {
+        std::fprintf(csv, "prefill_attention,%d,%d,%s,%.5f,%.0f,%.1f,%.3f,%.2f\n", batch, prompt,
+                     mode, ms, bytes, gbs, gbs / copy_gbs, tflops);
+      }
+    }
+    // The two paths on the same inputs: worst difference relative to the row's magnitude.
+    std::vector<bf16> host_tc(q_elems), host_cc(q_elems);
+    CudaOk(cudaMemcpy(host_tc.data(), out_tc, q_elems * sizeof(bf16), cudaMemcpyDeviceToHost),
+           "down");
+    CudaOk(cudaMemcpy(host_cc.data(), out_cc, q_elems * sizeof(bf16), cudaMemcpyDeviceToHost),
+           "down");
+    const auto tc_f = servelab::kernels::cuda::ToF32(host_tc);
+    const auto cc_f = servelab::kernels::cuda::ToF32(host_cc);
+    double worst = 0.0;
+    for (size_t row = 0; row < q_elems / head_dim; ++row) {
+      double scale = 0.0, err = 0.0;
+      for (int32_t d = 0; d < head_dim; ++d) {
+        const size_t at = row * head_dim + d;
+        scale = std::max(scale, std::abs(double(cc_f[at])));
+        const double diff = std::abs(double(tc_f[at]) - double(cc_f[at]));
+        err = std::isnan(diff) ? INFINITY : std::max(err, diff);
+      }
+      worst = std::max(worst, err / std::max(scale, 1e-30));
+    }
+    const bool match = worst <= 2e-2;
+    ok = ok && match;
+    std::printf("%-13s %6d %8d max |tensor - cuda cores| = %.2e of the row's magnitude%s\n",
+                "paths agree", batch, prompt, worst, match ? "" : "  MISMATCH");
+    for (void* p : {static_cast<void*>(k_cache), static_cast<void*>(v_cache),
+                    static_cast<void*>(q), static_cast<void*>(out_tc), static_cast<void*>(out_cc),
+                    static_cast<void*>(d_tables), static_cast<void*>(d_lens),
+                    static_cast<void*>(d_start)}) {
+      CudaOk(cudaFree(p), "free");
+    }
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,7 +199,7 @@ int main(int argc, char** argv) {
   CudaOk(cudaFree(src), "free");
   CudaOk(cudaFree(dst), "free");
   if (csv) {
-    std::fprintf(csv, "kernel,batch,context,mode,ms,bytes,gb_per_s,fraction_of_copy\n");
+    std::fprintf(csv, "kernel,batch,context,mode,ms,bytes,gb_per_s,fraction_of_copy,tflop_per_s\n");
     std::fprintf(csv, "d2d_copy,0,0,-,%.5f,%zu,%.1f,1.000\n", copy_ms, 2 * copy_bytes, copy_gbs);
   }
 
@@ -151,6 +257,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  const bool prefill_ok = BenchmarkPrefill(csv, copy_gbs, rng);
   if (csv) std::fclose(csv);
-  return 0;
+  return prefill_ok ? 0 : 1;
 }

@@ -63,7 +63,9 @@ void PagedDecodeAttention(bf16* out, const bf16* q, const bf16* k_cache, const b
                           float* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 // As cpu::PagedPrefillAttention. Supported: head_dim 64, 128 or 256;
-// num_heads / num_kv_heads <= 64.
+// num_heads / num_kv_heads <= 64. head_dim 64 and 128 run on tensor cores (FlashAttention-2
+// style tiles, bf16 MMA with f32 accumulation; the softmax weights P are rounded to bf16
+// before P V, as FlashAttention does), 256 on CUDA cores (f32 throughout).
 void PagedPrefillAttention(bf16* out, const bf16* q, const bf16* k_cache, const bf16* v_cache,
                            const int32_t* block_tables, const int32_t* query_start_loc,
                            const int32_t* context_lens, int32_t num_seqs, int32_t num_query_tokens,

@@ -1,47 +1,29 @@
-// PagedPrefillAttention: a straightforward tiled version on CUDA cores (tensor cores later).
+// PagedPrefillAttention: the entry, its dispatch, and the CUDA-core kernel (the path for
+// head_dim 256; the tensor-core kernel for 64 and 128 is paged_prefill_attention_tc.cu).
 //
-// Launch: grid (num_kv_heads, num_seqs, query tiles), 256 threads (8 warps). A block takes
-// up to kRows query rows of one sequence's chunk and one GQA group, row = (query token,
-// head of the group), so every head of the group shares each K/V tile it loads. K/V tiles of
-// 32 positions are staged through shared memory (rows padded by one word: conflict-free
-// column reads). Each warp owns kRowsPerWarp rows: lane j scores position j of the tile for
-// one row, the warp folds the tile into that row's running softmax (max, sum), and each lane
-// accumulates head_dim / 32 output dims in f32 registers. Positions past a row's own
-// (causal) are masked; tiles past the block's last row are never loaded.
+// CUDA-core kernel. Launch: grid (num_kv_heads, num_seqs, query tiles), 256 threads (8
+// warps). A block takes up to kRows query rows of one sequence's chunk and one GQA group,
+// row = (query token, head of the group), so every head of the group shares each K/V tile it
+// loads. K/V tiles of 32 positions are staged through shared memory (rows padded by one
+// word: conflict-free column reads). Each warp owns kRowsPerWarp rows: lane j scores
+// position j of the tile for one row, the warp folds the tile into that row's running
+// softmax (max, sum), and each lane accumulates head_dim / 32 output dims in f32 registers.
+// Positions past a row's own (causal) are masked; tiles past the block's last row are never
+// loaded.
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/paged_prefill_attention.cuh"
 
 namespace servelab::kernels::cuda {
+namespace detail {
 namespace {
-
-using detail::Bf16x8;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kRowsPerWarp = 8;
 constexpr int kRows = kWarps * kRowsPerWarp;  // 64 query rows per block
 constexpr int kTile = 32;                     // K/V positions per tile, one per lane
-constexpr int32_t kMaxGroup = kRows;
-
-struct PrefillParams {
-  bf16* out;
-  const bf16* q;
-  const bf16* k_cache;
-  const bf16* v_cache;
-  const int32_t* block_tables;
-  const int32_t* query_start_loc;
-  const int32_t* context_lens;
-  int32_t num_heads;
-  int32_t group;
-  int32_t tokens_per_block;  // kRows / group
-  int32_t max_blocks_per_seq;
-  int32_t max_query_len;
-  int32_t max_context_len;
-  float scale;
-  int32_t num_blocks;
-  int32_t block_size;
-  int32_t num_kv_heads;
-};
+static_assert(kRows == kPrefillRowsPerBlock);
 
 template <int kHeadDim>
 constexpr size_t SharedBytes() {
@@ -194,34 +176,74 @@ void Launch(const PrefillParams& p, int32_t num_seqs, cudaStream_t stream) {
 
 }  // namespace
 
-void PagedPrefillAttention(bf16* out, const bf16* q, const bf16* k_cache, const bf16* v_cache,
-                           const int32_t* block_tables, const int32_t* query_start_loc,
-                           const int32_t* context_lens, int32_t num_seqs, int32_t num_query_tokens,
-                           int32_t num_heads, int32_t max_blocks_per_seq, int32_t max_query_len,
-                           int32_t max_context_len, float scale, const KvCacheShape& cache,
-                           cudaStream_t stream) {
+void LaunchPrefillCudaCores(PrefillParams p, int32_t num_seqs, cudaStream_t stream) {
+  p.tokens_per_block = kRows / p.group;
+  SERVELAB_KERNEL_CHECK((p.max_query_len + p.tokens_per_block - 1) / p.tokens_per_block <= 65535);
+  switch (p.head_dim) {
+    case 64: Launch<64>(p, num_seqs, stream); break;
+    case 128: Launch<128>(p, num_seqs, stream); break;
+    case 256: Launch<256>(p, num_seqs, stream); break;
+    default: SERVELAB_KERNEL_CHECK_MSG(false, "head_dim %d", p.head_dim);
+  }
+}
+
+PrefillAttentionPath ChoosePrefillAttentionPath(int32_t head_dim, int32_t group) {
+  // Both paths take any group up to kPrefillRowsPerBlock (the entry CHECKs it).
+  return (head_dim == 64 || head_dim == 128) && group <= kPrefillRowsPerBlock
+             ? PrefillAttentionPath::kTensorCores
+             : PrefillAttentionPath::kCudaCores;
+}
+
+void PagedPrefillAttentionOnPath(PrefillAttentionPath path, bf16* out, const bf16* q,
+                                 const bf16* k_cache, const bf16* v_cache,
+                                 const int32_t* block_tables, const int32_t* query_start_loc,
+                                 const int32_t* context_lens, int32_t num_seqs,
+                                 int32_t num_query_tokens, int32_t num_heads,
+                                 int32_t max_blocks_per_seq, int32_t max_query_len,
+                                 int32_t max_context_len, float scale, const KvCacheShape& cache,
+                                 cudaStream_t stream) {
   SERVELAB_KERNEL_CHECK(cache.Valid());
   SERVELAB_KERNEL_CHECK_MSG(num_heads > 0 && num_heads % cache.num_kv_heads == 0,
                             "num_heads %d, num_kv_heads %d", num_heads, cache.num_kv_heads);
   const int32_t group = num_heads / cache.num_kv_heads;
-  SERVELAB_KERNEL_CHECK_MSG(group <= kMaxGroup, "group %d > %d", group, kMaxGroup);
+  SERVELAB_KERNEL_CHECK_MSG(group <= kPrefillRowsPerBlock, "group %d > %d", group,
+                            kPrefillRowsPerBlock);
   SERVELAB_KERNEL_CHECK_MSG(cache.head_dim == 64 || cache.head_dim == 128 || cache.head_dim == 256,
                             "head_dim %d", cache.head_dim);
+  SERVELAB_KERNEL_CHECK_MSG(
+      path == PrefillAttentionPath::kCudaCores || cache.head_dim == 64 || cache.head_dim == 128,
+      "tensor-core prefill attention: head_dim %d", cache.head_dim);
   SERVELAB_KERNEL_CHECK(num_seqs >= 0 && num_seqs <= 65535 && num_query_tokens >= 0);
   SERVELAB_KERNEL_CHECK(max_blocks_per_seq >= 0 && max_query_len >= 0);
   SERVELAB_KERNEL_CHECK(max_context_len >= max_query_len &&
                         int64_t{max_context_len} <= int64_t{max_blocks_per_seq} * cache.block_size);
   if (num_seqs == 0 || num_query_tokens == 0 || max_query_len == 0) return;
   const PrefillParams p{out, q, k_cache, v_cache, block_tables, query_start_loc, context_lens,
-                        num_heads, group, kRows / group, max_blocks_per_seq, max_query_len,
-                        max_context_len, scale, cache.num_blocks, cache.block_size,
-                        cache.num_kv_heads};
-  SERVELAB_KERNEL_CHECK((max_query_len + p.tokens_per_block - 1) / p.tokens_per_block <= 65535);
-  switch (cache.head_dim) {
-    case 64: Launch<64>(p, num_seqs, stream); break;
-    case 128: Launch<128>(p, num_seqs, stream); break;
-    default: Launch<256>(p, num_seqs, stream); break;
+                        num_heads, group, /*tokens_per_block=*/0, max_blocks_per_seq,
+                        max_query_len, max_context_len, scale, cache.num_blocks,
+                        cache.block_size, cache.num_kv_heads, cache.head_dim};
+  if (path == PrefillAttentionPath::kTensorCores) {
+    LaunchPrefillTensorCores(p, num_seqs, stream);
+  } else {
+    LaunchPrefillCudaCores(p, num_seqs, stream);
   }
+}
+
+}  // namespace detail
+
+void PagedPrefillAttention(bf16* out, const bf16* q, const bf16* k_cache, const bf16* v_cache,
+                           const int32_t* block_tables, const int32_t* query_start_loc,
+                           const int32_t* context_lens, int32_t num_seqs, int32_t num_query_tokens,
+                           int32_t num_heads, int32_t max_blocks_per_seq, int32_t max_query_len,
+                           int32_t max_context_len, float scale, const KvCacheShape& cache,
+                           cudaStream_t stream) {
+  SERVELAB_KERNEL_CHECK(cache.Valid() && cache.num_kv_heads > 0);
+  const detail::PrefillAttentionPath path =
+      detail::ChoosePrefillAttentionPath(cache.head_dim, num_heads / cache.num_kv_heads);
+  detail::PagedPrefillAttentionOnPath(path, out, q, k_cache, v_cache, block_tables,
+                                      query_start_loc, context_lens, num_seqs, num_query_tokens,
+                                      num_heads, max_blocks_per_seq, max_query_len,
+                                      max_context_len, scale, cache, stream);
 }
 
 }  // namespace servelab::kernels::cuda

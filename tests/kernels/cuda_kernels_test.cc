@@ -354,3 +354,95 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaAttentionTest,
 
 }  // namespace
 }  // namespace servelab::kernels
+
+// Prefill attention on tensor cores (head_dim 64 and 128; 256 stays on CUDA cores): long
+// chunks over cached prefixes, decode rows mixed with chunks in one launch, idle sequences.
+namespace servelab::kernels {
+namespace {
+
+// The tensor-core path rounds the softmax weights P to bf16 before P V, as FlashAttention
+// does: up to 2^-8 relative per weight, random in sign, which moves an output by ~0.1% and
+// well under 1% of its row's magnitude; with the bf16 rounding of the output itself (2^-8 of
+// the element) the error stays under ~1%, so 2e-2 of the row's magnitude holds with room.
+constexpr double kTensorCoreAttentionTol = 2e-2;
+
+// One packed prefill launch against the CPU twin: sequence s holds context_lens[s] tokens in
+// the cache (this step's included), the last query_lens[s] of them new (0: idle this step).
+// Both sides see the same bf16-rounded cache and q (q ~ N(0, q_stddev^2): larger values give
+// peaked softmax rows whose running max keeps moving); the device output is NaN-poisoned.
+void ExpectPrefillMatchesTwin(const AttentionGeometry& g, const std::vector<int32_t>& context_lens,
+                              const std::vector<int32_t>& query_lens, float q_stddev,
+                              uint32_t seed, const std::string& what,
+                              double tol = kTensorCoreAttentionTol) {
+  ASSERT_EQ(context_lens.size(), query_lens.size()) << what;
+  PagedKvFixture f(g, context_lens, seed);
+  f.WriteAll();
+  BfCache cache(f);
+  std::vector<int32_t> start(query_lens.size() + 1, 0);
+  std::partial_sum(query_lens.begin(), query_lens.end(), start.begin() + 1);
+  const int32_t num_tokens = start.back();
+  const int32_t max_query_len = *std::max_element(query_lens.begin(), query_lens.end());
+  const auto q = RoundToBf16(
+      RandomNormal(size_t(num_tokens) * g.num_heads * g.head_dim, f.Rng(), q_stddev));
+  std::vector<float> want(q.size());
+  cpu::PagedPrefillAttention(want.data(), q.data(), cache.k.data(), cache.v.data(),
+                             f.BlockTables(), start.data(), context_lens.data(), f.NumSeqs(),
+                             num_tokens, g.num_heads, f.MaxBlocksPerSeq(), max_query_len,
+                             f.MaxLen(), f.Scale(), f.Shape());
+
+  DeviceArray<int32_t> d_tables(std::vector<int32_t>(
+      f.BlockTables(), f.BlockTables() + size_t(f.NumSeqs()) * f.MaxBlocksPerSeq()));
+  DeviceArray<int32_t> d_lens(context_lens), d_start(start);
+  DeviceArray<bf16> d_q = UploadBf16(q), d_out(q.size());
+  d_out.Poison();
+  cuda::PagedPrefillAttention(d_out.get(), d_q.get(), cache.d_k.get(), cache.d_v.get(),
+                              d_tables.get(), d_start.get(), d_lens.get(), f.NumSeqs(), num_tokens,
+                              g.num_heads, f.MaxBlocksPerSeq(), max_query_len, f.MaxLen(),
+                              f.Scale(), f.Shape(), nullptr);
+  Sync();
+  ExpectRowsNear(DownloadF32(d_out), ToDouble(want), g.head_dim, tol, what);
+}
+
+TEST_P(CudaAttentionTest, PrefillTensorCoresLongChunksOverCachedPrefixes) {
+  // Chunks of 300 and 1000 after 700 and 1100 cached positions (many 64-row query tiles and
+  // 64-position K/V tiles, neither length a multiple of either), a decode row, an idle one.
+  ExpectPrefillMatchesTwin(Geometry(), {1000, 2100, 1031, 40}, {300, 1000, 1, 0}, 1.0f, rng_(),
+                           "prefill, long chunks");
+}
+
+TEST_P(CudaAttentionTest, PrefillTensorCoresMixesDecodeRowsAndChunks) {
+  // Decode rows (chunk of 1) at contexts 1, 5, 700, 2049, 64; whole prompts of 33, 129 and
+  // 16; chunks of 63 and 17 after cached prefixes; idle sequences (chunk of 0) in between.
+  // Block sizes 16 and 7 (tiles then cross cache blocks mid-row); q scales 1 and 8 (flat and
+  // peaked softmax rows).
+  const std::vector<int32_t> context_lens = {1, 5, 700, 33, 129, 2049, 64, 130, 40, 16, 77};
+  const std::vector<int32_t> query_lens = {1, 1, 1, 33, 129, 1, 1, 63, 0, 16, 17};
+  const auto [group, head_dim] = GetParam();
+  for (const int32_t block_size : {16, 7}) {
+    for (const float q_stddev : {1.0f, 8.0f}) {
+      ExpectPrefillMatchesTwin(AttentionGeometry{2 * group, 2, head_dim, block_size},
+                               context_lens, query_lens, q_stddev, rng_(),
+                               "prefill, mixed batch, block " + std::to_string(block_size) +
+                                   ", q stddev " + std::to_string(q_stddev));
+    }
+  }
+}
+
+TEST_P(CudaAttentionTest, PrefillTensorCoresDecodeOnlyAndSingleSequence) {
+  // A launch of decode rows only (every chunk 1; contexts around the 64-position K/V tile),
+  // then one whole prompt of 257 = 4 * 64 + 1 positions (its last K/V tile holds one position,
+  // its last query tile is partial for every group).
+  ExpectPrefillMatchesTwin(Geometry(), {1, 2, 63, 64, 65, 128, 129, 1000},
+                           {1, 1, 1, 1, 1, 1, 1, 1}, 1.0f, rng_(), "prefill, decode rows only");
+  ExpectPrefillMatchesTwin(Geometry(), {257}, {257}, 1.0f, rng_(), "prefill, one whole prompt");
+}
+
+TEST_F(CudaTest, PrefillHeadDim256StaysOnCudaCoresAndMatchesTwin) {
+  // head_dim 256 is the CUDA-core path (f32 weights): the ordinary attention tolerance.
+  ExpectPrefillMatchesTwin(AttentionGeometry{8, 2, 256, 16}, {1, 17, 300, 129, 50},
+                           {1, 17, 100, 64, 0}, 1.0f, rng_(), "prefill, head_dim 256",
+                           kAttentionTol);
+}
+
+}  // namespace
+}  // namespace servelab::kernels
