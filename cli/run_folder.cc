@@ -96,6 +96,8 @@ StatusOr<RunSummary> RunToFolder(const ExperimentConfig& experiment, const std::
   if (!summary.ok()) return summary.status();
 
   nlohmann::ordered_json json = ExperimentHeader(*prepared);
+  // The engine's runner sizes its own pool (its memory, its dtype): report what ran.
+  if (summary->kv_blocks_per_replica > 0) json["kv_blocks_per_replica"] = summary->kv_blocks_per_replica;
   const nlohmann::ordered_json metrics = summary->ToJson();
   for (const auto& [key, value] : metrics.items()) {
     if (!json.contains(key)) json[key] = value;

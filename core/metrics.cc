@@ -228,6 +228,7 @@ class MetricsCollector::Impl {
     s.goodput = Ratio(static_cast<double>(slo_met_), s.makespan_s);
     s.num_replicas = options_.num_replicas;
     s.num_gpus = static_cast<int64_t>(options_.num_replicas) * options_.gpus_per_replica;
+    s.kv_blocks_per_replica = options_.kv_blocks_per_replica;
     s.gpu_busy_fraction = Ratio(static_cast<double>(busy_ns_),
                                 static_cast<double>(options_.num_replicas) *
                                     static_cast<double>(last_end_));

@@ -115,6 +115,9 @@ struct RunSummary {
   double goodput = 0;         // requests per second meeting every set target
   int32_t num_replicas = 0;
   int64_t num_gpus = 0;       // replicas x gpus_per_replica
+  // The KV blocks each replica had (MetricsOptions): the cost model's count on the
+  // simulator, the runner's pool on the engine. Not in ToJson (the run header has it).
+  int64_t kv_blocks_per_replica = 0;
   double gpu_busy_fraction = 0;  // sum of step durations / (replicas x makespan)
   int64_t num_steps = 0;
   double mean_batch_size = 0;    // mean over iterations (padding included)

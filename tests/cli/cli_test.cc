@@ -18,6 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct CliResult {
   int exit_code;
@@ -246,6 +247,26 @@ TEST_F(CliTest, EngineBackendWritesTheSameFilesAsTheSimulator) {
   }
   EXPECT_THAT(ReadFile(dir_ / "e" / "summary.json"), HasSubstr("\"backend\": \"engine\""));
   EXPECT_THAT(engine.out, HasSubstr("engine: 6 finished, 0 rejected"));
+  // The header reports the pool that ran: 0.05 GiB of f32 K and V for 2 layers of 2 x 16
+  // dims in blocks of 16 tokens = 53,687,091 / 8,192 bytes (the simulator's A10 holds far more).
+  EXPECT_THAT(ReadFile(dir_ / "e" / "summary.json"), HasSubstr("\"kv_blocks_per_replica\": 6553,"));
+  EXPECT_THAT(ReadFile(dir_ / "s" / "summary.json"), Not(HasSubstr("\"kv_blocks_per_replica\": 6553,")));
+  // Device-generated random weights are a CUDA feature: bad input on the CPU engine.
+  const CliResult random_cpu =
+      Run("run " + exp.string() + " --set engine.weights=random --out " + (dir_ / "r").string());
+  EXPECT_EQ(random_cpu.exit_code, 2);
+  EXPECT_THAT(random_cpu.err, HasSubstr("engine.weights: random needs engine.device: cuda"));
+  // The CUDA engine refuses this model's head_dim 16 before touching a device (exit 2) when
+  // CUDA is built in, and says it is not built in otherwise (exit 2 too).
+  const CliResult cuda = Run("run " + exp.string() +
+                             " --set engine.device=cuda --set engine.weights=random --out " +
+                             (dir_ / "c").string());
+  EXPECT_EQ(cuda.exit_code, 2) << cuda.err;
+#if SERVELAB_HAS_CUDA
+  EXPECT_THAT(cuda.err, HasSubstr("head_dim 16 is not supported"));
+#else
+  EXPECT_THAT(cuda.err, HasSubstr("built without CUDA"));
+#endif
   // Without create_model a missing folder is bad input naming the key.
   const fs::path missing = Write("missing.yaml", ReadFile(exp).replace(
       ReadFile(exp).find("create_model: true"), 18, "create_model: false"));
