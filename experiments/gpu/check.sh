@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The device check for the CUDA path (issue 5): one call on the H200 machine, under 8 minutes.
-#   1. configure + build in Release for sm_90: the whole project if it configures there,
-#      else the GPU build beside this script (core, kernels, engine, CUDA runner, tests,
-#      benchmarks; header-only deps and GoogleTest carried in <repo>/.gpu_deps);
+#   1. the test and benchmark binaries built here and carried (.gpu_deps/prebuilt, from
+#      prepare.sh) when they run there; else configure + build in Release for sm_90: the
+#      whole project if it configures there, else the GPU build beside this script (core,
+#      kernels, engine, CUDA runner, tests, benchmarks; header-only deps and GoogleTest
+#      carried in <repo>/.gpu_deps);
 #   2. the CUDA tests: every kernel against its CPU twin (cuda_kernels_test,
 #      cuda_sampling_test), the CUDA runner against the CPU runner (cuda_model_runner_test);
 #   3. the kernel benchmark (decode attention GB/s against a device-to-device copy, prefill
@@ -34,25 +36,34 @@ note "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --forma
 
 TARGETS=(kernels_cuda_kernels_test kernels_cuda_sampling_test engine_cuda_model_runner_test
          cuda_kernels_benchmark cuda_engine_benchmark)
-SECONDS=0
-if timeout 90 cmake -S "$ROOT" -B "$BUILD/full" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DSERVELAB_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1; then
-  note "configured the whole project"
-  BIN=$BUILD/full
-  TESTS=$BIN/tests
-  BENCH=$BIN/bench
+PRE=$ROOT/.gpu_deps/prebuilt
+if [[ -x $PRE/cuda_engine_benchmark ]] && "$PRE/kernels_cuda_kernels_test" --gtest_list_tests >/dev/null 2>&1; then
+  # Built here for sm_90 by prepare.sh: no device time spent compiling.
+  note "carried binaries: $(cat "$PRE/STAMP" 2>/dev/null)"
+  TESTS=$PRE
+  BENCH=$PRE
 else
-  note "the whole project does not configure here (configure.log): GPU build"
-  BIN=$BUILD/gpu
-  TESTS=$BIN
-  BENCH=$BIN
-  timeout 90 cmake -S "$ROOT/experiments/gpu" -B "$BIN" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_CUDA_ARCHITECTURES=90 >>"$OUT/configure.log" 2>&1 ||
-    { note "CONFIGURE FAILED (configure.log)"; status=1; }
+  [[ -d $PRE ]] && note "carried binaries do not run here: building"
+  SECONDS=0
+  if timeout 90 cmake -S "$ROOT" -B "$BUILD/full" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DSERVELAB_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1; then
+    note "configured the whole project"
+    BIN=$BUILD/full
+    TESTS=$BIN/tests
+    BENCH=$BIN/bench
+  else
+    note "the whole project does not configure here (configure.log): GPU build"
+    BIN=$BUILD/gpu
+    TESTS=$BIN
+    BENCH=$BIN
+    timeout 90 cmake -S "$ROOT/experiments/gpu" -B "$BIN" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_ARCHITECTURES=90 >>"$OUT/configure.log" 2>&1 ||
+      { note "CONFIGURE FAILED (configure.log)"; status=1; }
+  fi
+  timeout 300 cmake --build "$BIN" -j "$JOBS" --target "${TARGETS[@]}" >"$OUT/build.log" 2>&1 ||
+    { note "BUILD FAILED (build.log; tail below)"; tail -30 "$OUT/build.log" | tee -a "$SUMMARY"; status=1; }
+  note "build: ${SECONDS}s"
 fi
-timeout 300 cmake --build "$BIN" -j "$JOBS" --target "${TARGETS[@]}" >"$OUT/build.log" 2>&1 ||
-  { note "BUILD FAILED (build.log; tail below)"; tail -30 "$OUT/build.log" | tee -a "$SUMMARY"; status=1; }
-note "build: ${SECONDS}s"
 
 # Runs one test binary; counts what passed, failed and was skipped (a skip on the device
 # machine is a failure: every CUDA test must run there).
@@ -100,6 +111,7 @@ if [[ -x $SERVELAB ]]; then
       --out "$OUT/engine_cuda_sim" >"$OUT/engine_cuda_sim.log" 2>&1 ||
     { note "engine_cuda sim run FAILED (engine_cuda_sim.log)"; status=1; }
   note "engine vs simulator: ${SECONDS}s"
+  [[ -f $OUT/engine_cuda/summary.json && -f $OUT/engine_cuda_sim/summary.json ]] &&
   python3 - "$OUT/engine_cuda/summary.json" "$OUT/engine_cuda_sim/summary.json" \
       >>"$SUMMARY" 2>&1 <<'PY' || true
 import json, sys

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Fills <repo>/.gpu_deps (git-ignored) with what the device machine's image lacks, for
-# check.sh: header-only libraries and GoogleTest sources for the GPU build, plus, when
-# ./build/servelab exists (a CUDA build from here, sm_90 SASS + PTX), the CLI and the two
-# shared libraries it needs beyond CUDA's, so check.sh can run experiments/engine_cuda.yaml
-# on the engine and on the simulator. Then carry `.gpu_deps` with the device run.
+# check.sh: header-only libraries and GoogleTest sources for the GPU build, and, from a
+# current CUDA build in ./build (sm_90 SASS + PTX: build it first), the CUDA test and
+# benchmark binaries (prebuilt/, so the device spends no time compiling) and the CLI with
+# the two shared libraries it needs beyond CUDA's (bin/, lib/), so check.sh can run
+# experiments/engine_cuda.yaml on the engine and on the simulator. Then carry `.gpu_deps`
+# with the device run (about 40 MB of the 64 MiB a run may carry).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DEPS=$ROOT/.gpu_deps
@@ -18,5 +20,14 @@ if [[ $LIBS == *libcudart* ]]; then
   for lib in $(awk '/yaml-cpp|boost_program_options/ {print $3}' <<<"$LIBS"); do
     cp -L "$lib" "$DEPS/lib/"
   done
+fi
+BINARIES=(tests/kernels_cuda_kernels_test tests/kernels_cuda_sampling_test
+          tests/engine_cuda_model_runner_test bench/cuda_kernels_benchmark bench/cuda_engine_benchmark)
+if [[ -x $ROOT/build/bench/cuda_engine_benchmark ]]; then
+  mkdir -p "$DEPS/prebuilt"
+  for b in "${BINARIES[@]}"; do cp "$ROOT/build/$b" "$DEPS/prebuilt/"; done
+  dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no | wc -l)
+  echo "built $(date -u +%FT%TZ) from $(git -C "$ROOT" rev-parse --short HEAD), $dirty files modified" \
+    >"$DEPS/prebuilt/STAMP"
 fi
 du -sh "$DEPS"
