@@ -23,6 +23,7 @@
 #include "kernels/rope.h"
 #include "kernels/silu_and_mul.h"
 #include "kernels/write_kv_cache.h"
+#include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/paged_kv_fixture.h"
 
@@ -35,64 +36,18 @@ using testing::AttentionGeometry;
 using testing::ExpectRowsNear;
 using testing::PagedKvFixture;
 using testing::Poison;
+using testing::CudaOk;
+using testing::CudaTest;
+using testing::DeviceArray;
+using testing::DownloadF32;
 using testing::RandomNormal;
+using testing::Sync;
+using testing::UploadBf16;
 
 constexpr double kElementwiseTol = 1e-2;  // a few bf16 ulps of the row's magnitude
 constexpr double kAttentionTol = 2e-2;
 
-void CudaOk(cudaError_t err, const char* what) {
-  SERVELAB_KERNEL_CHECK_MSG(err == cudaSuccess, "%s: %s", what, cudaGetErrorString(err));
-}
-
-// Waits for the launches and fails on any device error (a trap included).
-void Sync() { CudaOk(cudaDeviceSynchronize(), "kernel"); }
-
-// Device array of n T, freed on scope exit.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t n) : n_(n) {
-    CudaOk(cudaMalloc(&ptr_, std::max<size_t>(n, 1) * sizeof(T)), "cudaMalloc");
-  }
-  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
-    CudaOk(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), "upload");
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(ptr_); }
-
-  T* get() const { return ptr_; }
-  // All-ones bytes: NaN as bf16 and f32, -1 as int.
-  void Poison() { CudaOk(cudaMemset(ptr_, 0xff, n_ * sizeof(T)), "poison"); }
-  std::vector<T> Download() const {
-    std::vector<T> host(n_);
-    CudaOk(cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "download");
-    return host;
-  }
-
- private:
-  T* ptr_ = nullptr;
-  size_t n_;
-};
-
-DeviceArray<bf16> UploadBf16(const std::vector<float>& host) {
-  return DeviceArray<bf16>(cuda::ToBf16(host));
-}
-std::vector<float> DownloadF32(const DeviceArray<bf16>& device) {
-  return cuda::ToF32(device.Download());
-}
 std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-class CudaTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) GTEST_SKIP() << "no CUDA device: " << cudaGetErrorString(err);
-    if (count == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount returned 0";
-  }
-  std::mt19937 rng_{::testing::UnitTest::GetInstance()->random_seed() + 12345u};
-};
 
 TEST_F(CudaTest, WriteKvCacheMatchesTwinBitForBit) {
   const KvCacheShape shape{9, 16, 8, 128};

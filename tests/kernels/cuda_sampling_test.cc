@@ -27,6 +27,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/kernel_check.h"
 #include "kernels/top_p_sample.h"
+#include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace servelab::kernels {
@@ -34,57 +35,19 @@ namespace {
 
 using cuda::bf16;
 using cuda::RoundToBf16;
+using testing::CudaOk;
+using testing::CudaTest;
+using testing::DeviceArray;
+using testing::DownloadF32;
 using testing::RandomNormal;
+using testing::Sync;
+using testing::UploadBf16;
 
 // Relative to the kept mass, about 8 f32 ulps: weights off by a relative d move every
 // cumulative / mass by at most 2d. Large flat rows have cumulatives ~1/V apart, so a fair
 // share of them is flagged (the test prints how many, and how many of those differ); the
 // hand-made rows, exactly on boundaries by design, are held to exact equality.
 constexpr double kBoundaryEps = 1e-6;
-
-void CudaOk(cudaError_t err, const char* what) {
-  SERVELAB_KERNEL_CHECK_MSG(err == cudaSuccess, "%s: %s", what, cudaGetErrorString(err));
-}
-
-void Sync() { CudaOk(cudaDeviceSynchronize(), "kernel"); }
-
-// Device array of n T, freed on scope exit.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t n) : n_(n) {
-    CudaOk(cudaMalloc(&ptr_, std::max<size_t>(n, 1) * sizeof(T)), "cudaMalloc");
-  }
-  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
-    CudaOk(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), "upload");
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(ptr_); }
-
-  T* get() const { return ptr_; }
-  void Poison() { CudaOk(cudaMemset(ptr_, 0xff, n_ * sizeof(T)), "poison"); }  // -1 as int
-  std::vector<T> Download() const {
-    std::vector<T> host(n_);
-    CudaOk(cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "download");
-    return host;
-  }
-
- private:
-  T* ptr_ = nullptr;
-  size_t n_;
-};
-
-class CudaTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) GTEST_SKIP() << "no CUDA device: " << cudaGetErrorString(err);
-    if (count == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount returned 0";
-  }
-  std::mt19937 rng_{::testing::UnitTest::GetInstance()->random_seed() + 4242u};
-};
 
 // A batch of rows for TopPSample, host side.
 struct Batch {
