@@ -129,8 +129,9 @@ struct MetaLayout {
 };
 
 struct LayerPointers {
-  bf16 *q_proj = nullptr, *k_proj = nullptr, *v_proj = nullptr, *o_proj = nullptr;
-  bf16 *q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr, *o_bias = nullptr;
+  // q_proj, k_proj and v_proj stacked ([qd + 2 kvd, h]; biases likewise): one GEMM.
+  bf16 *qkv_proj = nullptr, *o_proj = nullptr;
+  bf16 *qkv_bias = nullptr, *o_bias = nullptr;
   bf16 *gate_up_proj = nullptr, *down_proj = nullptr;
   bf16 *input_norm = nullptr, *post_attention_norm = nullptr;
 };
@@ -178,7 +179,7 @@ struct CudaModelRunner::Impl {
   bf16* host_pool = nullptr;            // pinned swap pool, the same array order
 
   // Activations [rows, width], bf16, sized for max_tokens rows (last_*: max_seqs).
-  bf16 *hidden = nullptr, *residual = nullptr, *q = nullptr, *k = nullptr, *v = nullptr,
+  bf16 *hidden = nullptr, *residual = nullptr, *q = nullptr, *qkv = nullptr,
        *attn = nullptr, *gate_up = nullptr, *act = nullptr;
   bf16 *last_hidden = nullptr, *last_residual = nullptr;
   float* logits = nullptr;            // [max_seqs, vocab]
@@ -290,18 +291,14 @@ Status CudaModelRunner::Impl::AllocateWeights(bool tied) {
   SERVELAB_RETURN_IF_ERROR(Alloc(final_norm, h, "norm"));
   layers.resize(static_cast<size_t>(s.num_hidden_layers));
   for (LayerPointers& l : layers) {
-    SERVELAB_RETURN_IF_ERROR(Alloc(l.q_proj, qd * h, "q_proj"));
-    SERVELAB_RETURN_IF_ERROR(Alloc(l.k_proj, kvd * h, "k_proj"));
-    SERVELAB_RETURN_IF_ERROR(Alloc(l.v_proj, kvd * h, "v_proj"));
+    SERVELAB_RETURN_IF_ERROR(Alloc(l.qkv_proj, (qd + 2 * kvd) * h, "q/k/v_proj"));
     SERVELAB_RETURN_IF_ERROR(Alloc(l.o_proj, h * qd, "o_proj"));
     SERVELAB_RETURN_IF_ERROR(Alloc(l.gate_up_proj, 2 * inter * h, "gate_up_proj"));
     SERVELAB_RETURN_IF_ERROR(Alloc(l.down_proj, h * inter, "down_proj"));
     SERVELAB_RETURN_IF_ERROR(Alloc(l.input_norm, h, "input_layernorm"));
     SERVELAB_RETURN_IF_ERROR(Alloc(l.post_attention_norm, h, "post_attention_layernorm"));
     if (s.attention_bias) {
-      SERVELAB_RETURN_IF_ERROR(Alloc(l.q_bias, qd, "q_proj.bias"));
-      SERVELAB_RETURN_IF_ERROR(Alloc(l.k_bias, kvd, "k_proj.bias"));
-      SERVELAB_RETURN_IF_ERROR(Alloc(l.v_bias, kvd, "v_proj.bias"));
+      SERVELAB_RETURN_IF_ERROR(Alloc(l.qkv_bias, qd + 2 * kvd, "q/k/v_proj.bias"));
     }
     if (config.o_proj_bias) SERVELAB_RETURN_IF_ERROR(Alloc(l.o_bias, h, "o_proj.bias"));
   }
@@ -331,9 +328,12 @@ Status CudaModelRunner::Impl::UploadWeights(const ModelWeights& w) {
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerWeights& src = w.layers[i];
     LayerPointers& dst = layers[i];
-    SERVELAB_RETURN_IF_ERROR(upload(dst.q_proj, src.q_proj.data(), src.q_proj.size(), "q_proj"));
-    SERVELAB_RETURN_IF_ERROR(upload(dst.k_proj, src.k_proj.data(), src.k_proj.size(), "k_proj"));
-    SERVELAB_RETURN_IF_ERROR(upload(dst.v_proj, src.v_proj.data(), src.v_proj.size(), "v_proj"));
+    bf16* qkv_at = dst.qkv_proj;  // q, k, v rows stacked
+    SERVELAB_RETURN_IF_ERROR(upload(qkv_at, src.q_proj.data(), src.q_proj.size(), "q_proj"));
+    qkv_at += src.q_proj.size();
+    SERVELAB_RETURN_IF_ERROR(upload(qkv_at, src.k_proj.data(), src.k_proj.size(), "k_proj"));
+    qkv_at += src.k_proj.size();
+    SERVELAB_RETURN_IF_ERROR(upload(qkv_at, src.v_proj.data(), src.v_proj.size(), "v_proj"));
     SERVELAB_RETURN_IF_ERROR(upload(dst.o_proj, src.o_proj.data(), src.o_proj.size(), "o_proj"));
     SERVELAB_RETURN_IF_ERROR(
         upload(dst.gate_up_proj, src.gate_up_proj.data(), src.gate_up_proj.size(), "gate_up"));
@@ -344,10 +344,13 @@ Status CudaModelRunner::Impl::UploadWeights(const ModelWeights& w) {
     SERVELAB_RETURN_IF_ERROR(upload(dst.post_attention_norm, src.post_attention_norm.data(),
                                     static_cast<int64_t>(src.post_attention_norm.size()),
                                     "post_attention_norm"));
-    if (dst.q_bias != nullptr) {
-      SERVELAB_RETURN_IF_ERROR(upload(dst.q_bias, src.q_bias.data(), src.q_bias.size(), "q_bias"));
-      SERVELAB_RETURN_IF_ERROR(upload(dst.k_bias, src.k_bias.data(), src.k_bias.size(), "k_bias"));
-      SERVELAB_RETURN_IF_ERROR(upload(dst.v_bias, src.v_bias.data(), src.v_bias.size(), "v_bias"));
+    if (dst.qkv_bias != nullptr) {
+      bf16* at = dst.qkv_bias;
+      SERVELAB_RETURN_IF_ERROR(upload(at, src.q_bias.data(), src.q_bias.size(), "q_bias"));
+      at += src.q_bias.size();
+      SERVELAB_RETURN_IF_ERROR(upload(at, src.k_bias.data(), src.k_bias.size(), "k_bias"));
+      at += src.k_bias.size();
+      SERVELAB_RETURN_IF_ERROR(upload(at, src.v_bias.data(), src.v_bias.size(), "v_bias"));
     }
     if (dst.o_bias != nullptr) {
       SERVELAB_RETURN_IF_ERROR(upload(dst.o_bias, src.o_bias.data(), src.o_bias.size(), "o_bias"));
@@ -368,19 +371,13 @@ Status CudaModelRunner::Impl::RandomWeights(uint64_t seed, double init_std) {
   if (lm_head != embed) fill(lm_head, int64_t{s.vocab_size} * h, 0.0f);
   fill(final_norm, h, 1.0f);
   for (LayerPointers& l : layers) {
-    fill(l.q_proj, qd * h, 0.0f);
-    fill(l.k_proj, kvd * h, 0.0f);
-    fill(l.v_proj, kvd * h, 0.0f);
+    fill(l.qkv_proj, (qd + 2 * kvd) * h, 0.0f);
     fill(l.o_proj, h * qd, 0.0f);
     fill(l.gate_up_proj, 2 * inter * h, 0.0f);
     fill(l.down_proj, h * inter, 0.0f);
     fill(l.input_norm, h, 1.0f);
     fill(l.post_attention_norm, h, 1.0f);
-    if (l.q_bias != nullptr) {
-      fill(l.q_bias, qd, 0.0f);
-      fill(l.k_bias, kvd, 0.0f);
-      fill(l.v_bias, kvd, 0.0f);
-    }
+    if (l.qkv_bias != nullptr) fill(l.qkv_bias, qd + 2 * kvd, 0.0f);
     if (l.o_bias != nullptr) fill(l.o_bias, h, 0.0f);
   }
   SERVELAB_CUDA_RETURN(cudaStreamSynchronize(stream), "generating random weights");
@@ -393,8 +390,7 @@ Status CudaModelRunner::Impl::AllocateWorkingSet() {
   SERVELAB_RETURN_IF_ERROR(Alloc(hidden, rows * h, "activations"));
   SERVELAB_RETURN_IF_ERROR(Alloc(residual, rows * h, "activations"));
   SERVELAB_RETURN_IF_ERROR(Alloc(q, rows * s.QDim(), "activations"));
-  SERVELAB_RETURN_IF_ERROR(Alloc(k, rows * s.KvDim(), "activations"));
-  SERVELAB_RETURN_IF_ERROR(Alloc(v, rows * s.KvDim(), "activations"));
+  SERVELAB_RETURN_IF_ERROR(Alloc(qkv, rows * (s.QDim() + 2 * s.KvDim()), "activations"));
   SERVELAB_RETURN_IF_ERROR(Alloc(attn, rows * s.QDim(), "activations"));
   SERVELAB_RETURN_IF_ERROR(Alloc(gate_up, rows * 2 * s.intermediate_size, "activations"));
   SERVELAB_RETURN_IF_ERROR(Alloc(act, rows * s.intermediate_size, "activations"));
@@ -490,7 +486,7 @@ void CudaModelRunner::Impl::Gemm(const bf16* x, int32_t rows, const bf16* w, int
 void CudaModelRunner::Impl::Forward(const ForwardShape& f) {
   const ModelSpec& s = spec();
   const int32_t T = f.tokens, h = s.hidden_size, heads = s.num_attention_heads;
-  const int32_t kv_heads = s.num_key_value_heads, head_dim = s.HeadDim();
+  const int32_t head_dim = s.HeadDim();
   const auto qd = static_cast<int32_t>(s.QDim()), kvd = static_cast<int32_t>(s.KvDim());
   const int32_t inter = s.intermediate_size;
   const auto eps = static_cast<float>(s.rms_norm_eps);
@@ -505,16 +501,10 @@ void CudaModelRunner::Impl::Forward(const ForwardShape& f) {
     } else {
       kcuda::FusedAddRmsNorm(hidden, residual, w.input_norm, T, h, eps, stream);
     }
-    Gemm(hidden, T, w.q_proj, qd, h, q, CUDA_R_16BF);
-    Gemm(hidden, T, w.k_proj, kvd, h, k, CUDA_R_16BF);
-    Gemm(hidden, T, w.v_proj, kvd, h, v, CUDA_R_16BF);
-    if (w.q_bias != nullptr) {
-      engine_cuda::AddBias(q, w.q_bias, T, qd, stream);
-      engine_cuda::AddBias(k, w.k_bias, T, kvd, stream);
-      engine_cuda::AddBias(v, w.v_bias, T, kvd, stream);
-    }
-    kcuda::ApplyRope(q, k, f.positions, inv_freq, T, heads, kv_heads, head_dim, stream);
-    kcuda::WriteKvCache(k_cache[i], v_cache[i], k, v, f.slot_mapping, T, shape, stream);
+    Gemm(hidden, T, w.qkv_proj, qd + 2 * kvd, h, qkv, CUDA_R_16BF);
+    if (w.qkv_bias != nullptr) engine_cuda::AddBias(qkv, w.qkv_bias, T, qd + 2 * kvd, stream);
+    engine_cuda::QkvRopeKvWrite(q, k_cache[i], v_cache[i], qkv, f.positions, inv_freq,
+                                f.slot_mapping, T, heads, shape, stream);
     if (f.decode_attention) {
       kcuda::PagedDecodeAttention(attn, q, k_cache[i], v_cache[i], f.block_tables, f.context_lens,
                                   f.seqs, heads, f.block_table_stride, f.max_context_len, scale,

@@ -4,9 +4,11 @@
 // CUBLAS_COMPUTE_32F; kernels/cuda/ for the rest) and f32 logits.
 //
 // Step (one stream):  upload the packed step (one host-to-device copy from pinned memory)
-//   -> embed -> per layer: [fused add +] RMSNorm -> q, k, v GEMMs (+ bias) -> RoPE ->
-//   WriteKvCache -> attention -> o_proj -> fused add + RMSNorm -> gate_up GEMM ->
-//   SiLU*mul -> down GEMM -> final fused add + RMSNorm and LM head on the emitting rows.
+//   -> embed -> per layer: [fused add +] RMSNorm -> one q|k|v GEMM (stacked weights; +
+//   bias) -> RoPE on q and k, k and v into the paged cache, in one kernel -> attention ->
+//   o_proj -> fused add + RMSNorm -> gate_up GEMM -> SiLU*mul -> down GEMM -> final fused
+//   add + RMSNorm and LM head on the emitting rows. Nine launches per layer, plus the
+//   split-KV merge in long decodes and the bias adds of models that have biases.
 // Attention: PagedDecodeAttention (split-KV) when every seq brings one token, else
 // PagedPrefillAttention over the whole pack (decodes are chunks of one).
 //

@@ -41,6 +41,55 @@ __global__ void GatherRowsKernel(bf16* out, const bf16* in, const int32_t* rows,
   for (int32_t c = threadIdx.x; c < cols; c += blockDim.x) out[e * cols + c] = in[src * cols + c];
 }
 
+__global__ void QkvRopeKvWriteKernel(bf16* q_out, bf16* k_cache, bf16* v_cache, const bf16* qkv,
+                                     const int32_t* positions, const float* inv_freq,
+                                     const int64_t* slot_mapping, int32_t num_heads,
+                                     int32_t num_kv_heads, int32_t head_dim, int64_t num_slots) {
+  extern __shared__ float cos_sin[];  // [2, half]
+  const int32_t half = head_dim / 2;
+  const int64_t t = blockIdx.x;
+  const int32_t pos = positions[t];
+  if (pos < 0) __trap();
+  const int64_t slot = slot_mapping[t];
+  if (slot >= num_slots) __trap();
+  float* cos_v = cos_sin;
+  float* sin_v = cos_sin + half;
+  for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
+    double s, c;  // as kernels/cuda/rope.cu: the angle and its cos/sin in f64
+    sincos(static_cast<double>(pos) * static_cast<double>(inv_freq[i]), &s, &c);
+    cos_v[i] = static_cast<float>(c);
+    sin_v[i] = static_cast<float>(s);
+  }
+  __syncthreads();
+  const int64_t q_dim = int64_t{num_heads} * head_dim, kv_dim = int64_t{num_kv_heads} * head_dim;
+  const bf16* row = qkv + t * (q_dim + 2 * kv_dim);
+  const int32_t q_pairs = num_heads * half;
+  const int32_t all_pairs = (num_heads + num_kv_heads) * half;
+  for (int32_t p = threadIdx.x; p < all_pairs; p += blockDim.x) {
+    const bool is_q = p < q_pairs;
+    const int32_t head = is_q ? p / half : (p - q_pairs) / half;
+    const int32_t i = is_q ? p % half : (p - q_pairs) % half;
+    const bf16* in = row + (is_q ? 0 : q_dim) + int64_t{head} * head_dim;
+    const float x0 = __bfloat162float(in[i]);
+    const float x1 = __bfloat162float(in[i + half]);
+    const bf16 y0 = __float2bfloat16(x0 * cos_v[i] - x1 * sin_v[i]);
+    const bf16 y1 = __float2bfloat16(x1 * cos_v[i] + x0 * sin_v[i]);
+    bf16* out;
+    if (is_q) {
+      out = q_out + t * q_dim + int64_t{head} * head_dim;
+    } else if (slot >= 0) {
+      out = k_cache + (slot * num_kv_heads + head) * head_dim;
+    } else {
+      continue;  // padding: no KV
+    }
+    out[i] = y0;
+    out[i + half] = y1;
+  }
+  if (slot < 0) return;
+  const bf16* v = row + q_dim + kv_dim;
+  for (int64_t e = threadIdx.x; e < kv_dim; e += blockDim.x) v_cache[slot * kv_dim + e] = v[e];
+}
+
 int GridFor(int64_t n) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   return static_cast<int>(blocks < 65536 ? blocks : 65536);  // grid-stride beyond
@@ -71,6 +120,20 @@ void GatherRows(bf16* out, const bf16* in, const int32_t* rows, int32_t num_rows
   SERVELAB_KERNEL_CHECK(num_rows >= 0 && cols > 0);
   if (num_rows == 0) return;
   GatherRowsKernel<<<num_rows, kThreads, 0, stream>>>(out, in, rows, cols);
+  SERVELAB_CUDA_LAUNCH_CHECK();
+}
+
+void QkvRopeKvWrite(bf16* q_out, bf16* k_cache, bf16* v_cache, const bf16* qkv,
+                    const int32_t* positions, const float* inv_freq, const int64_t* slot_mapping,
+                    int32_t num_tokens, int32_t num_heads, const kernels::KvCacheShape& cache,
+                    cudaStream_t stream) {
+  SERVELAB_KERNEL_CHECK(cache.Valid() && num_tokens >= 0 && num_heads > 0);
+  SERVELAB_KERNEL_CHECK(cache.head_dim % 2 == 0 && cache.head_dim <= 4096);
+  if (num_tokens == 0) return;
+  const size_t smem = sizeof(float) * cache.head_dim;  // cos and sin, half each
+  QkvRopeKvWriteKernel<<<num_tokens, kThreads, smem, stream>>>(
+      q_out, k_cache, v_cache, qkv, positions, inv_freq, slot_mapping, num_heads,
+      cache.num_kv_heads, cache.head_dim, cache.NumSlots());
   SERVELAB_CUDA_LAUNCH_CHECK();
 }
 

@@ -6,7 +6,8 @@
 #      kernels, engine, CUDA runner, tests, benchmarks; header-only deps and GoogleTest
 #      carried in <repo>/.gpu_deps);
 #   2. the CUDA tests: every kernel against its CPU twin (cuda_kernels_test,
-#      cuda_sampling_test), the CUDA runner against the CPU runner (cuda_model_runner_test);
+#      cuda_sampling_test), the runner's own kernels (cuda_runner_kernels_test), the CUDA
+#      runner against the CPU runner (cuda_model_runner_test);
 #   3. the kernel benchmark (decode attention GB/s against a device-to-device copy, prefill
 #      attention TFLOP/s) and the engine benchmark (Llama-3-8B decode step time against its
 #      memory floor, prefill TFLOP/s);
@@ -34,8 +35,8 @@ command -v ninja >/dev/null && GEN=(-G Ninja)
 { nvidia-smi; nvcc --version; cmake --version; } >"$OUT/environment.txt" 2>&1
 note "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
 
-TARGETS=(kernels_cuda_kernels_test kernels_cuda_sampling_test engine_cuda_model_runner_test
-         cuda_kernels_benchmark cuda_engine_benchmark)
+TARGETS=(kernels_cuda_kernels_test kernels_cuda_sampling_test engine_cuda_runner_kernels_test
+         engine_cuda_model_runner_test cuda_kernels_benchmark cuda_engine_benchmark)
 PRE=$ROOT/.gpu_deps/prebuilt
 if [[ -x $PRE/cuda_engine_benchmark ]] && "$PRE/kernels_cuda_kernels_test" --gtest_list_tests >/dev/null 2>&1; then
   # Built here for sm_90 by prepare.sh: no device time spent compiling.
@@ -87,6 +88,7 @@ run_tests() {
 }
 run_tests cuda_kernels_test "$TESTS/kernels_cuda_kernels_test" 120
 run_tests cuda_sampling_test "$TESTS/kernels_cuda_sampling_test" 60
+run_tests cuda_runner_kernels_test "$TESTS/engine_cuda_runner_kernels_test" 60
 run_tests cuda_model_runner_test "$TESTS/engine_cuda_model_runner_test" 120
 
 run_bench() {

@@ -22,7 +22,7 @@ if [[ $LIBS == *libcudart* ]]; then
   done
 fi
 BINARIES=(tests/kernels_cuda_kernels_test tests/kernels_cuda_sampling_test
-          tests/engine_cuda_model_runner_test bench/cuda_kernels_benchmark bench/cuda_engine_benchmark)
+          tests/engine_cuda_runner_kernels_test tests/engine_cuda_model_runner_test bench/cuda_kernels_benchmark bench/cuda_engine_benchmark)
 if [[ -x $ROOT/build/bench/cuda_engine_benchmark ]]; then
   mkdir -p "$DEPS/prebuilt"
   for b in "${BINARIES[@]}"; do cp "$ROOT/build/$b" "$DEPS/prebuilt/"; done
