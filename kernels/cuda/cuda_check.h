@@ -17,6 +17,20 @@ namespace servelab::kernels::cuda::detail {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
+// kernel<<<grid, threads, smem, stream>>>(args...), first raising the kernel's dynamic
+// shared-memory limit when smem is past the default 48 KiB (an opt-in per kernel).
+template <typename... Params, typename... Args>
+void LaunchWithSharedMemory(void (*kernel)(Params...), dim3 grid, int threads, size_t smem,
+                            cudaStream_t stream, Args&&... args) {
+  if (smem > 48 * 1024) {
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    SERVELAB_KERNEL_CHECK_MSG(err == cudaSuccess, "%s", cudaGetErrorString(err));
+  }
+  kernel<<<grid, threads, smem, stream>>>(static_cast<Args&&>(args)...);
+  SERVELAB_CUDA_LAUNCH_CHECK();
+}
+
 __device__ __forceinline__ float WarpSum(float x) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(kFullMask, x, o);

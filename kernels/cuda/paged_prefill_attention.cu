@@ -162,16 +162,9 @@ __global__ void __launch_bounds__(kThreads) PagedPrefillKernel(PrefillParams p) 
 
 template <int kHeadDim>
 void Launch(const PrefillParams& p, int32_t num_seqs, cudaStream_t stream) {
-  constexpr size_t kSmem = SharedBytes<kHeadDim>();
-  if constexpr (kSmem > 48 * 1024) {
-    const cudaError_t err = cudaFuncSetAttribute(
-        PagedPrefillKernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kSmem});
-    SERVELAB_KERNEL_CHECK_MSG(err == cudaSuccess, "%s", cudaGetErrorString(err));
-  }
   const int32_t tiles = (p.max_query_len + p.tokens_per_block - 1) / p.tokens_per_block;
-  const dim3 grid(p.num_kv_heads, num_seqs, tiles);
-  PagedPrefillKernel<kHeadDim><<<grid, kThreads, kSmem, stream>>>(p);
-  SERVELAB_CUDA_LAUNCH_CHECK();
+  detail::LaunchWithSharedMemory(PagedPrefillKernel<kHeadDim>, dim3(p.num_kv_heads, num_seqs, tiles),
+                                 kThreads, SharedBytes<kHeadDim>(), stream, p);
 }
 
 }  // namespace

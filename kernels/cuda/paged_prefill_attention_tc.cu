@@ -379,17 +379,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) PagedPrefillTcKerne
 
 template <int kHeadDim>
 void Launch(const PrefillParams& p, int32_t num_seqs, cudaStream_t stream) {
-  constexpr size_t kSmem = Smem<kHeadDim>::kBytes;
-  static_assert(kSmem <= 227 * 1024);
-  if constexpr (kSmem > 48 * 1024) {
-    const cudaError_t err = cudaFuncSetAttribute(
-        PagedPrefillTcKernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kSmem});
-    SERVELAB_KERNEL_CHECK_MSG(err == cudaSuccess, "%s", cudaGetErrorString(err));
-  }
+  static_assert(Smem<kHeadDim>::kBytes <= 227 * 1024);
   const int32_t tiles = (p.max_query_len + p.tokens_per_block - 1) / p.tokens_per_block;
-  const dim3 grid(p.num_kv_heads, num_seqs, tiles);
-  PagedPrefillTcKernel<kHeadDim><<<grid, kThreads, kSmem, stream>>>(p);
-  SERVELAB_CUDA_LAUNCH_CHECK();
+  detail::LaunchWithSharedMemory(PagedPrefillTcKernel<kHeadDim>,
+                                 dim3(p.num_kv_heads, num_seqs, tiles), kThreads,
+                                 Smem<kHeadDim>::kBytes, stream, p);
 }
 
 }  // namespace
