@@ -47,20 +47,27 @@ void EmbeddingGather(bf16* out, const bf16* table, const int32_t* token_ids, int
                      int32_t vocab_size, int32_t hidden, cudaStream_t stream);
 
 // Split-KV scratch for PagedDecodeAttention (kernels allocate no device memory): f32 bytes
-// for every (sequence, head, partition) of max_context_len. 0 when no split is needed.
+// for every (sequence, head, partition) of max_context_len, enough for any launch of up to
+// num_seqs sequences with the automatic partition length, or with `partition_len` (128, 256
+// or 512) when given. 0 when no split is needed. Reads the current device's SM count.
 size_t PagedDecodeAttentionWorkspaceBytes(int32_t num_seqs, int32_t num_heads,
-                                          int32_t max_context_len, const KvCacheShape& cache);
+                                          int32_t max_context_len, const KvCacheShape& cache,
+                                          int32_t partition_len = 0);
 
 // As cpu::PagedDecodeAttention. The one addition to the twin's arguments is the split-KV
 // scratch, before the stream: `workspace` (device, f32, >= the bytes above) lets contexts
 // longer than one partition be split across thread blocks (flash-decoding) and merged by a
 // second pass; nullptr (or too small) runs one block per (sequence, kv head), unsplit.
+// Partitions are 512 tokens when the launch has enough (sequence, kv head, partition)
+// blocks for two per SM, else 256 or 128 (a small batch still spreads over the device);
+// `partition_len` (128, 256, 512) forces one, for tests and benchmarks.
 // Supported: head_dim 64, 128 or 256; num_heads / num_kv_heads <= 8.
 void PagedDecodeAttention(bf16* out, const bf16* q, const bf16* k_cache, const bf16* v_cache,
                           const int32_t* block_tables, const int32_t* context_lens,
                           int32_t num_seqs, int32_t num_heads, int32_t max_blocks_per_seq,
                           int32_t max_context_len, float scale, const KvCacheShape& cache,
-                          float* workspace, size_t workspace_bytes, cudaStream_t stream);
+                          float* workspace, size_t workspace_bytes, cudaStream_t stream,
+                          int32_t partition_len = 0);
 
 // As cpu::PagedPrefillAttention. Supported: head_dim 64, 128 or 256;
 // num_heads / num_kv_heads <= 64. head_dim 64 and 128 run on tensor cores (FlashAttention-2

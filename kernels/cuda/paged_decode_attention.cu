@@ -8,9 +8,13 @@
 // The block walks its token range in chunks of kPartition tokens: (1) q.k scores of the
 // chunk for every head of the group into shared memory, (2) per head, raise the running max,
 // turn scores into exp weights, rescale the running sum, (3) rescale the per-thread f32
-// accumulators and add p * v. Contexts longer than kPartition are split, when the caller
+// accumulators and add p * v. Contexts longer than one partition are split, when the caller
 // gives a workspace, into one block per partition; each writes its normalised partial output
 // with its (max, sum), and a reduce kernel merges them per (sequence, head).
+//
+// Partition length: 512 tokens when (sequences x kv heads x partitions) already gives two
+// blocks per SM, else 256, else 128, so that a small batch (batch 1 at a 1k context: 16
+// blocks at 512) still spreads its KV reads over the device. Callers may force one.
 #include <algorithm>
 #include <cfloat>
 
@@ -24,11 +28,38 @@ using detail::Bf16x8;
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int32_t kPartition = 512;  // tokens per chunk, and per block when split
+constexpr int32_t kPartition = 512;  // tokens per chunk; the longest split partition
 constexpr int32_t kMaxGroup = 8;
+constexpr int32_t kPartitionLens[] = {512, 256, 128};  // the split lengths, longest first
 
-int32_t NumPartitions(int32_t max_context_len) {
-  return (max_context_len + kPartition - 1) / kPartition;
+int32_t NumPartitions(int32_t max_context_len, int32_t partition_len) {
+  return (max_context_len + partition_len - 1) / partition_len;
+}
+
+int32_t SmCount() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      count <= 0) {
+    cudaGetLastError();  // a failed query must not surface at the next launch check
+    return 132;          // an H100/H200's count
+  }
+  return count;
+}
+
+// The longest partition that still gives two blocks per SM; the shortest otherwise.
+int32_t AutoPartitionLen(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context_len,
+                         int32_t sm_count) {
+  for (const int32_t len : kPartitionLens) {
+    if (int64_t{num_seqs} * num_kv_heads * NumPartitions(max_context_len, len) >= 2 * sm_count) {
+      return len;
+    }
+  }
+  return kPartitionLens[2];
+}
+
+size_t SplitBytes(int32_t num_seqs, int32_t num_heads, int32_t parts, int32_t head_dim) {
+  return parts <= 1 ? 0 : sizeof(float) * size_t(num_seqs) * num_heads * parts * (head_dim + 2);
 }
 
 // Split-KV scratch: [num_seqs, num_heads, parts, head_dim] outputs, then [.., parts] maxima,
@@ -58,6 +89,7 @@ struct DecodeParams {
   int32_t max_blocks_per_seq;
   int32_t max_context_len;
   int32_t num_parts;  // 1: unsplit, the block covers the whole context
+  int32_t partition_len;  // tokens per block when split
   float scale;
   int32_t num_blocks;
   int32_t block_size;
@@ -90,9 +122,9 @@ __global__ void __launch_bounds__(kThreads)
   if (context_len < 1 || context_len > p.max_context_len) __trap();
   int32_t begin = 0, end = context_len;
   if (p.num_parts > 1) {
-    begin = part * kPartition;
+    begin = part * p.partition_len;
     if (begin >= context_len) return;  // this sequence is shorter; the reduce skips it
-    end = min(context_len, begin + kPartition);
+    end = min(context_len, begin + p.partition_len);
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int unit = lane % kLanesPerToken;  // which 8 dims of the row
@@ -238,9 +270,10 @@ __global__ void __launch_bounds__(kThreads)
 
 // Merges the partitions of one (sequence, head): grid (num_heads, num_seqs), head_dim threads.
 __global__ void PagedDecodeReduceKernel(bf16* out, Workspace ws, const int32_t* context_lens,
-                                        int32_t num_heads, int32_t num_parts, int32_t head_dim) {
+                                        int32_t num_heads, int32_t num_parts, int32_t head_dim,
+                                        int32_t partition_len) {
   const int32_t head = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
-  const int32_t parts = (context_lens[seq] + kPartition - 1) / kPartition;
+  const int32_t parts = (context_lens[seq] + partition_len - 1) / partition_len;
   const int64_t row = int64_t{seq} * num_heads + head;
   const float* max = ws.max + row * num_parts;
   const float* sum = ws.sum + row * num_parts;
@@ -281,18 +314,36 @@ void LaunchForGroup(const DecodeParams& p, int32_t num_seqs, cudaStream_t stream
 }  // namespace
 
 size_t PagedDecodeAttentionWorkspaceBytes(int32_t num_seqs, int32_t num_heads,
-                                          int32_t max_context_len, const KvCacheShape& cache) {
-  const int32_t parts = NumPartitions(max_context_len);
-  if (parts <= 1) return 0;
-  return sizeof(float) * size_t(num_seqs) * num_heads * parts * (cache.head_dim + 2);
+                                          int32_t max_context_len, const KvCacheShape& cache,
+                                          int32_t partition_len) {
+  if (partition_len > 0) {
+    SERVELAB_KERNEL_CHECK_MSG(partition_len == 128 || partition_len == 256 || partition_len == 512,
+                              "partition_len %d", partition_len);
+    return SplitBytes(num_seqs, num_heads, NumPartitions(max_context_len, partition_len),
+                      cache.head_dim);
+  }
+  // The automatic length depends on the launch's sequence count: the most any launch of up
+  // to num_seqs sequences can need.
+  const int32_t sm_count = SmCount();
+  size_t most = 0;
+  for (int32_t s = 1; s <= num_seqs; ++s) {
+    const int32_t len = AutoPartitionLen(s, cache.num_kv_heads, max_context_len, sm_count);
+    most = std::max(most, SplitBytes(s, num_heads, NumPartitions(max_context_len, len),
+                                     cache.head_dim));
+  }
+  return most;
 }
 
 void PagedDecodeAttention(bf16* out, const bf16* q, const bf16* k_cache, const bf16* v_cache,
                           const int32_t* block_tables, const int32_t* context_lens,
                           int32_t num_seqs, int32_t num_heads, int32_t max_blocks_per_seq,
                           int32_t max_context_len, float scale, const KvCacheShape& cache,
-                          float* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                          float* workspace, size_t workspace_bytes, cudaStream_t stream,
+                          int32_t partition_len) {
   SERVELAB_KERNEL_CHECK(cache.Valid());
+  SERVELAB_KERNEL_CHECK_MSG(partition_len == 0 || partition_len == 128 || partition_len == 256 ||
+                                partition_len == 512,
+                            "partition_len %d", partition_len);
   SERVELAB_KERNEL_CHECK_MSG(num_heads > 0 && num_heads % cache.num_kv_heads == 0,
                             "num_heads %d, num_kv_heads %d", num_heads, cache.num_kv_heads);
   const int32_t group = num_heads / cache.num_kv_heads;
@@ -303,15 +354,22 @@ void PagedDecodeAttention(bf16* out, const bf16* q, const bf16* k_cache, const b
   SERVELAB_KERNEL_CHECK(max_context_len >= 1 &&
                         int64_t{max_context_len} <= int64_t{max_blocks_per_seq} * cache.block_size);
   if (num_seqs == 0) return;
-  const size_t needed =
-      PagedDecodeAttentionWorkspaceBytes(num_seqs, num_heads, max_context_len, cache);
+  int32_t len = partition_len > 0 ? partition_len
+                                  : AutoPartitionLen(num_seqs, cache.num_kv_heads,
+                                                     max_context_len, SmCount());
+  size_t needed = SplitBytes(num_seqs, num_heads, NumPartitions(max_context_len, len),
+                             cache.head_dim);
+  if (partition_len == 0 && needed > workspace_bytes) {  // a short workspace: longer ones
+    len = kPartitionLens[0];
+    needed = SplitBytes(num_seqs, num_heads, NumPartitions(max_context_len, len), cache.head_dim);
+  }
   const bool split = needed > 0 && workspace != nullptr && workspace_bytes >= needed;
-  const int32_t parts = split ? NumPartitions(max_context_len) : 1;
+  const int32_t parts = split ? NumPartitions(max_context_len, len) : 1;
   SERVELAB_KERNEL_CHECK(parts <= 65535);
   DecodeParams p{out, q, k_cache, v_cache, block_tables, context_lens,
                  split ? CarveWorkspace(workspace, num_seqs, num_heads, parts, cache.head_dim)
                        : Workspace{},
-                 num_heads, group, max_blocks_per_seq, max_context_len, parts, scale,
+                 num_heads, group, max_blocks_per_seq, max_context_len, parts, len, scale,
                  cache.num_blocks, cache.block_size, cache.num_kv_heads};
   switch (cache.head_dim) {
     case 64: LaunchForGroup<64>(p, num_seqs, stream); break;
@@ -320,7 +378,7 @@ void PagedDecodeAttention(bf16* out, const bf16* q, const bf16* k_cache, const b
   }
   if (split) {
     PagedDecodeReduceKernel<<<dim3(num_heads, num_seqs), cache.head_dim, 0, stream>>>(
-        out, p.ws, context_lens, num_heads, parts, cache.head_dim);
+        out, p.ws, context_lens, num_heads, parts, cache.head_dim, len);
     SERVELAB_CUDA_LAUNCH_CHECK();
   }
 }

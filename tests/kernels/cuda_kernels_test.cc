@@ -231,8 +231,8 @@ class CudaAttentionTest : public CudaTest,
 };
 
 TEST_P(CudaAttentionTest, DecodeMatchesTwinSplitAndUnsplit) {
-  // Around the block size (16), the split-KV partition (512) and several partitions.
-  const std::vector<int32_t> lens = {1, 15, 16, 17, 511, 512, 513, 1100, 2049};
+  // Around the block size (16), the split-KV partitions (128, 256, 512) and several of them.
+  const std::vector<int32_t> lens = {1, 15, 16, 17, 127, 129, 255, 257, 511, 512, 513, 1100, 2049};
   PagedKvFixture f(Geometry(), lens, rng_());
   f.WriteAll();
   BfCache cache(f);
@@ -247,20 +247,26 @@ TEST_P(CudaAttentionTest, DecodeMatchesTwinSplitAndUnsplit) {
   DeviceArray<int32_t> d_tables(std::vector<int32_t>(
       f.BlockTables(), f.BlockTables() + size_t(f.NumSeqs()) * f.MaxBlocksPerSeq()));
   DeviceArray<int32_t> d_lens(lens);
-  const size_t ws_bytes =
-      cuda::PagedDecodeAttentionWorkspaceBytes(f.NumSeqs(), num_heads, f.MaxLen(), f.Shape());
+  // The shortest partitions need the most scratch; it serves every length.
+  const size_t ws_bytes = cuda::PagedDecodeAttentionWorkspaceBytes(f.NumSeqs(), num_heads,
+                                                                   f.MaxLen(), f.Shape(), 128);
   ASSERT_GT(ws_bytes, 0u);
+  ASSERT_GE(ws_bytes, cuda::PagedDecodeAttentionWorkspaceBytes(f.NumSeqs(), num_heads, f.MaxLen(),
+                                                               f.Shape()));
   DeviceArray<float> d_ws(ws_bytes / sizeof(float));
-  for (const bool split : {true, false}) {
+  // Split with the automatic length, with each length forced, and unsplit.
+  for (const int32_t partition_len : {0, 128, 256, 512, -1}) {
+    const bool split = partition_len >= 0;
     d_out.Poison();
     d_ws.Poison();
     cuda::PagedDecodeAttention(d_out.get(), d_q.get(), cache.d_k.get(), cache.d_v.get(),
                                d_tables.get(), d_lens.get(), f.NumSeqs(), num_heads,
                                f.MaxBlocksPerSeq(), f.MaxLen(), f.Scale(), f.Shape(),
-                               split ? d_ws.get() : nullptr, split ? ws_bytes : 0, nullptr);
+                               split ? d_ws.get() : nullptr, split ? ws_bytes : 0, nullptr,
+                               split ? partition_len : 0);
     Sync();
     ExpectRowsNear(DownloadF32(d_out), ToDouble(want), Geometry().head_dim, kAttentionTol,
-                   split ? "decode, split" : "decode, unsplit");
+                   split ? "decode, split " + std::to_string(partition_len) : "decode, unsplit");
   }
 }
 
