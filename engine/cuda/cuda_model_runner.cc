@@ -406,8 +406,9 @@ Status CudaModelRunner::Impl::AllocateWorkingSet() {
   SERVELAB_CUDA_RETURN(cudaMemcpy(inv_freq, freqs.data(), freqs.size() * sizeof(float),
                                   cudaMemcpyHostToDevice),
                        "uploading inv_freq");
-  // Split-KV scratch for the largest decode batch at max_model_len (the shape only matters
-  // through its head_dim here; num_blocks is not read).
+  // Split-KV scratch for any decode of up to max_seqs sequences and max_model_len tokens,
+  // graph buckets included (they pass a bucket <= max_model_len as the longest context; the
+  // size covers every context up to it). The shape matters through kv heads and head_dim.
   kernels::KvCacheShape shape{1, capacity.block_size, s.num_key_value_heads, s.HeadDim()};
   decode_workspace_bytes =
       kcuda::PagedDecodeAttentionWorkspaceBytes(max_seqs, s.num_attention_heads, max_model_len, shape);

@@ -19,16 +19,38 @@
 # Prepare here first: bash experiments/gpu/prepare.sh (after building ./build with CUDA).
 # Run: the device tool's `run`, carrying .gpu_deps, command `bash experiments/gpu/check.sh`,
 # timeout about 540 s (leaves room for a rerun in the 15-minute budget).
+# Every step's timeout is cut to what is left of BUDGET_S (default 500 s) so the summary is
+# always written and printed, whatever step runs long.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-$ROOT/build-gpu-out}
 BUILD=${BUILD:-/tmp/servelab-gpu-build}
 JOBS=${JOBS:-$(nproc)}
+DEADLINE=$(( $(date +%s) + ${BUDGET_S:-500} ))
 mkdir -p "$OUT"
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 status=0
 note() { echo "[check] $*" | tee -a "$SUMMARY"; }
+finish() {
+  note "status: $([[ $status -eq 0 ]] && echo PASS || echo FAIL)"
+  echo; cat "$SUMMARY"
+}
+trap finish EXIT
+# Seconds left before the deadline, less 10 s for the summary (may be <= 0).
+left_s() { echo $(( DEADLINE - $(date +%s) - 10 )); }
+# The timeout for a step that asks for $1 seconds: at most what is left, at least 1 s
+# (`timeout 0` would mean no limit).
+limit() {
+  local left
+  left=$(left_s)
+  (( left < 1 )) && left=1
+  echo $(( $1 < left ? $1 : left ))
+}
+# True when step $1 may still run; otherwise notes that it was cut.
+has_time() {
+  if (( $(left_s) < 1 )); then note "OUT OF TIME: $1 not run"; status=1; return 1; fi
+}
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 
@@ -38,7 +60,19 @@ note "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --forma
 TARGETS=(kernels_cuda_kernels_test kernels_cuda_sampling_test engine_cuda_runner_kernels_test
          engine_cuda_model_runner_test cuda_kernels_benchmark cuda_engine_benchmark)
 PRE=$ROOT/.gpu_deps/prebuilt
-if [[ -x $PRE/cuda_engine_benchmark ]] && "$PRE/kernels_cuda_kernels_test" --gtest_list_tests >/dev/null 2>&1; then
+# The carried binaries, when every one is there and loads (its CUDA libraries found).
+carried_ok() {
+  local t
+  for t in "${TARGETS[@]}"; do
+    [[ -x $PRE/$t ]] || { note "carried binaries: $t missing"; return 1; }
+    if ldd "$PRE/$t" 2>&1 | grep -q 'not found'; then
+      note "carried binaries: $t misses libraries: $(ldd "$PRE/$t" | grep 'not found' | tr -s ' \n' ' ')"
+      return 1
+    fi
+  done
+  "$PRE/kernels_cuda_kernels_test" --gtest_list_tests >/dev/null 2>&1
+}
+if [[ -d $PRE ]] && carried_ok; then
   # Built here for sm_90 by prepare.sh: no device time spent compiling.
   note "carried binaries: $(cat "$PRE/STAMP" 2>/dev/null)"
   TESTS=$PRE
@@ -46,7 +80,7 @@ if [[ -x $PRE/cuda_engine_benchmark ]] && "$PRE/kernels_cuda_kernels_test" --gte
 else
   [[ -d $PRE ]] && note "carried binaries do not run here: building"
   SECONDS=0
-  if timeout 90 cmake -S "$ROOT" -B "$BUILD/full" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+  if timeout "$(limit 90)" cmake -S "$ROOT" -B "$BUILD/full" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DSERVELAB_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1; then
     note "configured the whole project"
     BIN=$BUILD/full
@@ -57,11 +91,11 @@ else
     BIN=$BUILD/gpu
     TESTS=$BIN
     BENCH=$BIN
-    timeout 90 cmake -S "$ROOT/experiments/gpu" -B "$BIN" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+    timeout "$(limit 90)" cmake -S "$ROOT/experiments/gpu" -B "$BIN" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_CUDA_ARCHITECTURES=90 >>"$OUT/configure.log" 2>&1 ||
       { note "CONFIGURE FAILED (configure.log)"; status=1; }
   fi
-  timeout 300 cmake --build "$BIN" -j "$JOBS" --target "${TARGETS[@]}" >"$OUT/build.log" 2>&1 ||
+  timeout "$(limit 300)" cmake --build "$BIN" -j "$JOBS" --target "${TARGETS[@]}" >"$OUT/build.log" 2>&1 ||
     { note "BUILD FAILED (build.log; tail below)"; tail -30 "$OUT/build.log" | tee -a "$SUMMARY"; status=1; }
   note "build: ${SECONDS}s"
 fi
@@ -71,13 +105,15 @@ fi
 run_tests() {
   local name=$1 bin=$2 limit=$3
   if [[ ! -x $bin ]]; then note "$name: NO BINARY"; status=1; return; fi
+  has_time "$name" || return
   SECONDS=0
-  timeout "$limit" "$bin" --gtest_output=xml:"$OUT/$name.xml" >"$OUT/$name.log" 2>&1
+  timeout "$(limit "$limit")" "$bin" --gtest_output=xml:"$OUT/$name.xml" >"$OUT/$name.log" 2>&1
   local rc=$?
   local passed failed skipped
-  passed=$(grep -c '^\[       OK \]' "$OUT/$name.log")
-  failed=$(grep -c '^\[  FAILED  \] [A-Za-z].*(' "$OUT/$name.log")
-  skipped=$(grep -c '^\[  SKIPPED \] [A-Za-z].*(' "$OUT/$name.log")
+  # One line per test with its time, "(12 ms)"; the recap lines at the end have none.
+  passed=$(grep -cE '^\[       OK \] .* \([0-9]+ ms\)$' "$OUT/$name.log")
+  failed=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$OUT/$name.log")
+  skipped=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$OUT/$name.log")
   note "$name: rc $rc, $passed passed, $failed failed, $skipped skipped, ${SECONDS}s"
   if [[ $rc -ne 0 ]]; then
     status=1
@@ -94,8 +130,9 @@ run_tests cuda_model_runner_test "$TESTS/engine_cuda_model_runner_test" 120
 run_bench() {
   local name=$1 bin=$2 limit=$3
   if [[ ! -x $bin ]]; then note "$name: NO BINARY"; status=1; return; fi
+  has_time "$name" || return
   SECONDS=0
-  timeout "$limit" "$bin" "$OUT/$name.csv" >"$OUT/$name.log" 2>&1 ||
+  timeout "$(limit "$limit")" "$bin" "$OUT/$name.csv" >"$OUT/$name.log" 2>&1 ||
     { note "$name FAILED (rc $?, $name.log)"; status=1; }
   note "$name: ${SECONDS}s"
   cat "$OUT/$name.log" >>"$SUMMARY"
@@ -104,12 +141,12 @@ run_bench cuda_kernels_benchmark "$BENCH/cuda_kernels_benchmark" 120
 run_bench cuda_engine_benchmark "$BENCH/cuda_engine_benchmark" 150
 
 SERVELAB=$ROOT/.gpu_deps/bin/servelab
-if [[ -x $SERVELAB ]]; then
+if [[ -x $SERVELAB ]] && has_time "engine vs simulator"; then
   export LD_LIBRARY_PATH=$ROOT/.gpu_deps/lib:${LD_LIBRARY_PATH:-}
   SECONDS=0
-  timeout 150 "$SERVELAB" run "$ROOT/experiments/engine_cuda.yaml" --out "$OUT/engine_cuda" \
+  timeout "$(limit 150)" "$SERVELAB" run "$ROOT/experiments/engine_cuda.yaml" --out "$OUT/engine_cuda" \
       >"$OUT/engine_cuda.log" 2>&1 || { note "engine_cuda run FAILED (engine_cuda.log)"; status=1; }
-  timeout 60 "$SERVELAB" run "$ROOT/experiments/engine_cuda.yaml" --set backend=sim \
+  timeout "$(limit 60)" "$SERVELAB" run "$ROOT/experiments/engine_cuda.yaml" --set backend=sim \
       --out "$OUT/engine_cuda_sim" >"$OUT/engine_cuda_sim.log" 2>&1 ||
     { note "engine_cuda sim run FAILED (engine_cuda_sim.log)"; status=1; }
   note "engine vs simulator: ${SECONDS}s"
@@ -133,10 +170,7 @@ for name, get in rows:
     e, s = get(engine), get(sim)
     print(f"{name:18s} {e:10.2f} {s:11.2f} {s / e if e else float('nan'):12.3f}")
 PY
-else
+elif [[ ! -x $SERVELAB ]]; then
   note "no servelab CLI carried (.gpu_deps/bin): engine vs simulator skipped"
 fi
-
-note "status: $([[ $status -eq 0 ]] && echo PASS || echo FAIL)"
-echo; cat "$SUMMARY"
 exit $status

@@ -47,9 +47,10 @@ void EmbeddingGather(bf16* out, const bf16* table, const int32_t* token_ids, int
                      int32_t vocab_size, int32_t hidden, cudaStream_t stream);
 
 // Split-KV scratch for PagedDecodeAttention (kernels allocate no device memory): f32 bytes
-// for every (sequence, head, partition) of max_context_len, enough for any launch of up to
-// num_seqs sequences with the automatic partition length, or with `partition_len` (128, 256
-// or 512) when given. 0 when no split is needed. Reads the current device's SM count.
+// for every (sequence, head, partition): enough for any launch of up to num_seqs sequences
+// and max_context_len tokens with the automatic partition length, or with `partition_len`
+// (128, 256 or 512) when given. 0 when no split is needed. Reads the current device's SM
+// count.
 size_t PagedDecodeAttentionWorkspaceBytes(int32_t num_seqs, int32_t num_heads,
                                           int32_t max_context_len, const KvCacheShape& cache,
                                           int32_t partition_len = 0);

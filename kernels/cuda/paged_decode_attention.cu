@@ -322,14 +322,19 @@ size_t PagedDecodeAttentionWorkspaceBytes(int32_t num_seqs, int32_t num_heads,
     return SplitBytes(num_seqs, num_heads, NumPartitions(max_context_len, partition_len),
                       cache.head_dim);
   }
-  // The automatic length depends on the launch's sequence count: the most any launch of up
-  // to num_seqs sequences can need.
+  // The automatic length depends on the launch's sequence count and longest context (a
+  // shorter context may take shorter partitions, hence more of them): the most any launch of
+  // up to num_seqs sequences and max_context_len tokens can need. Partition counts change
+  // only at multiples of 128 tokens, so those contexts (and the maximum) are enough to try.
   const int32_t sm_count = SmCount();
   size_t most = 0;
   for (int32_t s = 1; s <= num_seqs; ++s) {
-    const int32_t len = AutoPartitionLen(s, cache.num_kv_heads, max_context_len, sm_count);
-    most = std::max(most, SplitBytes(s, num_heads, NumPartitions(max_context_len, len),
-                                     cache.head_dim));
+    for (int32_t context = 128;; context += 128) {
+      const int32_t c = std::min(context, max_context_len);
+      const int32_t len = AutoPartitionLen(s, cache.num_kv_heads, c, sm_count);
+      most = std::max(most, SplitBytes(s, num_heads, NumPartitions(c, len), cache.head_dim));
+      if (c == max_context_len) break;
+    }
   }
   return most;
 }

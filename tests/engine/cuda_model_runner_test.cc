@@ -105,6 +105,7 @@ TEST_P(CudaRunnerVsCpuTest, LogitsMatchTheCpuRunnerStepByStep) {
   auto cpu = testing::MakeRunner(weights_, 48, kBlock);
   auto gpu = MakeCudaRunner(weights_, 48, kBlock);
   ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->NumCapturedGraphs(), 15);
   TokenStore tokens;
   tokens.AddPrompt(1, Tokens(70, 3));
   tokens.AddPrompt(2, Tokens(40, 4));
@@ -151,11 +152,13 @@ TEST_P(CudaRunnerVsCpuTest, LogitsMatchTheCpuRunnerStepByStep) {
     last = both(seqs, "decode step " + std::to_string(step));
     EXPECT_TRUE(gpu->LastStepUsedGraph()) << step;
   }
-  EXPECT_GE(gpu->NumCapturedGraphs(), 1);
+  // Batches 1, 2, 4, 8, 16 x context buckets 512, 1024, 2048, all captured at creation:
+  // no step captured another.
+  EXPECT_EQ(gpu->NumCapturedGraphs(), 15);
 }
 
 // One long prompt (1,300 tokens, in chunks of 256) then decodes: the decode kernel splits
-// the context into 512-token partitions and merges them.
+// the context into partitions (128 tokens for one sequence) and merges them.
 TEST_P(CudaRunnerVsCpuTest, LongContextSplitKvMatchesTheCpuRunner) {
   constexpr int32_t kBlock = 16;
   auto cpu = testing::MakeRunner(weights_, 100, kBlock);
@@ -233,6 +236,24 @@ TEST_F(CudaRunnerTest, GraphReplayAgreesWithEagerSteps) {
     std::vector<float> got;
     ASSERT_TRUE(graphed->Execute(plan, tokens, got).ok());
     EXPECT_TRUE(graphed->LastStepUsedGraph());
+    // Sampling after a replay (the same step again: the same KV is written): greedy ids are
+    // the argmax of the replay's logits; top-p ids are the twin's on them.
+    std::vector<int32_t> graph_ids;
+    const std::vector<double> draws{0.1, 0.3, 0.5, 0.7, 0.9};
+    ASSERT_TRUE(graphed->ExecuteAndSample(plan, tokens, SamplingParams{}, draws, graph_ids).ok());
+    ASSERT_EQ(graph_ids.size(), 5u);
+    for (int32_t i = 0; i < 5; ++i) EXPECT_EQ(graph_ids[i], testing::Argmax(Row(got, kVocab, i)));
+    if (step % 10 == 0) {
+      const SamplingParams hot{0.9f, 0, 0.8f, 0};
+      ASSERT_TRUE(graphed->ExecuteAndSample(plan, tokens, hot, draws, graph_ids).ok());
+      EXPECT_TRUE(graphed->LastStepUsedGraph());
+      std::vector<int32_t> twin(5, -1);
+      const std::vector<float> temperature(5, hot.temperature), top_p(5, hot.top_p);
+      const std::vector<int32_t> top_k(5, hot.top_k);
+      kernels::cpu::TopPSample(twin.data(), got.data(), temperature.data(), top_k.data(),
+                               top_p.data(), draws.data(), 5, kVocab);
+      EXPECT_EQ(graph_ids, twin) << "step " << step;
+    }
     std::vector<int32_t> ids;
     const std::vector<double> uniforms(5, 0.5);
     ASSERT_TRUE(eager->ExecuteAndSample(plan, tokens, SamplingParams{}, uniforms, ids).ok());
@@ -246,6 +267,29 @@ TEST_F(CudaRunnerTest, GraphReplayAgreesWithEagerSteps) {
       EXPECT_EQ(ids[static_cast<size_t>(i)], testing::Argmax(Row(want, kVocab, i)));
     }
   }
+}
+
+// Decoding across a context bucket boundary (contexts 509 .. 520: graphs of bucket 512,
+// then 1024, whose partition counts and block-table strides differ) against the CPU runner.
+TEST_F(CudaRunnerTest, DecodeAcrossAContextBucketBoundary) {
+  auto cpu = testing::MakeRunner(weights_, 48, 16);
+  auto gpu = MakeCudaRunner(weights_, 48, 16);
+  ASSERT_NE(gpu, nullptr);
+  TokenStore tokens;
+  tokens.AddPrompt(1, Tokens(508, 9));
+  Request r = MakeRequest(1, 508, Blocks(0, 40));
+  std::vector<float> want = RunStep(*cpu, tokens, {Seq(r, 0, 508, true)});
+  std::vector<float> got = RunStep(*gpu, tokens, {Seq(r, 0, 508, true)});
+  EXPECT_TRUE(LogitsNear(got, want, kBf16Rel));
+  for (int32_t i = 0; i < 12; ++i) {
+    tokens.Append(1, testing::Argmax(want));
+    r.num_generated += 1;
+    want = RunStep(*cpu, tokens, {Seq(r, r.NumTokens() - 1, 1, true)});
+    got = RunStep(*gpu, tokens, {Seq(r, r.NumTokens() - 1, 1, true)});
+    EXPECT_TRUE(gpu->LastStepUsedGraph());
+    EXPECT_TRUE(LogitsNear(got, want, kBf16Rel)) << "context " << r.NumTokens();
+  }
+  EXPECT_EQ(gpu->NumCapturedGraphs(), 15);
 }
 
 // Temperature sampling on the device: the token TopPSample draws from the step's logits
