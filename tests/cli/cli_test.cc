@@ -1,7 +1,6 @@
 // The `servelab` binary as a user meets it: exit statuses, messages, result files.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,51 +11,19 @@
 #include <tuple>
 
 #include "policies/registry.h"
+#include "tests/cli/cli_fixture.h"
 
 namespace servelab {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CliResult;
+using testing::ReadFile;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct CliResult {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class CliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("servelab_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  CliResult Run(const std::string& args) {
-    const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
-    const std::string command =
-        std::string(SERVELAB_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
-    const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
-  }
-  fs::path Write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name, std::ios::binary) << text;
-    return dir_ / name;
-  }
-
-  fs::path dir_;
-};
+using CliTest = testing::CliFixture;
 
 constexpr const char* kSmall = R"(name: small
 seed: 3

@@ -4,7 +4,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -13,11 +12,14 @@
 #include <sstream>
 
 #include "cli/sweep_runner.h"
+#include "tests/cli/cli_fixture.h"
 
 namespace servelab {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CliResult;
+using testing::ReadFile;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -160,18 +162,6 @@ TEST(SweepConfigTest, ValidationPreparesEveryPoint) {
 
 // ---- the binary ----------------------------------------------------------------------
 
-struct CliResult {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Every file under `dir`, by relative path.
 std::map<std::string, std::string> ReadTree(const fs::path& dir) {
@@ -182,31 +172,7 @@ std::map<std::string, std::string> ReadTree(const fs::path& dir) {
   return files;
 }
 
-class SweepCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("servelab_sweep_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  CliResult Run(const std::string& args) {
-    const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
-    const std::string command =
-        std::string(SERVELAB_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
-    const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
-  }
-  fs::path Write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name, std::ios::binary) << text;
-    return dir_ / name;
-  }
-
-  fs::path dir_;
-};
+using SweepCliTest = testing::CliFixture;
 
 constexpr const char* kGrid =
     "sweep:\n  scheduler.max_num_seqs: [4, 16]\n  workload.arrival.rate: [5, 40]\n";
