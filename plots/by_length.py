@@ -10,7 +10,6 @@ E2E latency and TTFT, on log axes; the x labels give each bucket's request count
 Writes by_length.png.
 """
 import argparse
-import os
 import sys
 
 import matplotlib
@@ -24,13 +23,6 @@ import servelab_plots as sp  # noqa: E402
 
 REQUIRED = ["status", "output_tokens", "ttft_s", "e2e_s"]
 PANELS = [("e2e_s", "E2E latency"), ("ttft_s", "TTFT")]
-
-
-def default_labels(dirs):
-    labels = [os.path.basename(os.path.normpath(os.path.abspath(d))) for d in dirs]
-    if len(set(labels)) < len(labels):
-        labels = [f"{i + 1}:{lab}" for i, lab in enumerate(labels)]
-    return labels
 
 
 def parse_edges(text):
@@ -116,28 +108,19 @@ def draw(dirs, labels, edges, out):
         handles += [Patch(facecolor="0.6", edgecolor="0.3", label="mean"),
                     Patch(facecolor="0.6", alpha=0.45, hatch="//", edgecolor="0.3", label="p99")]
         ax.legend(handles=handles, fontsize=8, loc="upper left")
-    run_names = ", ".join(f"{lab} = {sp.run_name(d)} ({sp.status_counts(r)})"
-                          for lab, d, r in zip(labels, dirs, runs))
-    fig.suptitle(f"By output length: {run_names}", fontsize=11, wrap=True)
+    fig.suptitle(sp.runs_title("By output length", labels, dirs, runs), fontsize=11, wrap=True)
     fig.tight_layout()
     return [sp.save(fig, sp.out_dir(out, dirs[0]), "by_length.png")]
 
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dirs", nargs="+", metavar="DIR", help="result folders")
-    parser.add_argument("--labels", help="comma-separated, one per DIR (default: folder names)")
+    sp.add_run_arguments(parser)
     parser.add_argument("--edges", help="bucket upper bounds in output tokens: 50,200,1000 "
                                         "(default: the first run's quartiles)")
     parser.add_argument("--out", metavar="DIR", help="output folder (default DIR1/plots)")
     args = parser.parse_args(argv)
-    if args.labels is None:
-        labels = default_labels(args.dirs)
-    else:
-        labels = [s.strip() for s in args.labels.split(",")]
-        if len(labels) != len(args.dirs):
-            raise sp.InputError(f"--labels has {len(labels)} label(s) for "
-                                f"{len(args.dirs)} result folder(s)")
+    labels = sp.run_labels(args.dirs, args.labels)
     edges = parse_edges(args.edges) if args.edges is not None else None
     return draw(args.dirs, labels, edges, args.out)
 

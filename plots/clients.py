@@ -10,7 +10,6 @@ each client's tokens by then (--ratio: their max / min in the title). Bottom row
 SLO as a dashed line when --ttft-slo is given.
 """
 import argparse
-import os
 import sys
 
 import matplotlib
@@ -22,13 +21,6 @@ import numpy as np  # noqa: E402
 import servelab_plots as sp  # noqa: E402
 
 REQUIRED = ["client", "status", "arrival_s", "finish_s", "output_tokens", "ttft_s"]
-
-
-def default_labels(dirs):
-    labels = [os.path.basename(os.path.normpath(os.path.abspath(d))) for d in dirs]
-    if len(set(labels)) < len(labels):
-        labels = [f"{i + 1}:{lab}" for i, lab in enumerate(labels)]
-    return labels
 
 
 def client_groups(fins, max_series=sp.MAX_SERIES):
@@ -124,17 +116,14 @@ def draw(dirs, labels, slo, ratio, out):
             if a.lines:
                 a.set_ylim(0, top)
                 a.set_xlim(0, right)
-    names = ", ".join(f"{lab} = {sp.run_name(d)} ({sp.status_counts(r)})"
-                      for lab, d, r in zip(labels, dirs, runs))
-    fig.suptitle(f"Clients: {names}", fontsize=11, wrap=True)
+    fig.suptitle(sp.runs_title("Clients", labels, dirs, runs), fontsize=11, wrap=True)
     fig.tight_layout()
     return [sp.save(fig, sp.out_dir(out, dirs[0]), "clients.png")]
 
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dirs", nargs="+", metavar="DIR", help="result folders")
-    parser.add_argument("--labels", help="comma-separated, one per DIR (default: folder names)")
+    sp.add_run_arguments(parser)
     parser.add_argument("--ttft-slo", type=float, metavar="SECONDS",
                         help="draw this TTFT target on the TTFT panels")
     parser.add_argument("--ratio", action="store_true",
@@ -142,13 +131,7 @@ def main(argv):
                              "last arrival (for clients meant to get equal service)")
     parser.add_argument("--out", metavar="DIR", help="output folder (default DIR1/plots)")
     args = parser.parse_args(argv)
-    if args.labels is None:
-        labels = default_labels(args.dirs)
-    else:
-        labels = [s.strip() for s in args.labels.split(",")]
-        if len(labels) != len(args.dirs):
-            raise sp.InputError(f"--labels has {len(labels)} label(s) for "
-                                f"{len(args.dirs)} result folder(s)")
+    labels = sp.run_labels(args.dirs, args.labels)
     if args.ttft_slo is not None and not (np.isfinite(args.ttft_slo) and args.ttft_slo > 0):
         raise sp.InputError(f"--ttft-slo must be a positive number of seconds, "
                             f"not {args.ttft_slo}")

@@ -8,7 +8,6 @@ sum of output_tokens over finished requests / (max finish_s - min arrival_s), bo
 over finished requests.
 """
 import argparse
-import os
 import sys
 
 import matplotlib
@@ -24,13 +23,6 @@ REQUIRED = ["status", "arrival_s", "finish_s", "output_tokens", "ttft_s", "tpot_
 CDFS = [("ttft_s", "TTFT", "s", 1.0),
         ("tpot_s", "TPOT", "ms", 1e3),
         ("e2e_s", "E2E latency", "s", 1.0)]
-
-
-def default_labels(dirs):
-    labels = [os.path.basename(os.path.normpath(os.path.abspath(d))) for d in dirs]
-    if len(set(labels)) < len(labels):  # same folder name in different places
-        labels = [f"{i + 1}:{lab}" for i, lab in enumerate(labels)]
-    return labels
 
 
 def _annotate(ax, bars, values, unit=""):
@@ -85,26 +77,17 @@ def draw(dirs, labels, out):
         a.set_ylim(bottom=0)
         a.margins(y=0.12)
 
-    names = ", ".join(f"{lab} = {sp.run_name(d)} ({sp.status_counts(r)})"
-                      for lab, d, r in zip(labels, dirs, runs))
-    fig.suptitle(f"Comparison: {names}", fontsize=11, wrap=True)
+    fig.suptitle(sp.runs_title("Comparison", labels, dirs, runs), fontsize=11, wrap=True)
     fig.tight_layout()
     return [sp.save(fig, sp.out_dir(out, dirs[0]), "compare.png")]
 
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dirs", nargs="+", metavar="DIR", help="result folders")
-    parser.add_argument("--labels", help="comma-separated, one per DIR (default: folder names)")
+    sp.add_run_arguments(parser)
     parser.add_argument("--out", metavar="DIR", help="output folder (default DIR1/plots)")
     args = parser.parse_args(argv)
-    if args.labels is None:
-        labels = default_labels(args.dirs)
-    else:
-        labels = [s.strip() for s in args.labels.split(",")]
-        if len(labels) != len(args.dirs):
-            raise sp.InputError(f"--labels has {len(labels)} label(s) for "
-                                f"{len(args.dirs)} result folder(s)")
+    labels = sp.run_labels(args.dirs, args.labels)
     return draw(args.dirs, labels, args.out)
 
 

@@ -58,6 +58,33 @@ def run_main(main, argv=None):
 
 # ---------------------------------------------------------------- loading
 
+def add_run_arguments(parser):
+    """The result folders and --labels of the plots that set several runs side by side."""
+    parser.add_argument("dirs", nargs="+", metavar="DIR", help="result folders")
+    parser.add_argument("--labels", help="comma-separated, one per DIR (default: folder names)")
+
+
+def run_labels(dirs, labels=None):
+    """One label per result folder: --labels split on commas, or the folder names (numbered
+    when two folders share a name)."""
+    if labels is None:
+        names = [os.path.basename(os.path.normpath(os.path.abspath(d))) for d in dirs]
+        if len(set(names)) < len(names):  # same folder name in different places
+            names = [f"{i + 1}:{name}" for i, name in enumerate(names)]
+        return names
+    names = [s.strip() for s in labels.split(",")]
+    if len(names) != len(dirs):
+        raise InputError(f"--labels has {len(names)} label(s) for {len(dirs)} result folder(s)")
+    return names
+
+
+def runs_title(prefix, labels, dirs, runs):
+    """A figure title naming each run: its label, its experiment name and its counts."""
+    names = ", ".join(f"{lab} = {run_name(d)} ({status_counts(r)})"
+                      for lab, d, r in zip(labels, dirs, runs))
+    return f"{prefix}: {names}"
+
+
 def check_result_dir(result_dir):
     if not os.path.isdir(result_dir):
         raise InputError(f"{result_dir}: not a directory (expected a run's result folder)")
