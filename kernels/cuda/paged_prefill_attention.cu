@@ -10,6 +10,9 @@
 // softmax (max, sum), and each lane accumulates head_dim / 32 output dims in f32 registers.
 // Positions past a row's own (causal) are masked; tiles past the block's last row are never
 // loaded.
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/paged_prefill_attention.cuh"
@@ -180,9 +183,24 @@ void LaunchPrefillCudaCores(PrefillParams p, int32_t num_seqs, cudaStream_t stre
   }
 }
 
+namespace {
+
+// SERVELAB_PREFILL_ATTENTION=cuda_cores keeps every launch on the CUDA-core kernel (to tell
+// a tensor-core fault from another on a device; read once). Anything else: the default.
+bool CudaCoresForced() {
+  static const bool forced = [] {
+    const char* value = std::getenv("SERVELAB_PREFILL_ATTENTION");
+    return value != nullptr && std::strcmp(value, "cuda_cores") == 0;
+  }();
+  return forced;
+}
+
+}  // namespace
+
 PrefillAttentionPath ChoosePrefillAttentionPath(int32_t head_dim, int32_t group) {
   // Both paths take any group up to kPrefillRowsPerBlock (the entry CHECKs it).
-  return (head_dim == 64 || head_dim == 128) && group <= kPrefillRowsPerBlock
+  return (head_dim == 64 || head_dim == 128) && group <= kPrefillRowsPerBlock &&
+                 !CudaCoresForced()
              ? PrefillAttentionPath::kTensorCores
              : PrefillAttentionPath::kCudaCores;
 }

@@ -18,7 +18,8 @@ namespace servelab::kernels::cuda::detail {
 enum class PrefillAttentionPath { kTensorCores, kCudaCores };
 
 // THE dispatch: tensor cores for head_dim 64 and 128 (any group up to 64), CUDA cores for
-// everything else the entry accepts (head_dim 256).
+// everything else the entry accepts (head_dim 256), or for everything when the environment
+// sets SERVELAB_PREFILL_ATTENTION=cuda_cores (a diagnostic switch, read once).
 PrefillAttentionPath ChoosePrefillAttentionPath(int32_t head_dim, int32_t group);
 
 // PagedPrefillAttention with the path forced (same arguments, checks and contract); the
