@@ -54,12 +54,7 @@ __global__ void QkvRopeKvWriteKernel(bf16* q_out, bf16* k_cache, bf16* v_cache, 
   if (slot >= num_slots) __trap();
   float* cos_v = cos_sin;
   float* sin_v = cos_sin + half;
-  for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
-    double s, c;  // as kernels/cuda/rope.cu: the angle and its cos/sin in f64
-    sincos(static_cast<double>(pos) * static_cast<double>(inv_freq[i]), &s, &c);
-    cos_v[i] = static_cast<float>(c);
-    sin_v[i] = static_cast<float>(s);
-  }
+  kernels::cuda::detail::RopeCosSin(pos, inv_freq, half, cos_v, sin_v);  // as ApplyRope
   __syncthreads();
   const int64_t q_dim = int64_t{num_heads} * head_dim, kv_dim = int64_t{num_kv_heads} * head_dim;
   const bf16* row = qkv + t * (q_dim + 2 * kv_dim);
@@ -70,10 +65,9 @@ __global__ void QkvRopeKvWriteKernel(bf16* q_out, bf16* k_cache, bf16* v_cache, 
     const int32_t head = is_q ? p / half : (p - q_pairs) / half;
     const int32_t i = is_q ? p % half : (p - q_pairs) % half;
     const bf16* in = row + (is_q ? 0 : q_dim) + int64_t{head} * head_dim;
-    const float x0 = __bfloat162float(in[i]);
-    const float x1 = __bfloat162float(in[i + half]);
-    const bf16 y0 = __float2bfloat16(x0 * cos_v[i] - x1 * sin_v[i]);
-    const bf16 y1 = __float2bfloat16(x1 * cos_v[i] + x0 * sin_v[i]);
+    bf16 y0, y1;
+    kernels::cuda::detail::RopeRotate(__bfloat162float(in[i]), __bfloat162float(in[i + half]),
+                                      cos_v[i], sin_v[i], &y0, &y1);
     bf16* out;
     if (is_q) {
       out = q_out + t * q_dim + int64_t{head} * head_dim;

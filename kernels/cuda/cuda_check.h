@@ -56,6 +56,27 @@ __device__ __forceinline__ float BlockSum(float x, float* scratch) {
   return total;
 }
 
+// RoPE for one token at `pos`: cos_v[i], sin_v[i] of the angle pos * inv_freq[i], i < half,
+// the angle and its cos/sin evaluated in f64 like the CPU twin, written by the block's
+// threads in turn (the caller synchronizes before reading them).
+__device__ __forceinline__ void RopeCosSin(int32_t pos, const float* inv_freq, int32_t half,
+                                           float* cos_v, float* sin_v) {
+  for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
+    double s, c;
+    sincos(static_cast<double>(pos) * static_cast<double>(inv_freq[i]), &s, &c);
+    cos_v[i] = static_cast<float>(c);
+    sin_v[i] = static_cast<float>(s);
+  }
+}
+
+// Rotates the pair (x0, x1) of rotate-half RoPE by (c, s): f32 arithmetic, one bf16
+// rounding each. Every RoPE kernel goes through it, so they agree bit for bit.
+__device__ __forceinline__ void RopeRotate(float x0, float x1, float c, float s, __nv_bfloat16* y0,
+                                           __nv_bfloat16* y1) {
+  *y0 = __float2bfloat16(x0 * c - x1 * s);
+  *y1 = __float2bfloat16(x1 * c + x0 * s);
+}
+
 // 8 bf16 = 16 bytes, the unit of vector loads and stores.
 struct alignas(16) Bf16x8 {
   __nv_bfloat162 h[4];

@@ -18,12 +18,7 @@ __global__ void ApplyRopeKernel(bf16* q, bf16* k, const int32_t* positions, cons
   if (pos < 0) __trap();
   float* cos_v = cos_sin;
   float* sin_v = cos_sin + half;
-  for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
-    double s, c;
-    sincos(static_cast<double>(pos) * static_cast<double>(inv_freq[i]), &s, &c);
-    cos_v[i] = static_cast<float>(c);
-    sin_v[i] = static_cast<float>(s);
-  }
+  detail::RopeCosSin(pos, inv_freq, half, cos_v, sin_v);
   __syncthreads();
   const int32_t q_pairs = num_heads * half;
   const int32_t all_pairs = (num_heads + num_kv_heads) * half;
@@ -37,10 +32,8 @@ __global__ void ApplyRopeKernel(bf16* q, bf16* k, const int32_t* positions, cons
       head = k + (t * num_kv_heads + (p - q_pairs) / half) * head_dim;
       i = (p - q_pairs) % half;
     }
-    const float x0 = __bfloat162float(head[i]);
-    const float x1 = __bfloat162float(head[i + half]);
-    head[i] = __float2bfloat16(x0 * cos_v[i] - x1 * sin_v[i]);
-    head[i + half] = __float2bfloat16(x1 * cos_v[i] + x0 * sin_v[i]);
+    detail::RopeRotate(__bfloat162float(head[i]), __bfloat162float(head[i + half]), cos_v[i],
+                       sin_v[i], &head[i], &head[i + half]);
   }
 }
 
