@@ -78,6 +78,13 @@ class RunnerMaker {
       maker.model_config_ = RandomModelConfig(config);
       SERVELAB_RETURN_IF_ERROR(ValidateModelConfig(maker.model_config_, config.source_path));
       maker.random_seed_ = static_cast<uint64_t>(config.engine.model_seed);
+    } else if (maker.device_ == EngineDevice::kCuda) {
+      // The CUDA runner reads the checkpoint itself, straight to the device.
+      SERVELAB_RETURN_IF_ERROR(EnsureModel(config));
+      auto model = LoadModelConfig(config.engine.model_path);
+      if (!model.ok()) return model.status();
+      maker.model_config_ = std::move(model).value();
+      maker.checkpoint_ = config.engine.model_path;
     } else {
       SERVELAB_RETURN_IF_ERROR(EnsureModel(config));
       auto loaded = LoadModelWeights(config.engine.model_path);
@@ -109,9 +116,9 @@ class RunnerMaker {
     if (device_ == EngineDevice::kCuda) {
       CudaRunnerOptions options = cuda_;
       options.max_model_len = max_model_len;
-      auto runner = weights_ != nullptr
-                        ? CudaModelRunner::Create(weights_, options)
-                        : CudaModelRunner::CreateRandom(model_config_, random_seed_, 0.02, options);
+      auto runner = checkpoint_.empty()
+                        ? CudaModelRunner::CreateRandom(model_config_, random_seed_, 0.02, options)
+                        : CudaModelRunner::CreateFromCheckpoint(checkpoint_, options);
       if (!runner.ok()) return runner.status();
       return std::unique_ptr<ModelRunner>(std::move(runner).value());
     }
@@ -124,7 +131,8 @@ class RunnerMaker {
  private:
   EngineDevice device_ = EngineDevice::kCpu;
   ModelConfig model_config_;
-  std::shared_ptr<const ModelWeights> weights_;  // null: random weights on the device
+  std::shared_ptr<const ModelWeights> weights_;  // cpu: the checkpoint, as float32
+  std::string checkpoint_;  // cuda: the checkpoint folder; empty: random weights
   uint64_t random_seed_ = 0;
   CpuRunnerOptions cpu_;
 #if SERVELAB_HAS_CUDA

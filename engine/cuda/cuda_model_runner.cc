@@ -9,12 +9,15 @@
 #include <limits>
 #include <map>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "engine/cuda/runner_kernels.h"
 #include "engine/rope_tables.h"
+#include "engine/safetensors.h"
 #include "engine/step_pack.h"
+#include "engine/weight_layout.h"
 #include "kernels/cuda/bf16.h"
 #include "kernels/cuda/kernels.h"
 
@@ -231,6 +234,9 @@ struct CudaModelRunner::Impl {
   Status Init(int32_t device);
   Status AllocateWeights(bool tied);
   Status UploadWeights(const ModelWeights& weights);
+  // Where checkpoint tensor `name` goes on the device; null for a name the layout lacks.
+  bf16* Destination(const std::string& name) const;
+  Status UploadCheckpoint(const SafetensorsFile& file);
   Status RandomWeights(uint64_t seed, double init_std);
   Status AllocateWorkingSet();
   Status AllocateKvPools();
@@ -355,6 +361,66 @@ Status CudaModelRunner::Impl::UploadWeights(const ModelWeights& w) {
     if (dst.o_bias != nullptr) {
       SERVELAB_RETURN_IF_ERROR(upload(dst.o_bias, src.o_bias.data(), src.o_bias.size(), "o_bias"));
     }
+  }
+  return Status::Ok();
+}
+
+bf16* CudaModelRunner::Impl::Destination(const std::string& name) const {
+  const ModelSpec& s = spec();
+  const int64_t h = s.hidden_size, qd = s.QDim(), kvd = s.KvDim(), inter = s.intermediate_size;
+  if (name == "model.embed_tokens.weight") return embed;
+  if (name == "lm_head.weight") return lm_head == embed ? nullptr : lm_head;
+  if (name == "model.norm.weight") return final_norm;
+  constexpr std::string_view kLayers = "model.layers.";
+  if (!name.starts_with(kLayers)) return nullptr;
+  size_t at = kLayers.size();
+  size_t index = 0;
+  while (at < name.size() && name[at] >= '0' && name[at] <= '9') index = index * 10 + (name[at++] - '0');
+  if (at == kLayers.size() || at >= name.size() || name[at] != '.' || index >= layers.size()) {
+    return nullptr;
+  }
+  const std::string_view rest = std::string_view(name).substr(at + 1);
+  const LayerPointers& l = layers[index];
+  // q, k, v stacked in that order (weights by rows of h, biases by elements); gate then up.
+  if (rest == "self_attn.q_proj.weight") return l.qkv_proj;
+  if (rest == "self_attn.k_proj.weight") return l.qkv_proj + qd * h;
+  if (rest == "self_attn.v_proj.weight") return l.qkv_proj + (qd + kvd) * h;
+  if (rest == "self_attn.o_proj.weight") return l.o_proj;
+  if (rest == "self_attn.q_proj.bias") return l.qkv_bias;
+  if (rest == "self_attn.k_proj.bias") return l.qkv_bias == nullptr ? nullptr : l.qkv_bias + qd;
+  if (rest == "self_attn.v_proj.bias") return l.qkv_bias == nullptr ? nullptr : l.qkv_bias + qd + kvd;
+  if (rest == "self_attn.o_proj.bias") return l.o_bias;
+  if (rest == "mlp.gate_proj.weight") return l.gate_up_proj;
+  if (rest == "mlp.up_proj.weight") return l.gate_up_proj + inter * h;
+  if (rest == "mlp.down_proj.weight") return l.down_proj;
+  if (rest == "input_layernorm.weight") return l.input_norm;
+  if (rest == "post_attention_layernorm.weight") return l.post_attention_norm;
+  return nullptr;
+}
+
+Status CudaModelRunner::Impl::UploadCheckpoint(const SafetensorsFile& file) {
+  // Every tensor the layout names, checked against its shape; bf16 bytes go to the device
+  // as they are (no float32 copy of the model on the host), F32 and F16 are rounded to bf16
+  // as ModelWeights + Create would round them (the same bits).
+  std::vector<float> f32;
+  std::vector<bf16> host;
+  for (const TensorSpec& spec : HfWeightLayout(config, DType::kBf16)) {
+    StatusOr<const TensorView*> view = file.Get(spec.name, spec.shape);
+    if (!view.ok()) return view.status();
+    bf16* dst = Destination(spec.name);
+    SERVELAB_CHECK_MSG(dst != nullptr, "no device place for " + spec.name);
+    const TensorView& t = **view;
+    const auto n = static_cast<size_t>(t.NumElements());
+    const void* src = t.data;
+    if (t.dtype != DType::kBf16) {
+      f32.resize(n);
+      ToFloat32(t, f32);
+      host.resize(n);
+      kcuda::F32ToBf16(host.data(), f32.data(), n);
+      src = host.data();
+    }
+    SERVELAB_CUDA_RETURN(cudaMemcpy(dst, src, n * sizeof(bf16), cudaMemcpyHostToDevice),
+                         "uploading " + spec.name);
   }
   return Status::Ok();
 }
@@ -895,6 +961,23 @@ StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
   Impl& r = **impl;
   SERVELAB_RETURN_IF_ERROR(r.AllocateWeights(weights->config.spec.tie_word_embeddings));
   SERVELAB_RETURN_IF_ERROR(r.UploadWeights(*weights));
+  SERVELAB_RETURN_IF_ERROR(r.AllocateWorkingSet());
+  SERVELAB_RETURN_IF_ERROR(r.AllocateKvPools());
+  if (options.cuda_graphs) SERVELAB_RETURN_IF_ERROR(r.CaptureDecodeGraphs());
+  return std::unique_ptr<CudaModelRunner>(new CudaModelRunner(std::move(impl).value()));
+}
+
+StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::CreateFromCheckpoint(
+    const std::filesystem::path& dir, const CudaRunnerOptions& options) {
+  StatusOr<ModelConfig> config = LoadModelConfig(dir);
+  if (!config.ok()) return config.status();
+  StatusOr<SafetensorsFile> file = SafetensorsFile::Open(dir);
+  if (!file.ok()) return file.status();
+  auto impl = NewImpl(*config, options);
+  if (!impl.ok()) return impl.status();
+  Impl& r = **impl;
+  SERVELAB_RETURN_IF_ERROR(r.AllocateWeights(config->spec.tie_word_embeddings));
+  SERVELAB_RETURN_IF_ERROR(r.UploadCheckpoint(*file));
   SERVELAB_RETURN_IF_ERROR(r.AllocateWorkingSet());
   SERVELAB_RETURN_IF_ERROR(r.AllocateKvPools());
   if (options.cuda_graphs) SERVELAB_RETURN_IF_ERROR(r.CaptureDecodeGraphs());

@@ -29,6 +29,7 @@
 // once) or are generated on the device from a seed for any architecture (CreateRandom):
 // full-size timing (Llama-3-8B, 16 GB) needs no file and no host memory.
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -60,6 +61,12 @@ class CudaModelRunner final : public ModelRunner {
   // out of device memory, invalid options.
   static StatusOr<std::unique_ptr<CudaModelRunner>> Create(
       std::shared_ptr<const ModelWeights> weights, const CudaRunnerOptions& options);
+  // Reads `dir` (config.json + safetensors, single or sharded) straight to the device:
+  // BF16 tensors are copied as they are, F32/F16 rounded to bf16 one tensor at a time, so
+  // the host never holds a float32 copy of the model (the same bits as Create over
+  // LoadModelWeights). Errors name the file and tensor as the loader's do.
+  static StatusOr<std::unique_ptr<CudaModelRunner>> CreateFromCheckpoint(
+      const std::filesystem::path& dir, const CudaRunnerOptions& options);
   // Seeded random weights generated on the device for `config` (no checkpoint): linear
   // weights and embeddings mean 0, `init_std`; norm weights mean 1, `init_std`.
   static StatusOr<std::unique_ptr<CudaModelRunner>> CreateRandom(

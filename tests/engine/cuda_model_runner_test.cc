@@ -476,6 +476,45 @@ TEST_F(CudaRunnerTest, RandomWeightsAreSeeded) {
   EXPECT_GT(sum_sq, 0.0);  // not all zeros
 }
 
+// A checkpoint read straight to the device gives the same bits as Create over the loaded
+// float32 weights (bf16 bytes copied, F32/F16 rounded alike): one shard and three, bf16,
+// f16 and f32 files, Qwen2's biases, tied embeddings.
+TEST_F(CudaRunnerTest, CheckpointStraightToTheDeviceEqualsCreate) {
+  struct Case {
+    ModelFamily family;
+    DType dtype;
+    int32_t shards;
+    bool tied;
+  };
+  for (const Case& c : {Case{ModelFamily::kLlama, DType::kBf16, 1, false},
+                        Case{ModelFamily::kQwen2, DType::kFp16, 3, true},
+                        Case{ModelFamily::kLlama, DType::kFp32, 2, false}}) {
+    const std::string name = std::string(ModelTypeName(c.family)) + "_" +
+                             std::string(TorchDTypeName(c.dtype));
+    SCOPED_TRACE(name);
+    const std::filesystem::path dir = dir_.path() / name;  // beside the fixture's model
+    ModelConfig config = CudaTinyConfig(4, 2, c.family);
+    config.torch_dtype = c.dtype;
+    config.spec.tie_word_embeddings = c.tied;
+    auto weights = testing::WriteAndLoad(config, dir, 5, c.shards, 0.05);
+    ASSERT_NE(weights, nullptr);
+    CudaRunnerOptions options;
+    options.num_blocks = 8;
+    options.max_num_seqs = 4;
+    options.max_num_batched_tokens = 64;
+    auto direct = CudaModelRunner::CreateFromCheckpoint(dir, options);
+    ASSERT_TRUE(direct.ok()) << direct.status().message();
+    auto loaded = CudaModelRunner::Create(weights, options);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    EXPECT_EQ((*direct)->WeightBytes(), (*loaded)->WeightBytes());
+    TokenStore tokens;
+    tokens.AddPrompt(1, Tokens(30, 2));
+    Request r = MakeRequest(1, 30, {0, 1});
+    EXPECT_EQ(RunStep(**direct, tokens, {Seq(r, 0, 30, true)}),
+              RunStep(**loaded, tokens, {Seq(r, 0, 30, true)}));
+  }
+}
+
 // Shapes the kernels do not serve are refused before any device work (this runs without
 // a device too).
 TEST(CudaRunnerArgumentsTest, UnsupportedShapesAreClearErrors) {
@@ -496,6 +535,17 @@ TEST(CudaRunnerArgumentsTest, UnsupportedShapesAreClearErrors) {
   runner = CudaModelRunner::CreateRandom(CudaTinyConfig(4, 2), 1, 0.02, options);
   ASSERT_FALSE(runner.ok());
   EXPECT_NE(runner.status().message().find("memory_utilization"), std::string::npos);
+  // A checkpoint: a missing folder, and one whose head_dim the kernels do not serve, are
+  // refused before the device is touched.
+  TempDir dir;
+  auto missing = CudaModelRunner::CreateFromCheckpoint(dir.path() / "none", CudaRunnerOptions{});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().message();
+  ASSERT_NE(testing::WriteAndLoad(testing::TinyConfig(2), dir.path()), nullptr);  // head_dim 16
+  auto tiny = CudaModelRunner::CreateFromCheckpoint(dir.path(), CudaRunnerOptions{});
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.status().message().find("head_dim 16"), std::string::npos)
+      << tiny.status().message();
 }
 
 }  // namespace
