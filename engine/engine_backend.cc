@@ -59,11 +59,13 @@ StepResult EngineBackend::Execute(const StepPlan& plan) {
     runner_->SwapIn(plan.swap_in);
     EnsurePrompts(plan);
     if (on_device) {
-      uniforms_.clear();
+      uniforms_.clear();  // draws only matter at temperature > 0 (greedy needs none)
       for (const ScheduledRequest& s : plan.seqs) {
         if (!s.emits_token) continue;
-        uniforms_.push_back(
-            SamplingUniform(options_.sampling.seed, s.request->id, s.request->num_generated));
+        uniforms_.push_back(options_.sampling.temperature > 0.0f
+                                ? SamplingUniform(options_.sampling.seed, s.request->id,
+                                                  s.request->num_generated)
+                                : 0.0);
       }
       error_ = runner_->ExecuteAndSample(plan, tokens_, options_.sampling, uniforms_, device_ids_);
     } else {

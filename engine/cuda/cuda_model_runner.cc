@@ -34,74 +34,42 @@ Status CudaError(cudaError_t err, const std::string& what) {
   return Internal("cuda runner: " + what + ": " + cudaGetErrorString(err));
 }
 
-#define SERVELAB_CUDA_RETURN(expr, what)                 \
-  do {                                                   \
-    const cudaError_t servelab_e_ = (expr);              \
+#define SERVELAB_CUDA_RETURN(expr, what)                                 \
+  do {                                                                   \
+    const cudaError_t servelab_e_ = (expr);                              \
     if (servelab_e_ != cudaSuccess) return CudaError(servelab_e_, what); \
   } while (0)
 
-// Device memory owned for the runner's lifetime.
-class DeviceBuffer {
+// Memory owned for the runner's lifetime: device memory, or pinned host memory (swap pool,
+// staging), which asynchronous copies need.
+class OwnedMemory {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)) {}
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+  explicit OwnedMemory(bool pinned) : pinned_(pinned) {}
+  OwnedMemory(const OwnedMemory&) = delete;
+  OwnedMemory& operator=(const OwnedMemory&) = delete;
+  OwnedMemory(OwnedMemory&& o) noexcept
+      : pinned_(o.pinned_), ptr_(std::exchange(o.ptr_, nullptr)) {}
+  ~OwnedMemory() {
+    if (ptr_ != nullptr) pinned_ ? cudaFreeHost(ptr_) : cudaFree(ptr_);
   }
   Status Allocate(size_t bytes, const std::string& what) {
     SERVELAB_CHECK(ptr_ == nullptr);
-    const cudaError_t err = cudaMalloc(&ptr_, std::max<size_t>(bytes, 16));
+    const size_t n = std::max<size_t>(bytes, 16);
+    const cudaError_t err =
+        pinned_ ? cudaHostAlloc(&ptr_, n, cudaHostAllocDefault) : cudaMalloc(&ptr_, n);
     if (err != cudaSuccess) {
       ptr_ = nullptr;
-      return CudaError(err, "allocating " + std::to_string(bytes) + " bytes for " + what);
+      return CudaError(err, (pinned_ ? "pinning " : "allocating ") + std::to_string(bytes) +
+                                (pinned_ ? " host bytes for " : " bytes for ") + what);
     }
     return Status::Ok();
   }
   void* get() const { return ptr_; }
 
  private:
+  bool pinned_;
   void* ptr_ = nullptr;
 };
-
-// Pinned host memory (swap pool, staging): asynchronous copies need it.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)) {}
-  ~PinnedBuffer() {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-  }
-  Status Allocate(size_t bytes, const std::string& what) {
-    SERVELAB_CHECK(ptr_ == nullptr);
-    const cudaError_t err = cudaHostAlloc(&ptr_, std::max<size_t>(bytes, 16), cudaHostAllocDefault);
-    if (err != cudaSuccess) {
-      ptr_ = nullptr;
-      return CudaError(err, "pinning " + std::to_string(bytes) + " host bytes for " + what);
-    }
-    return Status::Ok();
-  }
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-};
-
-const char* CublasStatusName(cublasStatus_t s) {
-  switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "cuBLAS error";
-  }
-}
 
 constexpr int64_t kGraphReserveBytes = int64_t{256} << 20;
 
@@ -163,15 +131,14 @@ struct CudaModelRunner::Impl {
   KvCapacity capacity;
   std::string device_name;
   int32_t max_model_len = 0;
-  int32_t max_tokens = 0;      // activation rows
+  int32_t max_tokens = 0;  // activation rows
   int32_t max_seqs = 0;
-  int32_t max_stride = 0;      // block-table entries per seq at max_model_len
+  int32_t max_stride = 0;  // block-table entries per seq at max_model_len
   int64_t weight_bytes = 0;
-  int64_t block_elems = 0;     // bf16 per block per layer, K or V
+  int64_t block_elems = 0;  // bf16 per block per layer, K or V
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
-  std::vector<DeviceBuffer> owned;
-  std::vector<PinnedBuffer> pinned;
+  std::vector<OwnedMemory> owned;  // device and pinned host allocations
 
   bf16* embed = nullptr;
   bf16* lm_head = nullptr;
@@ -182,25 +149,25 @@ struct CudaModelRunner::Impl {
   bf16* host_pool = nullptr;            // pinned swap pool, the same array order
 
   // Activations [rows, width], bf16, sized for max_tokens rows (last_*: max_seqs).
-  bf16 *hidden = nullptr, *residual = nullptr, *q = nullptr, *qkv = nullptr,
-       *attn = nullptr, *gate_up = nullptr, *act = nullptr;
+  bf16 *hidden = nullptr, *residual = nullptr, *q = nullptr, *qkv = nullptr, *attn = nullptr,
+       *gate_up = nullptr, *act = nullptr;
   bf16 *last_hidden = nullptr, *last_residual = nullptr;
-  float* logits = nullptr;            // [max_seqs, vocab]
-  int32_t* sampled = nullptr;         // [max_seqs] device
-  int32_t* sampled_host = nullptr;    // [max_seqs] pinned
+  float* logits = nullptr;          // [max_seqs, vocab]
+  int32_t* sampled = nullptr;       // [max_seqs] device
+  int32_t* sampled_host = nullptr;  // [max_seqs] pinned
   // TopPSample's per-row inputs: uniforms (f64), temperatures, top_ps (f32), top_ks (i32);
   // device, and a pinned staging copy of the same layout.
   unsigned char* sample_inputs = nullptr;
   unsigned char* sample_staging = nullptr;
   float* decode_workspace = nullptr;
   size_t decode_workspace_bytes = 0;
-  unsigned char* meta = nullptr;      // device metadata, MetaLayout at max sizes
-  unsigned char* staging = nullptr;   // pinned, same size
+  unsigned char* meta = nullptr;     // device metadata, MetaLayout at max sizes
+  unsigned char* staging = nullptr;  // pinned, same size
   size_t meta_bytes = 0;
 
   StepPack pack;
-  Status pending;                     // a swap copy failure, reported by the next step
-  Status forward_error;               // the first cuBLAS failure inside a forward pass
+  Status pending;        // a swap copy failure, reported by the next step
+  Status forward_error;  // the first cuBLAS failure inside a forward pass
   std::map<std::pair<int32_t, int32_t>, cudaGraphExec_t> graphs;  // (batch, context bucket)
   bool last_step_used_graph = false;
 
@@ -211,18 +178,15 @@ struct CudaModelRunner::Impl {
   }
 
   template <typename T>
-  Status Alloc(T*& out, int64_t count, const std::string& what) {
-    DeviceBuffer& b = owned.emplace_back();
-    SERVELAB_RETURN_IF_ERROR(b.Allocate(static_cast<size_t>(count) * sizeof(T), what));
-    out = static_cast<T*>(b.get());
+  Status Alloc(T*& out, int64_t count, const std::string& what, bool pinned = false) {
+    OwnedMemory& m = owned.emplace_back(pinned);
+    SERVELAB_RETURN_IF_ERROR(m.Allocate(static_cast<size_t>(count) * sizeof(T), what));
+    out = static_cast<T*>(m.get());
     return Status::Ok();
   }
   template <typename T>
   Status AllocPinned(T*& out, int64_t count, const std::string& what) {
-    PinnedBuffer& b = pinned.emplace_back();
-    SERVELAB_RETURN_IF_ERROR(b.Allocate(static_cast<size_t>(count) * sizeof(T), what));
-    out = static_cast<T*>(b.get());
-    return Status::Ok();
+    return Alloc(out, count, what, /*pinned=*/true);
   }
 
   const ModelSpec& spec() const { return config.spec; }
@@ -274,7 +238,7 @@ Status CudaModelRunner::Impl::Init(int32_t device) {
   const cublasStatus_t s = cublasCreate(&cublas);
   if (s != CUBLAS_STATUS_SUCCESS) {
     cublas = nullptr;
-    return Internal(std::string("cuda runner: cublasCreate: ") + CublasStatusName(s));
+    return Internal(std::string("cuda runner: cublasCreate: ") + cublasGetStatusName(s));
   }
   cublasSetStream(cublas, stream);
   // A workspace of our own: cuBLAS then allocates nothing inside graph captures.
@@ -310,57 +274,64 @@ Status CudaModelRunner::Impl::AllocateWeights(bool tied) {
   }
   const int64_t per_layer = (qd * h + 2 * kvd * h + h * qd + 3 * inter * h + 2 * h) +
                             (s.attention_bias ? qd + 2 * kvd : 0) + (config.o_proj_bias ? h : 0);
-  weight_bytes = 2 * (int64_t{s.vocab_size} * h * (tied ? 1 : 2) + h +
-                      per_layer * s.num_hidden_layers);
+  weight_bytes =
+      2 * (int64_t{s.vocab_size} * h * (tied ? 1 : 2) + h + per_layer * s.num_hidden_layers);
   return Status::Ok();
 }
 
 Status CudaModelRunner::Impl::UploadWeights(const ModelWeights& w) {
+  // By checkpoint name, so Destination alone decides where (and how stacked) each goes.
   std::vector<bf16> host;
-  auto upload = [&](bf16* dst, const float* src, int64_t n, const char* what) -> Status {
+  auto upload = [&](const std::string& name, const float* src, int64_t n) -> Status {
+    bf16* dst = Destination(name);
+    SERVELAB_CHECK_MSG(dst != nullptr, "no device place for " + name);
     host.resize(static_cast<size_t>(n));
     kcuda::F32ToBf16(host.data(), src, static_cast<size_t>(n));
-    SERVELAB_CUDA_RETURN(cudaMemcpy(dst, host.data(), static_cast<size_t>(n) * sizeof(bf16),
-                                    cudaMemcpyHostToDevice),
-                         std::string("uploading ") + what);
+    SERVELAB_CUDA_RETURN(
+        cudaMemcpy(dst, host.data(), static_cast<size_t>(n) * sizeof(bf16), cudaMemcpyHostToDevice),
+        "uploading " + name);
     return Status::Ok();
   };
-  SERVELAB_RETURN_IF_ERROR(upload(embed, w.embed_tokens.data(), w.embed_tokens.size(), "embed"));
+  auto vec = [](const auto& v) { return static_cast<int64_t>(v.size()); };
+  SERVELAB_RETURN_IF_ERROR(
+      upload("model.embed_tokens.weight", w.embed_tokens.data(), w.embed_tokens.size()));
   if (lm_head != embed) {
-    SERVELAB_RETURN_IF_ERROR(upload(lm_head, w.lm_head.data(), w.lm_head.size(), "lm_head"));
+    SERVELAB_RETURN_IF_ERROR(upload("lm_head.weight", w.lm_head.data(), w.lm_head.size()));
   }
-  SERVELAB_RETURN_IF_ERROR(upload(final_norm, w.final_norm.data(),
-                                  static_cast<int64_t>(w.final_norm.size()), "norm"));
+  SERVELAB_RETURN_IF_ERROR(upload("model.norm.weight", w.final_norm.data(), vec(w.final_norm)));
+  const int64_t gate = int64_t{spec().intermediate_size} * spec().hidden_size;
   for (size_t i = 0; i < layers.size(); ++i) {
-    const LayerWeights& src = w.layers[i];
-    LayerPointers& dst = layers[i];
-    bf16* qkv_at = dst.qkv_proj;  // q, k, v rows stacked
-    SERVELAB_RETURN_IF_ERROR(upload(qkv_at, src.q_proj.data(), src.q_proj.size(), "q_proj"));
-    qkv_at += src.q_proj.size();
-    SERVELAB_RETURN_IF_ERROR(upload(qkv_at, src.k_proj.data(), src.k_proj.size(), "k_proj"));
-    qkv_at += src.k_proj.size();
-    SERVELAB_RETURN_IF_ERROR(upload(qkv_at, src.v_proj.data(), src.v_proj.size(), "v_proj"));
-    SERVELAB_RETURN_IF_ERROR(upload(dst.o_proj, src.o_proj.data(), src.o_proj.size(), "o_proj"));
+    const LayerWeights& l = w.layers[i];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
     SERVELAB_RETURN_IF_ERROR(
-        upload(dst.gate_up_proj, src.gate_up_proj.data(), src.gate_up_proj.size(), "gate_up"));
+        upload(p + "self_attn.q_proj.weight", l.q_proj.data(), l.q_proj.size()));
     SERVELAB_RETURN_IF_ERROR(
-        upload(dst.down_proj, src.down_proj.data(), src.down_proj.size(), "down_proj"));
-    SERVELAB_RETURN_IF_ERROR(upload(dst.input_norm, src.input_norm.data(),
-                                    static_cast<int64_t>(src.input_norm.size()), "input_norm"));
-    SERVELAB_RETURN_IF_ERROR(upload(dst.post_attention_norm, src.post_attention_norm.data(),
-                                    static_cast<int64_t>(src.post_attention_norm.size()),
-                                    "post_attention_norm"));
-    if (dst.qkv_bias != nullptr) {
-      bf16* at = dst.qkv_bias;
-      SERVELAB_RETURN_IF_ERROR(upload(at, src.q_bias.data(), src.q_bias.size(), "q_bias"));
-      at += src.q_bias.size();
-      SERVELAB_RETURN_IF_ERROR(upload(at, src.k_bias.data(), src.k_bias.size(), "k_bias"));
-      at += src.k_bias.size();
-      SERVELAB_RETURN_IF_ERROR(upload(at, src.v_bias.data(), src.v_bias.size(), "v_bias"));
+        upload(p + "self_attn.k_proj.weight", l.k_proj.data(), l.k_proj.size()));
+    SERVELAB_RETURN_IF_ERROR(
+        upload(p + "self_attn.v_proj.weight", l.v_proj.data(), l.v_proj.size()));
+    SERVELAB_RETURN_IF_ERROR(
+        upload(p + "self_attn.o_proj.weight", l.o_proj.data(), l.o_proj.size()));
+    if (layers[i].qkv_bias != nullptr) {
+      SERVELAB_RETURN_IF_ERROR(
+          upload(p + "self_attn.q_proj.bias", l.q_bias.data(), l.q_bias.size()));
+      SERVELAB_RETURN_IF_ERROR(
+          upload(p + "self_attn.k_proj.bias", l.k_bias.data(), l.k_bias.size()));
+      SERVELAB_RETURN_IF_ERROR(
+          upload(p + "self_attn.v_proj.bias", l.v_bias.data(), l.v_bias.size()));
     }
-    if (dst.o_bias != nullptr) {
-      SERVELAB_RETURN_IF_ERROR(upload(dst.o_bias, src.o_bias.data(), src.o_bias.size(), "o_bias"));
+    if (layers[i].o_bias != nullptr) {
+      SERVELAB_RETURN_IF_ERROR(
+          upload(p + "self_attn.o_proj.bias", l.o_bias.data(), l.o_bias.size()));
     }
+    // ModelWeights stacks gate and up already: its halves are the two checkpoint tensors.
+    SERVELAB_RETURN_IF_ERROR(upload(p + "mlp.gate_proj.weight", l.gate_up_proj.data(), gate));
+    SERVELAB_RETURN_IF_ERROR(upload(p + "mlp.up_proj.weight", l.gate_up_proj.data() + gate, gate));
+    SERVELAB_RETURN_IF_ERROR(
+        upload(p + "mlp.down_proj.weight", l.down_proj.data(), l.down_proj.size()));
+    SERVELAB_RETURN_IF_ERROR(
+        upload(p + "input_layernorm.weight", l.input_norm.data(), vec(l.input_norm)));
+    SERVELAB_RETURN_IF_ERROR(upload(p + "post_attention_layernorm.weight",
+                                    l.post_attention_norm.data(), vec(l.post_attention_norm)));
   }
   return Status::Ok();
 }
@@ -375,7 +346,8 @@ bf16* CudaModelRunner::Impl::Destination(const std::string& name) const {
   if (!name.starts_with(kLayers)) return nullptr;
   size_t at = kLayers.size();
   size_t index = 0;
-  while (at < name.size() && name[at] >= '0' && name[at] <= '9') index = index * 10 + (name[at++] - '0');
+  while (at < name.size() && name[at] >= '0' && name[at] <= '9')
+    index = index * 10 + (name[at++] - '0');
   if (at == kLayers.size() || at >= name.size() || name[at] != '.' || index >= layers.size()) {
     return nullptr;
   }
@@ -388,7 +360,8 @@ bf16* CudaModelRunner::Impl::Destination(const std::string& name) const {
   if (rest == "self_attn.o_proj.weight") return l.o_proj;
   if (rest == "self_attn.q_proj.bias") return l.qkv_bias;
   if (rest == "self_attn.k_proj.bias") return l.qkv_bias == nullptr ? nullptr : l.qkv_bias + qd;
-  if (rest == "self_attn.v_proj.bias") return l.qkv_bias == nullptr ? nullptr : l.qkv_bias + qd + kvd;
+  if (rest == "self_attn.v_proj.bias")
+    return l.qkv_bias == nullptr ? nullptr : l.qkv_bias + qd + kvd;
   if (rest == "self_attn.o_proj.bias") return l.o_bias;
   if (rest == "mlp.gate_proj.weight") return l.gate_up_proj;
   if (rest == "mlp.up_proj.weight") return l.gate_up_proj + inter * h;
@@ -469,15 +442,15 @@ Status CudaModelRunner::Impl::AllocateWorkingSet() {
   SERVELAB_RETURN_IF_ERROR(AllocPinned(sample_staging, int64_t{max_seqs} * 20, "sampling inputs"));
   const std::vector<float> freqs = ModelRopeInvFreq(config);
   SERVELAB_RETURN_IF_ERROR(Alloc(inv_freq, static_cast<int64_t>(freqs.size()), "inv_freq"));
-  SERVELAB_CUDA_RETURN(cudaMemcpy(inv_freq, freqs.data(), freqs.size() * sizeof(float),
-                                  cudaMemcpyHostToDevice),
-                       "uploading inv_freq");
+  SERVELAB_CUDA_RETURN(
+      cudaMemcpy(inv_freq, freqs.data(), freqs.size() * sizeof(float), cudaMemcpyHostToDevice),
+      "uploading inv_freq");
   // Split-KV scratch for any decode of up to max_seqs sequences and max_model_len tokens,
   // graph buckets included (they pass a bucket <= max_model_len as the longest context; the
   // size covers every context up to it). The shape matters through kv heads and head_dim.
   kernels::KvCacheShape shape{1, capacity.block_size, s.num_key_value_heads, s.HeadDim()};
-  decode_workspace_bytes =
-      kcuda::PagedDecodeAttentionWorkspaceBytes(max_seqs, s.num_attention_heads, max_model_len, shape);
+  decode_workspace_bytes = kcuda::PagedDecodeAttentionWorkspaceBytes(
+      max_seqs, s.num_attention_heads, max_model_len, shape);
   SERVELAB_RETURN_IF_ERROR(Alloc(decode_workspace,
                                  static_cast<int64_t>(decode_workspace_bytes / sizeof(float)) + 1,
                                  "the split-KV workspace"));
@@ -501,8 +474,9 @@ Status CudaModelRunner::Impl::AllocateKvPools() {
     const double graph_reserve = options.cuda_graphs ? double{kGraphReserveBytes} : 0.0;
     const double budget = static_cast<double>(total) * options.memory_utilization -
                           static_cast<double>(total - free) - graph_reserve;
-    blocks = budget > 0 ? static_cast<int64_t>(budget / static_cast<double>(capacity.bytes_per_block))
-                        : 0;
+    blocks = budget > 0
+                 ? static_cast<int64_t>(budget / static_cast<double>(capacity.bytes_per_block))
+                 : 0;
     if (blocks < 1) {
       return Internal("cuda runner: no room for a KV block: " + std::to_string(total >> 20) +
                       " MiB x memory_utilization " + std::to_string(options.memory_utilization) +
@@ -517,8 +491,9 @@ Status CudaModelRunner::Impl::AllocateKvPools() {
   const int64_t pool_elems = 2 * layer_count * blocks * block_elems;
   SERVELAB_RETURN_IF_ERROR(Alloc(pool, pool_elems, "the KV cache"));
   // Zeros, not whatever the allocation held: graph padding rows read block 0.
-  SERVELAB_CUDA_RETURN(cudaMemsetAsync(pool, 0, static_cast<size_t>(pool_elems) * sizeof(bf16), stream),
-                       "clearing the KV cache");
+  SERVELAB_CUDA_RETURN(
+      cudaMemsetAsync(pool, 0, static_cast<size_t>(pool_elems) * sizeof(bf16), stream),
+      "clearing the KV cache");
   for (int64_t l = 0; l < layer_count; ++l) {
     k_cache.push_back(pool + (2 * l) * blocks * block_elems);
     v_cache.push_back(pool + (2 * l + 1) * blocks * block_elems);
@@ -544,9 +519,9 @@ void CudaModelRunner::Impl::Gemm(const bf16* x, int32_t rows, const bf16* w, int
       cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, w, CUDA_R_16BF, in, x,
                    CUDA_R_16BF, in, &beta, y, y_type, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS && forward_error.ok()) {
-    forward_error = Internal(std::string("cuda runner: cublasGemmEx ") + std::to_string(rows) +
-                             "x" + std::to_string(out) + "x" + std::to_string(in) + ": " +
-                             CublasStatusName(s));
+    forward_error =
+        Internal(std::string("cuda runner: cublasGemmEx ") + std::to_string(rows) + "x" +
+                 std::to_string(out) + "x" + std::to_string(in) + ": " + cublasGetStatusName(s));
   }
 }
 
@@ -579,8 +554,8 @@ void CudaModelRunner::Impl::Forward(const ForwardShape& f) {
     } else {
       kcuda::PagedPrefillAttention(attn, q, k_cache[i], v_cache[i], f.block_tables,
                                    f.query_start_loc, f.context_lens, f.seqs, T, heads,
-                                   f.block_table_stride, f.max_query_len, f.max_context_len,
-                                   scale, shape, stream);
+                                   f.block_table_stride, f.max_query_len, f.max_context_len, scale,
+                                   shape, stream);
     }
     Gemm(attn, T, w.o_proj, h, qd, hidden, CUDA_R_16BF);
     if (w.o_bias != nullptr) engine_cuda::AddBias(hidden, w.o_bias, T, h, stream);
@@ -648,9 +623,9 @@ Status CudaModelRunner::Impl::SampleTopP(int32_t rows, const SamplingParams& par
     top_p[i] = params.top_p;
     top_k[i] = params.top_k;
   }
-  SERVELAB_CUDA_RETURN(cudaMemcpyAsync(sample_inputs, sample_staging, 20 * n,
-                                       cudaMemcpyHostToDevice, stream),
-                       "uploading sampling inputs");
+  SERVELAB_CUDA_RETURN(
+      cudaMemcpyAsync(sample_inputs, sample_staging, 20 * n, cudaMemcpyHostToDevice, stream),
+      "uploading sampling inputs");
   kcuda::TopPSample(sampled, logits, reinterpret_cast<const float*>(sample_inputs + 8 * n),
                     reinterpret_cast<const int32_t*>(sample_inputs + 16 * n),
                     reinterpret_cast<const float*>(sample_inputs + 12 * n),
@@ -659,8 +634,7 @@ Status CudaModelRunner::Impl::SampleTopP(int32_t rows, const SamplingParams& par
   return Status::Ok();
 }
 
-Status CudaModelRunner::Impl::Stage(int32_t rows, int32_t seqs, int32_t stride,
-                                    ForwardShape& f) {
+Status CudaModelRunner::Impl::Stage(int32_t rows, int32_t seqs, int32_t stride, ForwardShape& f) {
   const MetaLayout layout(rows, seqs, stride, pack.NumEmitting());
   Put(staging, layout.token_ids, pack.token_ids);
   Put(staging, layout.positions, pack.positions);
@@ -673,8 +647,9 @@ Status CudaModelRunner::Impl::Stage(int32_t rows, int32_t seqs, int32_t stride,
   auto* tables = reinterpret_cast<int32_t*>(staging + layout.block_tables);
   std::fill_n(tables, static_cast<size_t>(seqs) * static_cast<size_t>(stride), 0);
   for (int32_t r = 0; r < pack.num_seqs; ++r) {
-    std::copy_n(pack.block_tables.begin() + static_cast<std::ptrdiff_t>(r) * pack.block_table_stride,
-                pack.max_blocks, tables + static_cast<std::ptrdiff_t>(r) * stride);
+    std::copy_n(
+        pack.block_tables.begin() + static_cast<std::ptrdiff_t>(r) * pack.block_table_stride,
+        pack.max_blocks, tables + static_cast<std::ptrdiff_t>(r) * stride);
   }
   SERVELAB_CUDA_RETURN(cudaMemcpyAsync(meta, staging, layout.bytes, cudaMemcpyHostToDevice, stream),
                        "uploading the step");
@@ -732,7 +707,7 @@ Status CudaModelRunner::Impl::StageDecodeGraph(int32_t B, int32_t bucket, Forwar
   f.max_context_len = bucket;  // baked into the graph: the decode kernel's partition count
   f.decode_attention = true;
   f.emit_all_rows = true;
-  f.sample_greedy = true;      // cheap; read only when the caller samples greedily
+  f.sample_greedy = true;  // cheap; read only when the caller samples greedily
   return Status::Ok();
 }
 
@@ -832,9 +807,9 @@ Status CudaModelRunner::Impl::RunStepUnsynced(const StepPlan& plan, const TokenS
   }
   if (top_p) SERVELAB_RETURN_IF_ERROR(SampleTopP(E, *sample, uniforms));
   if (sample != nullptr && E > 0) {
-    SERVELAB_CUDA_RETURN(cudaMemcpyAsync(sampled_host, sampled, sizeof(int32_t) * E,
-                                         cudaMemcpyDeviceToHost, stream),
-                         "downloading sampled ids");
+    SERVELAB_CUDA_RETURN(
+        cudaMemcpyAsync(sampled_host, sampled, sizeof(int32_t) * E, cudaMemcpyDeviceToHost, stream),
+        "downloading sampled ids");
   }
   return Status::Ok();
 }
@@ -918,12 +893,13 @@ Status CheckArchitecture(const ModelConfig& config, const CudaRunnerOptions& o) 
                            " query heads over " + std::to_string(s.num_key_value_heads) +
                            " KV heads: the decode kernel serves at most 8 per KV head");
   }
-  if (o.block_size < 1 || o.max_num_seqs < 1 || o.max_num_batched_tokens < 1 ||
-      o.num_blocks < 0 || o.swap_space_bytes < 0 || o.max_model_len < 0 ||
+  if (o.block_size < 1 || o.max_num_seqs < 1 || o.max_num_batched_tokens < 1 || o.num_blocks < 0 ||
+      o.swap_space_bytes < 0 || o.max_model_len < 0 ||
       !(o.memory_utilization > 0.0 && o.memory_utilization <= 1.0)) {
-    return InvalidArgument("cuda runner: invalid options (block_size, max_num_seqs, "
-                           "max_num_batched_tokens >= 1; num_blocks, swap_space_bytes, "
-                           "max_model_len >= 0; memory_utilization in (0, 1])");
+    return InvalidArgument(
+        "cuda runner: invalid options (block_size, max_num_seqs, "
+        "max_num_batched_tokens >= 1; num_blocks, swap_space_bytes, "
+        "max_model_len >= 0; memory_utilization in (0, 1])");
   }
   return Status::Ok();
 }

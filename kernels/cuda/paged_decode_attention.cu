@@ -16,6 +16,7 @@
 // blocks per SM, else 256, else 128, so that a small batch (batch 1 at a 1k context: 16
 // blocks at 512) still spreads its KV reads over the device. Callers may force one.
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 
 #include "kernels/cuda/cuda_check.h"
@@ -36,14 +37,23 @@ int32_t NumPartitions(int32_t max_context_len, int32_t partition_len) {
   return (max_context_len + partition_len - 1) / partition_len;
 }
 
+// The current device's SM count, queried once per device (every decode launch asks).
 int32_t SmCount() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      count <= 0) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int32_t> counts[kMaxDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
     cudaGetLastError();  // a failed query must not surface at the next launch check
     return 132;          // an H100/H200's count
   }
+  int32_t count = counts[device].load(std::memory_order_relaxed);
+  if (count > 0) return count;
+  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      count <= 0) {
+    cudaGetLastError();
+    return 132;
+  }
+  counts[device].store(count, std::memory_order_relaxed);
   return count;
 }
 

@@ -22,7 +22,6 @@ using testing::ReadFile;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-
 using CliTest = testing::CliFixture;
 
 constexpr const char* kSmall = R"(name: small
