@@ -7,9 +7,9 @@
 #include "core/kv_cache_manager.h"
 #include "core/scheduler.h"
 #include "policies/registry.h"
-#include "sim/experiment.h"
-#include "sim/gpu_catalog.h"
-#include "sim/model_catalog.h"
+#include "sim/sim_backend.h"
+#include "driver/gpu_catalog.h"
+#include "driver/model_catalog.h"
 
 namespace servelab {
 namespace {
@@ -85,19 +85,14 @@ void BM_PolicyOnCommonWorkload(benchmark::State& state, const std::string& polic
   c.workload.output_tokens.cv = 1.0;
   c.workload.output_tokens.max = 1000;
   c.workload.clients = {ClientConfig{"light", 1, 0, 1}, ClientConfig{"heavy", 2, 1, 1}};
-  auto prepared = PrepareExperiment(c);
-  if (!prepared.ok()) {
-    state.SkipWithError(prepared.status().message().c_str());
-    return;
-  }
   RunSummary s;
   for (auto _ : state) {
-    auto summary = RunSimulation(*prepared, MetricsSinks{});
-    if (!summary.ok()) {
-      state.SkipWithError(summary.status().message().c_str());
+    auto outcome = RunSimulation(c, MetricsSinks{});
+    if (!outcome.ok()) {
+      state.SkipWithError(outcome.status().message().c_str());
       return;
     }
-    s = *summary;
+    s = outcome->summary;
   }
   state.counters["ttft_p50_s"] = s.ttft_s.p50;
   state.counters["ttft_p99_s"] = s.ttft_s.p99;

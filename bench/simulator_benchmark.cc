@@ -11,9 +11,9 @@
 #include "core/kv_cache_manager.h"
 #include "core/scheduler.h"
 #include "policies/fcfs_policy.h"
-#include "sim/experiment.h"
-#include "sim/gpu_catalog.h"
-#include "sim/model_catalog.h"
+#include "sim/sim_backend.h"
+#include "driver/gpu_catalog.h"
+#include "driver/model_catalog.h"
 
 namespace servelab {
 namespace {
@@ -71,23 +71,20 @@ void BM_SchedulerIteration(benchmark::State& state) {
 }
 BENCHMARK(BM_SchedulerIteration)->Arg(1)->Arg(32)->Arg(256);
 
+// Each iteration is the whole run as `servelab run` does it, files aside: prepare (the
+// trace is read here), build the backends, simulate.
 void RunAndReport(benchmark::State& state, const ExperimentConfig& config) {
-  auto prepared = PrepareExperiment(config);
-  if (!prepared.ok()) {
-    state.SkipWithError(prepared.status().message().c_str());
-    return;
-  }
   NullBuffer null_buffer;
   std::ostream null_stream(&null_buffer);
   RunSummary summary;
   for (auto _ : state) {
     MetricsSinks sinks{&null_stream, &null_stream, nullptr, 0};
-    auto s = RunSimulation(*prepared, sinks);
+    auto s = RunSimulation(config, sinks);
     if (!s.ok()) {
       state.SkipWithError(s.status().message().c_str());
       return;
     }
-    summary = *s;
+    summary = s->summary;
   }
   state.counters["requests"] = static_cast<double>(summary.num_requests);
   state.counters["steps"] = static_cast<double>(summary.num_steps);

@@ -7,10 +7,10 @@
 #include "core/text.h"
 #include "policies/registry.h"
 #include "sim/cost_model.h"
-#include "sim/gpu_catalog.h"
+#include "driver/gpu_catalog.h"
 #include "sim/memory.h"
-#include "sim/model_catalog.h"
-#include "sim/router.h"
+#include "driver/model_catalog.h"
+#include "driver/router.h"
 
 namespace servelab {
 namespace {
@@ -47,14 +47,23 @@ void ListPolicies() {
   for (const auto& name : registry.Names()) {
     std::printf("%-14s %s\n", name.c_str(), registry.Summary(name).c_str());
   }
-  std::printf("\nrouters: %s\n", Join(RouterNames(), ", ").c_str());
+  std::printf("\nrouters (cluster.router):\n");
+  const RouterRegistry& routers = BuiltinRouters();
+  for (const auto& name : routers.Names()) {
+    std::printf("%-14s %s\n", name.c_str(), routers.Summary(name).c_str());
+  }
 }
 
 void ListCostModels() {
-  std::puts("roofline   per op: max(FLOPs / (peak x efficiency), bytes / (bandwidth x efficiency));\n"
-            "           attention per sequence from its own context; TP all-reduce; PP stages");
-  std::puts("constant   every iteration takes step_ms");
-  std::puts("linear     base_ms + per_token_ms x new tokens + per_context_token_ms x context tokens");
+  const CostModelRegistry& registry = BuiltinCostModels();
+  for (const auto& name : registry.Names()) {
+    // A summary's later lines align under its first.
+    std::string summary = registry.Summary(name);
+    for (size_t at = summary.find('\n'); at != std::string::npos; at = summary.find('\n', at + 1)) {
+      summary.insert(at + 1, 11, ' ');
+    }
+    std::printf("%-10s %s\n", name.c_str(), summary.c_str());
+  }
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "engine/random_model.h"
-#include "sim/model_catalog.h"
+#include "driver/model_catalog.h"
 
 namespace servelab {
 namespace {

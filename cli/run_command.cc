@@ -1,5 +1,5 @@
 // `servelab run`: parse and validate an experiment, simulate it, write the result folder
-// (cli/run_folder.h).
+// (cli/run_experiment.h).
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
@@ -8,8 +8,8 @@
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
-#include "cli/config_yaml.h"
-#include "cli/run_folder.h"
+#include "driver/config_yaml.h"
+#include "cli/run_experiment.h"
 
 namespace servelab {
 namespace {
@@ -56,7 +56,7 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   if (!out_dir.empty()) config->output.dir = out_dir;
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
-  auto summary = RunToFolder(*config, config->output.dir, progress);
+  auto summary = RunExperimentToFolder(*config, config->output.dir, progress);
   if (!summary.ok()) return Report(summary.status());
   std::cout << summary->ToText() << "results: " << config->output.dir << "\n";
   return kExitOk;

@@ -8,8 +8,8 @@
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
-#include "cli/output_dir.h"
-#include "cli/sweep_config.h"
+#include "driver/output_dir.h"
+#include "driver/sweep_config.h"
 #include "cli/sweep_report.h"
 #include "cli/sweep_runner.h"
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/sweep_config.h"
-#include "core/metrics.h"
+#include "driver/sweep_config.h"
+#include "driver/metrics.h"
 #include "core/status.h"
 
 namespace servelab {

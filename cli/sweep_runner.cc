@@ -9,8 +9,7 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "cli/run_folder.h"
-#include "sim/experiment.h"
+#include "cli/run_experiment.h"
 
 namespace servelab {
 namespace {
@@ -42,8 +41,7 @@ int ResolveJobs(int jobs) {
 Status ValidateSweep(const Sweep& sweep, int jobs) {
   std::vector<Status> results(sweep.points.size());
   ParallelFor(sweep.points.size(), jobs, [&](size_t i) {
-    auto prepared = PrepareExperiment(sweep.points[i].config);
-    if (!prepared.ok()) results[i] = prepared.status();
+    results[i] = CheckExperiment(sweep.points[i].config);
   });
   std::vector<std::pair<std::string, std::string>> failures;
   for (size_t i = 0; i < results.size(); ++i) {
@@ -64,7 +62,7 @@ std::vector<StatusOr<RunSummary>> RunSweep(const Sweep& sweep, const std::string
   ParallelFor(sweep.points.size(), jobs, [&](size_t i) {
     const SweepPoint& point = sweep.points[i];
     const std::string folder = (std::filesystem::path(dir) / point.folder).string();
-    StatusOr<RunSummary> result = RunToFolder(point.config, folder, /*progress=*/false);
+    StatusOr<RunSummary> result = RunExperimentToFolder(point.config, folder, /*progress=*/false);
     std::lock_guard<std::mutex> lock(mutex);
     results[i] = std::move(result);
     ++done;

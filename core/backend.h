@@ -1,10 +1,14 @@
 #pragma once
 // A Backend executes one iteration and reports how long it took: predicted by a cost
-// model (simulator) or measured (engine). Backends own time; the scheduler owns mechanics.
+// model (simulator) or measured (engine). Backends own time and their own facts (the KV
+// pool they hold, the context they serve); the scheduler owns mechanics.
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
+#include "core/status.h"
 #include "core/step_plan.h"
+#include "core/time.h"
 
 namespace servelab {
 
@@ -12,19 +16,34 @@ struct KvCapacity {
   int32_t num_gpu_blocks = 0;  // device KV blocks
   int32_t block_size = 16;     // tokens per block
   int32_t num_cpu_blocks = 0;  // host swap space, in blocks
-  int64_t bytes_per_block = 0;  // K and V, all layers of this replica's shard
+  // Bytes of one block over the whole replica (K and V of every layer, each GPU its
+  // shard, KV heads replicated by tensor parallelism counted on every GPU that holds
+  // them): what one swap copy of a block moves between device and host memory.
+  int64_t bytes_per_block = 0;
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string_view Name() const = 0;
+  virtual std::string_view Name() const = 0;  // "sim", "engine-cpu", "engine-cuda"
+  // The KV pool this backend holds. Fixed for its lifetime.
   virtual KvCapacity Capacity() const = 0;
-  // REQUIRES: plan is not empty. Swap copies in the plan happen before its compute.
-  virtual StepResult Execute(const StepPlan& plan) = 0;
+  // The longest prompt + output it serves: its model's context window, or the
+  // experiment's lower scheduler.max_model_len. Fixed for its lifetime.
+  virtual int32_t MaxModelLen() const = 0;
+  // Runs one iteration. REQUIRES: plan is not empty. Swap copies in the plan happen
+  // before its compute. An error (a CUDA failure, a runner fault) ends the run at this
+  // step; result.elapsed >= 0 otherwise.
+  virtual StatusOr<StepResult> Execute(const StepPlan& plan) = 0;
   // The request finished (Scheduler::Commit returned it): per-request state the backend
   // keeps (the engine's token ids) can go. Default: nothing kept.
   virtual void OnRequestFinished(int64_t request_id) {}
+  // Predicted time to prefill `num_tokens` prompt tokens of one request alone, for
+  // policies that size quanta by it (MLFQ). Empty when the backend cannot predict (the
+  // engine measures; it does not predict).
+  virtual std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace servelab

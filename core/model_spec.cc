@@ -50,7 +50,7 @@ int64_t ModelSpec::NumParams() const {
 }
 
 double ModelSpec::KvBytesPerToken(DType kv_dtype) const {
-  return 2.0 * num_hidden_layers * static_cast<double>(KvDim()) * DTypeBytes(kv_dtype);
+  return static_cast<double>(KvElementsPerToken()) * DTypeBytes(kv_dtype);
 }
 
 }  // namespace servelab

@@ -59,6 +59,13 @@ struct ModelSpec {
   int64_t ParamsPerLayer() const;
   // All parameters: embedding, layers, final norm, and an untied LM head.
   int64_t NumParams() const;
+  // K and V elements one token keeps in the cache, all layers, before any parallel
+  // split: 2 * num_hidden_layers * KvDim(). The one KV size formula; the others scale it.
+  int64_t KvElementsPerToken() const { return 2 * int64_t{num_hidden_layers} * KvDim(); }
+  // Bytes of one KV block of `block_size` tokens at `bytes_per_element`, all layers.
+  int64_t KvBytesPerBlock(int32_t block_size, int64_t bytes_per_element) const {
+    return KvElementsPerToken() * block_size * bytes_per_element;
+  }
   // KV cache bytes per token over all layers (K and V), before any parallel split.
   double KvBytesPerToken(DType kv_dtype) const;
 };

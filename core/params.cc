@@ -15,68 +15,91 @@ const Param* ParamReader::Find(const std::string& key) {
   return nullptr;
 }
 
+bool ParamReader::Has(const std::string& key) const {
+  for (const auto& p : named_.params) {
+    if (p.key == key) return true;
+  }
+  return false;
+}
+
 void ParamReader::Fail(const Param& param, const std::string& message) {
   if (!status_.ok()) return;
   status_ = InvalidArgument(param.where + ": " + named_.path + "." + param.key + ": " + message);
 }
 
+void ParamReader::Record(const std::string& key, std::string value, const Param* given) {
+  resolved_.push_back(
+      Param{key, std::move(value), given != nullptr ? given->where : named_.where});
+}
+
 double ParamReader::GetDouble(const std::string& key, double fallback, Bounds bounds) {
   const Param* p = Find(key);
-  if (p == nullptr) return fallback;
-  double value = 0;
-  const char* end = p->value.data() + p->value.size();
-  auto [ptr, ec] = std::from_chars(p->value.data(), end, value);
-  if (ec != std::errc() || ptr != end || !std::isfinite(value)) {
-    Fail(*p, "expected a number, got '" + p->value + "'");
-    return fallback;
+  double value = fallback;
+  if (p != nullptr) {
+    const char* end = p->value.data() + p->value.size();
+    auto [ptr, ec] = std::from_chars(p->value.data(), end, value);
+    if (ec != std::errc() || ptr != end || !std::isfinite(value)) {
+      Fail(*p, "expected a number, got '" + p->value + "'");
+      value = fallback;
+    } else if (!bounds.Contains(value)) {
+      Fail(*p, "value " + p->value + " out of range: must be " + bounds.Describe());
+      value = fallback;
+    }
   }
-  if (!bounds.Contains(value)) {
-    Fail(*p, "value " + p->value + " out of range: must be " + bounds.Describe());
-    return fallback;
-  }
+  Record(key, FormatDouble(value), p);
   return value;
 }
 
 int64_t ParamReader::GetInt(const std::string& key, int64_t fallback, Bounds bounds) {
   const Param* p = Find(key);
-  if (p == nullptr) return fallback;
-  int64_t value = 0;
-  const char* end = p->value.data() + p->value.size();
-  auto [ptr, ec] = std::from_chars(p->value.data(), end, value);
-  if (ec != std::errc() || ptr != end) {
-    Fail(*p, "expected an integer, got '" + p->value + "'");
-    return fallback;
+  int64_t value = fallback;
+  if (p != nullptr) {
+    const char* end = p->value.data() + p->value.size();
+    auto [ptr, ec] = std::from_chars(p->value.data(), end, value);
+    if (ec != std::errc() || ptr != end) {
+      Fail(*p, "expected an integer, got '" + p->value + "'");
+      value = fallback;
+    } else if (!bounds.Contains(static_cast<double>(value))) {
+      Fail(*p, "value " + p->value + " out of range: must be " + bounds.Describe());
+      value = fallback;
+    }
   }
-  if (!bounds.Contains(static_cast<double>(value))) {
-    Fail(*p, "value " + p->value + " out of range: must be " + bounds.Describe());
-    return fallback;
-  }
+  Record(key, std::to_string(value), p);
   return value;
 }
 
 bool ParamReader::GetBool(const std::string& key, bool fallback) {
   const Param* p = Find(key);
-  if (p == nullptr) return fallback;
-  if (p->value == "true") return true;
-  if (p->value == "false") return false;
-  Fail(*p, "expected true or false, got '" + p->value + "'");
-  return fallback;
+  bool value = fallback;
+  if (p != nullptr) {
+    if (p->value == "true") {
+      value = true;
+    } else if (p->value == "false") {
+      value = false;
+    } else {
+      Fail(*p, "expected true or false, got '" + p->value + "'");
+    }
+  }
+  Record(key, value ? "true" : "false", p);
+  return value;
 }
 
 std::string ParamReader::GetString(const std::string& key, const std::string& fallback,
                                    const std::vector<std::string>& allowed) {
   const Param* p = Find(key);
-  if (p == nullptr) return fallback;
-  if (!allowed.empty()) {
-    bool found = false;
+  std::string value = fallback;
+  if (p != nullptr) {
+    bool found = allowed.empty();
     for (const auto& a : allowed) found = found || a == p->value;
-    if (!found) {
+    if (found) {
+      value = p->value;
+    } else {
       Fail(*p, "'" + p->value + "' is not one of: " + Join(allowed, ", ") +
                    DidYouMean(p->value, allowed));
-      return fallback;
     }
   }
-  return p->value;
+  Record(key, value, p);
+  return value;
 }
 
 Status ParamReader::Finish() {
@@ -93,6 +116,12 @@ Status ParamReader::Finish() {
     }
   }
   return Status::Ok();
+}
+
+NamedParams ParamReader::Resolved() const {
+  NamedParams resolved = named_;
+  resolved.params = resolved_;
+  return resolved;
 }
 
 }  // namespace servelab

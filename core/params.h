@@ -1,7 +1,8 @@
 #pragma once
 // Typed, strict access to a named extension's free parameters (policy: {name: sjf, ...}).
-// Each Get* marks its key as known; Finish() reports keys nobody asked for, with
-// "did you mean". Errors name the source location and the dotted key path.
+// Each Get* marks its key as known; Finish() reports the first bad value, or keys nobody
+// asked for, with "did you mean". Errors name the source location and the dotted key
+// path. Resolved() lists what was read, defaults included, for the resolved config.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,16 +21,24 @@ class ParamReader {
   bool GetBool(const std::string& key, bool fallback);
   std::string GetString(const std::string& key, const std::string& fallback,
                         const std::vector<std::string>& allowed = {});
+  // Whether `key` was given (a default was not used). Does not mark it as known.
+  bool Has(const std::string& key) const;
 
   // The first error met, or unknown keys. Call after all Get*.
   Status Finish();
+  // The name and every parameter read so far with the value in force (the given one, or
+  // the default), in reading order; numbers in canonical form (FormatDouble).
+  NamedParams Resolved() const;
+  const NamedParams& Named() const { return named_; }
 
  private:
   const Param* Find(const std::string& key);
   void Fail(const Param& param, const std::string& message);
+  void Record(const std::string& key, std::string value, const Param* given);
 
   const NamedParams& named_;
   std::vector<std::string> known_;
+  std::vector<Param> resolved_;
   Status status_;
 };
 

@@ -2,6 +2,7 @@
 // A Policy decides ORDER (which waiting request to admit next) and VICTIMS (whom to
 // preempt). It owns the waiting queue so each can keep the structure its rule needs.
 // It never reads a wall clock and never does I/O: every backend shares it.
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -10,6 +11,14 @@
 #include "core/time.h"
 
 namespace servelab {
+
+// The service a fairness policy charges a client for (VTC's cost function): input_weight
+// per prompt token plus output_weight per output token. Fairness metrics count service
+// in the units of the policy that ran.
+struct ServiceCost {
+  double input_weight = 1.0;
+  double output_weight = 2.0;
+};
 
 class Policy {
  public:
@@ -35,6 +44,8 @@ class Policy {
   virtual void OnStepDone(const StepPlan& plan, const StepResult& result, TimeNs now) {}
   // Number of waiting requests (for metrics and progress).
   virtual size_t NumWaiting() const = 0;
+  // The service cost this policy charges by, when it charges one (VTC).
+  virtual std::optional<ServiceCost> Charges() const { return std::nullopt; }
 };
 
 }  // namespace servelab

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 namespace servelab {
 
@@ -55,6 +56,16 @@ std::string UnknownNameMessage(std::string_view kind, std::string_view name,
                                const std::vector<std::string>& valid) {
   return "Unable to find " + std::string(kind) + " '" + std::string(name) + "'" +
          DidYouMean(name, valid) + ". Valid values are: " + Join(valid, ", ") + ".";
+}
+
+std::string FormatDouble(double value) {
+  char buf[64];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  std::string text(buf, ptr);
+  if (text.find_first_of(".e") == std::string::npos && text.find("inf") == std::string::npos) {
+    text += ".0";
+  }
+  return text;
 }
 
 }  // namespace servelab

@@ -13,6 +13,9 @@ std::string ClosestMatch(std::string_view word, const std::vector<std::string>& 
 // " (did you mean 'x'?)" or "".
 std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates);
 std::string Join(const std::vector<std::string>& items, std::string_view separator);
+// A double as YAML reads it back exactly: the shortest round-trip form, with ".0" added
+// when that would read as an integer ("10.0", "0.75", "1e-05").
+std::string FormatDouble(double value);
 // Unable to find policy 'foo'. Valid values are: a, b, c.
 std::string UnknownNameMessage(std::string_view kind, std::string_view name,
                                const std::vector<std::string>& valid);

@@ -45,15 +45,20 @@ StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(
     return InvalidArgument("cpu runner: block_size must be >= 1, got " +
                            std::to_string(options.block_size));
   }
-  if (options.num_cpu_blocks < 0 || options.num_blocks < 0) {
-    return InvalidArgument("cpu runner: block counts must be >= 0");
+  if (options.num_cpu_blocks < 0 || options.num_blocks < 0 || options.swap_space_bytes < 0) {
+    return InvalidArgument("cpu runner: block counts and swap space must be >= 0");
   }
   KvCapacity capacity;
   capacity.block_size = options.block_size;
-  capacity.num_cpu_blocks = options.num_cpu_blocks;
-  // K and V, every layer, 4-byte floats.
-  capacity.bytes_per_block = int64_t{2} * spec.num_hidden_layers * options.block_size *
-                             spec.KvDim() * static_cast<int64_t>(sizeof(float));
+  capacity.bytes_per_block = spec.KvBytesPerBlock(options.block_size, sizeof(float));
+  const int64_t host_blocks = options.num_cpu_blocks > 0
+                                  ? options.num_cpu_blocks
+                                  : options.swap_space_bytes / capacity.bytes_per_block;
+  if (host_blocks > std::numeric_limits<int32_t>::max()) {
+    return InvalidArgument("cpu runner: swap_space_bytes " +
+                           std::to_string(options.swap_space_bytes) + " holds too many blocks");
+  }
+  capacity.num_cpu_blocks = static_cast<int32_t>(host_blocks);
   const int64_t blocks = options.num_blocks > 0 ? options.num_blocks
                                                 : options.kv_cache_bytes / capacity.bytes_per_block;
   if (blocks < 1 || blocks > std::numeric_limits<int32_t>::max()) {
@@ -157,11 +162,7 @@ Status CpuModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
   const int32_t num_tokens = pack_.NumTokens();
   const int32_t num_emitting = pack_.NumEmitting();
   logits.resize(static_cast<size_t>(num_emitting) * static_cast<size_t>(spec.vocab_size));
-  if (config.sliding_window > 0 && pack_.max_context_len > config.sliding_window) {
-    return InvalidArgument("cpu runner: a context of " + std::to_string(pack_.max_context_len) +
-                           " tokens exceeds the model's sliding_window " +
-                           std::to_string(config.sliding_window) + " (not implemented)");
-  }
+  SERVELAB_RETURN_IF_ERROR(CheckSlidingWindow(config, pack_, "cpu runner"));
   if (num_tokens == 0) return Status::Ok();
   const int32_t h = spec.hidden_size;
   const auto rows = static_cast<size_t>(num_tokens) * static_cast<size_t>(h);

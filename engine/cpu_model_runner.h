@@ -29,7 +29,10 @@ struct CpuRunnerOptions {
   // (bytes / (2 * layers * block_size * kv_heads * head_dim * 4)). Default 256 MiB.
   int32_t num_blocks = 0;
   int64_t kv_cache_bytes = int64_t{256} << 20;
-  int32_t num_cpu_blocks = 0;  // host swap pool, in blocks; 0 = no swap space
+  // Host swap pool: num_cpu_blocks when > 0, else as many blocks as swap_space_bytes
+  // holds (0 = no swap space).
+  int32_t num_cpu_blocks = 0;
+  int64_t swap_space_bytes = 0;
 };
 
 class CpuModelRunner final : public ModelRunner {

@@ -7,9 +7,12 @@
 namespace servelab {
 
 EngineBackend::EngineBackend(std::unique_ptr<ModelRunner> runner,
-                             const EngineBackendOptions& options)
-    : runner_(std::move(runner)), options_(options) {
+                             const EngineBackendOptions& options, int32_t max_model_len)
+    : runner_(std::move(runner)), options_(options), max_model_len_(max_model_len) {
   SERVELAB_CHECK(runner_ != nullptr);
+  const int32_t window = runner_->Config().ServedContextLen();
+  SERVELAB_CHECK(max_model_len_ >= 0 && max_model_len_ <= window);
+  if (max_model_len_ == 0) max_model_len_ = window;
   options_.sampling.seed = options_.seed;
   name_ = "engine-" + std::string(runner_->Name());
 }
@@ -48,40 +51,34 @@ void EngineBackend::EnsurePrompts(const StepPlan& plan) {
   }
 }
 
-StepResult EngineBackend::Execute(const StepPlan& plan) {
+StatusOr<StepResult> EngineBackend::Execute(const StepPlan& plan) {
   const auto start = std::chrono::steady_clock::now();
   StepResult result;
   result.sampled_tokens.reserve(static_cast<size_t>(plan.num_emitting));
   result.stopped.reserve(static_cast<size_t>(plan.num_emitting));
   const bool on_device = runner_->SamplesOnDevice(options_.sampling);
-  if (error_.ok()) {
-    runner_->SwapOut(plan.swap_out);
-    runner_->SwapIn(plan.swap_in);
-    EnsurePrompts(plan);
-    if (on_device) {
-      uniforms_.clear();  // draws only matter at temperature > 0 (greedy needs none)
-      for (const ScheduledRequest& s : plan.seqs) {
-        if (!s.emits_token) continue;
-        uniforms_.push_back(options_.sampling.temperature > 0.0f
-                                ? SamplingUniform(options_.sampling.seed, s.request->id,
-                                                  s.request->num_generated)
-                                : 0.0);
-      }
-      error_ = runner_->ExecuteAndSample(plan, tokens_, options_.sampling, uniforms_, device_ids_);
-    } else {
-      error_ = runner_->Execute(plan, tokens_, logits_);
+  runner_->SwapOut(plan.swap_out);
+  runner_->SwapIn(plan.swap_in);
+  EnsurePrompts(plan);
+  if (on_device) {
+    uniforms_.clear();  // draws only matter at temperature > 0 (greedy needs none)
+    for (const ScheduledRequest& s : plan.seqs) {
+      if (!s.emits_token) continue;
+      uniforms_.push_back(options_.sampling.temperature > 0.0f
+                              ? SamplingUniform(options_.sampling.seed, s.request->id,
+                                                s.request->num_generated)
+                              : 0.0);
     }
+    SERVELAB_RETURN_IF_ERROR(
+        runner_->ExecuteAndSample(plan, tokens_, options_.sampling, uniforms_, device_ids_));
+  } else {
+    SERVELAB_RETURN_IF_ERROR(runner_->Execute(plan, tokens_, logits_));
   }
   const auto vocab = static_cast<size_t>(runner_->Config().spec.vocab_size);
   const std::vector<int32_t>& eos = runner_->Config().eos_token_ids;
   size_t row = 0;
   for (const ScheduledRequest& s : plan.seqs) {
     if (!s.emits_token) continue;
-    if (!error_.ok()) {
-      result.sampled_tokens.push_back(-1);
-      result.stopped.push_back(1);
-      continue;
-    }
     const Request& r = *s.request;
     int32_t token = 0;
     if (on_device) {

@@ -12,6 +12,7 @@
 //      runner.ExecuteAndSample with each seq's SamplingUniform draw -> token ids)
 //       stopped = token is an eos_token_id and !ignore_eos
 //   [steady_clock stops] -> StepResult.elapsed (ns, >= 1)
+// A runner error is returned as it is: the driver ends the run at that step.
 //
 // Token ids live in the TokenStore until the driver calls OnRequestFinished(id) with
 // each request Scheduler::Commit returns as finished.
@@ -39,12 +40,16 @@ struct EngineBackendOptions {
 
 class EngineBackend final : public Backend {
  public:
-  // REQUIRES: runner != nullptr.
-  EngineBackend(std::unique_ptr<ModelRunner> runner, const EngineBackendOptions& options);
+  // `max_model_len`: the context served (<= the runner model's ServedContextLen()); 0
+  // means that whole window. REQUIRES: runner != nullptr.
+  EngineBackend(std::unique_ptr<ModelRunner> runner, const EngineBackendOptions& options,
+                int32_t max_model_len = 0);
 
   std::string_view Name() const override { return name_; }  // "engine-cpu", ...
   KvCapacity Capacity() const override { return runner_->Capacity(); }
-  StepResult Execute(const StepPlan& plan) override;
+  int32_t MaxModelLen() const override { return max_model_len_; }
+  // The runner's error (a CUDA failure, a context it cannot attend to) ends the step.
+  StatusOr<StepResult> Execute(const StepPlan& plan) override;
   void OnRequestFinished(int64_t request_id) override { tokens_.Forget(request_id); }
 
   // Gives request `request_id` these prompt ids instead of synthesized ones. Call it before
@@ -54,10 +59,6 @@ class EngineBackend final : public Backend {
 
   const TokenStore& Tokens() const { return tokens_; }
   ModelRunner& Runner() { return *runner_; }
-  // OK until the runner fails. After a failure the backend computes nothing: each step
-  // reports every emitting seq as stopped (token -1) so the run drains; the driver should
-  // end the run with this status (exit 1).
-  const Status& error() const { return error_; }
 
  private:
   void EnsurePrompts(const StepPlan& plan);
@@ -71,7 +72,7 @@ class EngineBackend final : public Backend {
   // Runner-side sampling (ModelRunner::SamplesOnDevice): draws in, token ids out.
   std::vector<double> uniforms_;
   std::vector<int32_t> device_ids_;
-  Status error_;
+  int32_t max_model_len_;
 };
 
 }  // namespace servelab

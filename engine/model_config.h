@@ -52,6 +52,15 @@ struct ModelConfig {
   int32_t sliding_window = 0;            // 0: full attention
   std::vector<int32_t> eos_token_ids;    // generation stops at any of them
   DType torch_dtype = DType::kFp32;      // how the checkpoint stores its weights
+
+  // The longest context the runners attend to correctly: max_position_embeddings, or
+  // the sliding window when the model has one (windowed attention is not implemented,
+  // so a context past the window would be wrong).
+  int32_t ServedContextLen() const {
+    return sliding_window > 0 && sliding_window < spec.max_position_embeddings
+               ? sliding_window
+               : spec.max_position_embeddings;
+  }
 };
 
 // "llama", "mistral", "qwen2" (config.json's model_type).

@@ -55,4 +55,15 @@ void StepPack::Build(const StepPlan& plan, const TokenStore& tokens, int32_t blo
   }
 }
 
+Status CheckSlidingWindow(const ModelConfig& config, const StepPack& pack,
+                          std::string_view runner) {
+  if (config.sliding_window > 0 && pack.max_context_len > config.sliding_window) {
+    return InvalidArgument(std::string(runner) + ": a context of " +
+                           std::to_string(pack.max_context_len) +
+                           " tokens exceeds the model's sliding_window " +
+                           std::to_string(config.sliding_window) + " (not implemented)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace servelab

@@ -6,7 +6,11 @@
 #include <cstdint>
 #include <vector>
 
+#include <string_view>
+
+#include "core/status.h"
 #include "core/step_plan.h"
+#include "engine/model_config.h"
 #include "engine/token_store.h"
 
 namespace servelab {
@@ -37,5 +41,10 @@ struct StepPack {
   void Build(const StepPlan& plan, const TokenStore& tokens, int32_t block_size,
              int32_t min_stride = 0);
 };
+
+// The runners' one guard on what they attend to: a context past the model's sliding
+// window (not implemented) is an InvalidArgument naming `runner` ("cpu runner").
+Status CheckSlidingWindow(const ModelConfig& config, const StepPack& pack,
+                          std::string_view runner);
 
 }  // namespace servelab

@@ -127,10 +127,9 @@ void LengthPolicy::OnStepDone(const StepPlan& /*plan*/, const StepResult& /*resu
 
 namespace {
 
-StatusOr<std::unique_ptr<Policy>> MakeShortestFirst(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakeShortestFirst(ParamReader& params,
                                                     const PolicyContext& context,
                                                     LengthRule rule) {
-  ParamReader params(config);
   LengthPolicyOptions options;
   options.rule = rule;
   options.predictor = ReadLengthPredictorParams(params);
@@ -143,19 +142,18 @@ StatusOr<std::unique_ptr<Policy>> MakeShortestFirst(const NamedParams& config,
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Policy>> MakeSjfPolicy(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakeSjfPolicy(ParamReader& params,
                                                 const PolicyContext& context) {
-  return MakeShortestFirst(config, context, LengthRule::kSjf);
+  return MakeShortestFirst(params, context, LengthRule::kSjf);
 }
 
-StatusOr<std::unique_ptr<Policy>> MakeSrptPolicy(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakeSrptPolicy(ParamReader& params,
                                                  const PolicyContext& context) {
-  return MakeShortestFirst(config, context, LengthRule::kSrpt);
+  return MakeShortestFirst(params, context, LengthRule::kSrpt);
 }
 
-StatusOr<std::unique_ptr<Policy>> MakeLofPolicy(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakeLofPolicy(ParamReader& params,
                                                 const PolicyContext& context) {
-  ParamReader params(config);
   SERVELAB_RETURN_IF_ERROR(params.Finish());
   LengthPolicyOptions options;
   options.rule = LengthRule::kLof;

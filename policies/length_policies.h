@@ -92,11 +92,11 @@ class LengthPolicy final : public Policy {
 };
 
 // Registry factories; unknown parameters are errors.
-StatusOr<std::unique_ptr<Policy>> MakeSjfPolicy(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakeSjfPolicy(ParamReader& params,
                                                 const PolicyContext& context);
-StatusOr<std::unique_ptr<Policy>> MakeSrptPolicy(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakeSrptPolicy(ParamReader& params,
                                                  const PolicyContext& context);
-StatusOr<std::unique_ptr<Policy>> MakeLofPolicy(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakeLofPolicy(ParamReader& params,
                                                 const PolicyContext& context);
 
 }  // namespace servelab

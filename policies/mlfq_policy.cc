@@ -121,9 +121,8 @@ void MlfqPolicy::PromoteStarved(TimeNs now) {
   }
 }
 
-StatusOr<std::unique_ptr<Policy>> MakeMlfqPolicy(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakeMlfqPolicy(ParamReader& params,
                                                  const PolicyContext& context) {
-  ParamReader params(config);
   MlfqPolicyOptions options;
   if (context.prefill_time_s) {
     // FastServe's base quantum: the minimum iteration time, i.e. a one-token iteration.
@@ -137,9 +136,8 @@ StatusOr<std::unique_ptr<Policy>> MakeMlfqPolicy(const NamedParams& config,
   options.prefill_ms_per_token =
       params.GetDouble("prefill_ms_per_token", options.prefill_ms_per_token, kPositive);
   SERVELAB_RETURN_IF_ERROR(params.Finish());
-  const bool linear_given = std::any_of(config.params.begin(), config.params.end(),
-                                        [](const Param& p) { return p.key == "prefill_ms_per_token"; });
-  std::function<double(int32_t)> prefill = linear_given ? nullptr : context.prefill_time_s;
+  std::function<double(int32_t)> prefill =
+      params.Has("prefill_ms_per_token") ? nullptr : context.prefill_time_s;
   return std::unique_ptr<Policy>(std::make_unique<MlfqPolicy>(options, std::move(prefill)));
 }
 

@@ -117,7 +117,7 @@ class MlfqPolicy final : public Policy {
 
 // The registry's factory: reads the parameters above (unknown keys are errors) and takes
 // the prefill estimate and the default base quantum from `context`.
-StatusOr<std::unique_ptr<Policy>> MakeMlfqPolicy(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakeMlfqPolicy(ParamReader& params,
                                                  const PolicyContext& context);
 
 }  // namespace servelab

@@ -88,9 +88,8 @@ void PriorityPolicy::OnStepDone(const StepPlan& /*plan*/, const StepResult& /*re
   Observe(now);
 }
 
-StatusOr<std::unique_ptr<Policy>> MakePriorityPolicy(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakePriorityPolicy(ParamReader& params,
                                                      const PolicyContext& /*context*/) {
-  ParamReader params(config);
   PriorityPolicyOptions options;
   options.preemptive = params.GetBool("preemptive", options.preemptive);
   options.aging_s = params.GetDouble("aging_s", options.aging_s, kNonNegative);

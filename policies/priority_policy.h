@@ -74,7 +74,7 @@ class PriorityPolicy final : public Policy {
 };
 
 // The registry's factory: reads `preemptive` and `aging_s`; unknown keys are errors.
-StatusOr<std::unique_ptr<Policy>> MakePriorityPolicy(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakePriorityPolicy(ParamReader& params,
                                                      const PolicyContext& context);
 
 }  // namespace servelab

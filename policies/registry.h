@@ -1,16 +1,14 @@
 #pragma once
-// The policy registry: name -> factory. Registration is explicit
+// The policy registry: name -> factory (core/registry.h). Registration is explicit
 // (RegisterBuiltinPolicies), never static-init, so the linker keeps every policy.
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "core/fields.h"
 #include "core/policy.h"
-#include "core/status.h"
+#include "core/registry.h"
 
 namespace servelab {
 
@@ -25,32 +23,16 @@ struct PolicyContext {
                       // private stream from it, never share the workload's
   std::vector<PolicyClient> clients;  // indexed by Request::client
   int32_t replica = 0;
-  // Predicted seconds to prefill a prompt of n tokens alone (from the cost model), for
-  // policies that size quanta by it (MLFQ's skip-join). May be empty: then a policy
-  // falls back to its own documented estimate.
+  // Predicted seconds to prefill a prompt of n tokens alone (from the backend: the
+  // simulator's cost model), for policies that size quanta by it (MLFQ's skip-join). May
+  // be empty: then a policy falls back to its own documented estimate.
   std::function<double(int32_t)> prefill_time_s;
 };
 
-// Builds a policy from its parameters; reports unknown or invalid parameters.
-using PolicyFactory = std::function<StatusOr<std::unique_ptr<Policy>>(const NamedParams&,
-                                                                      const PolicyContext&)>;
-
-class PolicyRegistry {
- public:
-  void Register(std::string name, std::string summary, PolicyFactory factory);
-  // "Unable to find policy 'x'. Valid values are: ..." for an unknown name.
-  StatusOr<std::unique_ptr<Policy>> Make(const NamedParams& config,
-                                         const PolicyContext& context = {}) const;
-  std::vector<std::string> Names() const;
-  const std::string& Summary(const std::string& name) const;
-
- private:
-  struct Entry {
-    std::string summary;
-    PolicyFactory factory;
-  };
-  std::map<std::string, Entry> entries_;
-};
+// Factories read their parameters from the ParamReader; the registry reports unknown or
+// invalid ones ("Unable to find policy 'x'. Valid values are: ..." for an unknown name).
+using PolicyRegistry = Registry<Policy, PolicyContext>;
+using PolicyFactory = PolicyRegistry::Factory;
 
 void RegisterBuiltinPolicies(PolicyRegistry& registry);
 // The registry with every built-in policy.

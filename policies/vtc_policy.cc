@@ -126,9 +126,8 @@ void VtcPolicy::OnStepDone(const StepPlan& plan, const StepResult& /*result*/, T
   }
 }
 
-StatusOr<std::unique_ptr<Policy>> MakeVtcPolicy(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakeVtcPolicy(ParamReader& params,
                                                 const PolicyContext& context) {
-  ParamReader params(config);
   VtcPolicyOptions options;
   options.input_weight = params.GetDouble("input_weight", options.input_weight, kNonNegative);
   options.output_weight = params.GetDouble("output_weight", options.output_weight, kNonNegative);
@@ -137,6 +136,7 @@ StatusOr<std::unique_ptr<Policy>> MakeVtcPolicy(const NamedParams& config,
   for (const PolicyClient& client : context.clients) {
     if (!(client.weight > 0.0) || !std::isfinite(client.weight)) {
       std::ostringstream message;
+      const NamedParams& config = params.Named();
       if (!config.where.empty()) message << config.where << ": ";
       message << config.path << ": policy 'vtc' needs every client weight > 0; client '"
               << client.name << "' has weight " << client.weight;

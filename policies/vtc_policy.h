@@ -75,6 +75,9 @@ class VtcPolicy final : public Policy {
   Request* PickVictim(std::span<Request* const> running, TimeNs now) override;
   void OnStepDone(const StepPlan& plan, const StepResult& result, TimeNs now) override;
   size_t NumWaiting() const override { return num_waiting_; }
+  std::optional<ServiceCost> Charges() const override {
+    return ServiceCost{options_.input_weight, options_.output_weight};
+  }
 
   // Client's counter (weighted token units); 0 for a client never seen.
   double Counter(int32_t client) const;
@@ -104,7 +107,7 @@ class VtcPolicy final : public Policy {
 
 // The registry's factory: reads input_weight and output_weight (unknown keys are errors)
 // and the client weights from `context` (each must be > 0).
-StatusOr<std::unique_ptr<Policy>> MakeVtcPolicy(const NamedParams& config,
+StatusOr<std::unique_ptr<Policy>> MakeVtcPolicy(ParamReader& params,
                                                 const PolicyContext& context);
 
 }  // namespace servelab

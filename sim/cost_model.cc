@@ -5,21 +5,26 @@
 
 namespace servelab {
 
-std::vector<std::string> CostModelNames() { return {"constant", "linear", "roofline"}; }
+void RegisterBuiltinCostModels(CostModelRegistry& registry) {
+  registry.Register("roofline",
+                    "per op: max(FLOPs / (peak x efficiency), bytes / (bandwidth x "
+                    "efficiency));\nattention per sequence from its own context; TP "
+                    "all-reduce; PP stages",
+                    MakeRooflineCostModel);
+  registry.Register("constant", "every iteration takes step_ms", MakeConstantCostModel);
+  registry.Register("linear",
+                    "base_ms + per_token_ms x new tokens + per_context_token_ms x context "
+                    "tokens",
+                    MakeLinearCostModel);
+}
 
-StatusOr<std::unique_ptr<CostModel>> MakeCostModel(const CostModelConfig& config,
-                                                   const DeploymentSpec& deployment) {
-  switch (config.type) {
-    case CostModelType::kConstant:
-      return std::unique_ptr<CostModel>(std::make_unique<ConstantCostModel>(config));
-    case CostModelType::kLinear:
-      return std::unique_ptr<CostModel>(std::make_unique<LinearCostModel>(config));
-    case CostModelType::kRoofline:
-      SERVELAB_RETURN_IF_ERROR(RooflineCostModel::Validate(deployment));
-      return std::unique_ptr<CostModel>(
-          std::make_unique<RooflineCostModel>(config, deployment));
-  }
-  return InvalidArgument("unknown cost model type");
+const CostModelRegistry& BuiltinCostModels() {
+  static const CostModelRegistry* registry = [] {
+    auto* r = new CostModelRegistry("cost model");
+    RegisterBuiltinCostModels(*r);
+    return r;
+  }();
+  return *registry;
 }
 
 }  // namespace servelab

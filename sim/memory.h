@@ -25,7 +25,7 @@
 #include <string>
 
 #include "core/model_spec.h"
-#include "sim/gpu_spec.h"
+#include "driver/gpu_spec.h"
 
 namespace servelab {
 

@@ -60,7 +60,7 @@ Status RooflineCostModel::Validate(const DeploymentSpec& d) {
   return Status::Ok();
 }
 
-RooflineCostModel::RooflineCostModel(const CostModelConfig& config,
+RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
                                      const DeploymentSpec& d) {
   SERVELAB_CHECK_MSG(Validate(d).ok(), Validate(d).message());
   const ModelSpec& m = d.model;
@@ -161,6 +161,24 @@ RooflineBreakdown RooflineCostModel::Breakdown(const StepPlan& plan) const {
 
 TimeNs RooflineCostModel::StepTime(const StepPlan& plan) const {
   return FromSeconds(Breakdown(plan).total_s());
+}
+
+StatusOr<std::unique_ptr<CostModel>> MakeRooflineCostModel(ParamReader& params,
+                                                           const DeploymentSpec& deployment) {
+  RooflineOptions o;
+  o.gemm_efficiency = params.GetDouble("gemm_efficiency", o.gemm_efficiency, kOpenUnitInterval);
+  o.attention_efficiency =
+      params.GetDouble("attention_efficiency", o.attention_efficiency, kOpenUnitInterval);
+  o.memory_efficiency =
+      params.GetDouble("memory_efficiency", o.memory_efficiency, kOpenUnitInterval);
+  o.interconnect_efficiency =
+      params.GetDouble("interconnect_efficiency", o.interconnect_efficiency, kOpenUnitInterval);
+  o.allreduce_latency_us =
+      params.GetDouble("allreduce_latency_us", o.allreduce_latency_us, kNonNegative);
+  o.step_overhead_ms = params.GetDouble("step_overhead_ms", o.step_overhead_ms, kNonNegative);
+  SERVELAB_RETURN_IF_ERROR(params.Finish());
+  SERVELAB_RETURN_IF_ERROR(RooflineCostModel::Validate(deployment));
+  return std::unique_ptr<CostModel>(std::make_unique<RooflineCostModel>(o, deployment));
 }
 
 }  // namespace servelab

@@ -40,6 +40,17 @@
 
 namespace servelab {
 
+// `cost_model: {type: roofline, ...}`: each op costs max(FLOPs / (peak * gemm or
+// attention efficiency), bytes / (bandwidth * memory_efficiency)).
+struct RooflineOptions {
+  double gemm_efficiency = 0.75;         // fraction of dense tensor peak a GEMM reaches, (0, 1]
+  double attention_efficiency = 0.5;     // fraction of tensor peak attention FLOPs reach, (0, 1]
+  double memory_efficiency = 0.85;       // fraction of peak DRAM bandwidth streams reach, (0, 1]
+  double interconnect_efficiency = 0.8;  // fraction of link bandwidth all-reduce reaches, (0, 1]
+  double allreduce_latency_us = 10.0;    // fixed cost per all-reduce (launch, sync), >= 0
+  double step_overhead_ms = 0.5;         // per iteration: scheduling, launches, sampling, >= 0
+};
+
 // Where one step's time goes, in seconds. total_s() is what StepTime rounds to ns.
 struct RooflineBreakdown {
   double gemm_s = 0;           // the four projection GEMMs, all layers
@@ -65,7 +76,7 @@ class RooflineCostModel : public CostModel {
   static Status Validate(const DeploymentSpec& deployment);
 
   // REQUIRES: Validate(deployment).ok().
-  RooflineCostModel(const CostModelConfig& config, const DeploymentSpec& deployment);
+  RooflineCostModel(const RooflineOptions& options, const DeploymentSpec& deployment);
 
   std::string_view Name() const override { return "roofline"; }
   TimeNs StepTime(const StepPlan& plan) const override;
@@ -93,5 +104,10 @@ class RooflineCostModel : public CostModel {
   double transfer_latency_s_ = 0;     // all (pp-1) stage transfers, latency part
   double overhead_s_ = 0;
 };
+
+// The registry's factory: reads RooflineOptions (unknown keys are errors) and validates
+// the deployment.
+StatusOr<std::unique_ptr<CostModel>> MakeRooflineCostModel(ParamReader& params,
+                                                           const DeploymentSpec& deployment);
 
 }  // namespace servelab

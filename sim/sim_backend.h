@@ -3,40 +3,81 @@
 // time its swap copies take over PCIe (blocks x bytes per block per GPU / PCIe
 // bandwidth; the GPUs of a replica copy their shards in parallel, and vLLM performs the
 // copies before the forward pass, so they do not overlap it).
-#include <cmath>
+//
+// Its facts come from the experiment once (SimReplicaOf): the deployment, the KV pool
+// the memory formula leaves on each GPU (or hardware.num_gpu_blocks), the host swap
+// space, the context served (the model's window or scheduler.max_model_len).
 #include <memory>
+#include <optional>
 
 #include "core/backend.h"
+#include "driver/driver.h"
+#include "driver/experiment.h"
+#include "driver/experiment_config.h"
 #include "sim/cost_model.h"
+#include "sim/memory.h"
 
 namespace servelab {
 
+// What the experiment's `model`, `hardware` and `precision` describe.
+DeploymentSpec DeploymentOf(const ExperimentConfig& config);
+
+// One simulated replica, derived from the experiment.
+struct SimReplica {
+  DeploymentSpec deployment;
+  MemoryEstimate memory;   // per GPU
+  KvCapacity capacity;     // bytes_per_block: the whole replica's (per GPU x GPUs)
+  int64_t kv_bytes_per_block_per_gpu = 0;  // one GPU's shard of a block (the most layers)
+  double swap_ns_per_block = 0;  // one block's shard over one GPU's PCIe link
+  int32_t max_model_len = 0;
+};
+
+// InvalidArgument naming the key when the model does not fit (and hardware.num_gpu_blocks
+// is not set), swap preemption has no PCIe bandwidth, or scheduler.max_model_len exceeds
+// the model's window.
+StatusOr<SimReplica> SimReplicaOf(const ExperimentConfig& config);
+
+// Checks config.cost_model against its registry and replaces its parameters by the
+// resolved ones (every parameter, defaults filled in), for config.resolved.yaml. The
+// experiment's cost model is checked whichever backend runs it.
+Status ResolveCostModel(ExperimentConfig& config);
+
 class SimBackend final : public Backend {
  public:
-  // `swap_ns_per_block`: time to copy one KV block between host and device.
-  SimBackend(std::unique_ptr<CostModel> cost_model, KvCapacity capacity,
-             double swap_ns_per_block = 0.0)
+  SimBackend(std::unique_ptr<CostModel> cost_model, const SimReplica& replica)
       : cost_model_(std::move(cost_model)),
-        capacity_(capacity),
-        swap_ns_per_block_(swap_ns_per_block) {}
+        capacity_(replica.capacity),
+        max_model_len_(replica.max_model_len),
+        swap_ns_per_block_(replica.swap_ns_per_block) {}
 
   std::string_view Name() const override { return "sim"; }
   KvCapacity Capacity() const override { return capacity_; }
-  StepResult Execute(const StepPlan& plan) override {
+  int32_t MaxModelLen() const override { return max_model_len_; }
+  StatusOr<StepResult> Execute(const StepPlan& plan) override {
     StepResult result;
     result.elapsed = cost_model_->StepTime(plan) + SwapTime(plan);
     return result;
   }
+  // The cost model's time for one request's prefill of `num_tokens` alone.
+  std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const override;
+
   const CostModel& GetCostModel() const { return *cost_model_; }
-  TimeNs SwapTime(const StepPlan& plan) const {
-    const auto blocks = static_cast<double>(plan.swap_out.size() + plan.swap_in.size());
-    return static_cast<TimeNs>(std::llround(blocks * swap_ns_per_block_));
-  }
+  TimeNs SwapTime(const StepPlan& plan) const;
 
  private:
   std::unique_ptr<CostModel> cost_model_;
   KvCapacity capacity_;
+  int32_t max_model_len_;
   double swap_ns_per_block_;
 };
+
+// One SimBackend per replica, each with its own cost model (config.cost_model, as
+// ResolveCostModel left it). Validates everything up front (SimReplicaOf, the cost
+// model); building a backend then cannot fail.
+StatusOr<BackendFactory> MakeSimBackendFactory(const ExperimentConfig& config);
+
+// The whole simulator in one call, in memory (tests, benchmarks): prepares `config`,
+// resolves its cost model, builds the SimBackends and runs, streaming into `sinks`.
+StatusOr<RunOutcome> RunSimulation(const ExperimentConfig& config, const MetricsSinks& sinks = {});
 
 }  // namespace servelab

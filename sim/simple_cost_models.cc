@@ -4,13 +4,13 @@
 
 namespace servelab {
 
-ConstantCostModel::ConstantCostModel(const CostModelConfig& config)
-    : step_ns_(std::llround(config.step_ms * static_cast<double>(kNsPerMs))) {}
+ConstantCostModel::ConstantCostModel(const ConstantCostModelOptions& options)
+    : step_ns_(std::llround(options.step_ms * static_cast<double>(kNsPerMs))) {}
 
-LinearCostModel::LinearCostModel(const CostModelConfig& config)
-    : base_ms_(config.base_ms),
-      per_token_ms_(config.per_token_ms),
-      per_context_token_ms_(config.per_context_token_ms) {}
+LinearCostModel::LinearCostModel(const LinearCostModelOptions& options)
+    : base_ms_(options.base_ms),
+      per_token_ms_(options.per_token_ms),
+      per_context_token_ms_(options.per_context_token_ms) {}
 
 TimeNs LinearCostModel::StepTime(const StepPlan& plan) const {
   int64_t new_tokens = 0;
@@ -22,6 +22,23 @@ TimeNs LinearCostModel::StepTime(const StepPlan& plan) const {
   const double ms = base_ms_ + per_token_ms_ * static_cast<double>(new_tokens) +
                     per_context_token_ms_ * static_cast<double>(context_tokens);
   return std::llround(ms * static_cast<double>(kNsPerMs));
+}
+
+StatusOr<std::unique_ptr<CostModel>> MakeConstantCostModel(ParamReader& params,
+                                                           const DeploymentSpec& /*deployment*/) {
+  ConstantCostModelOptions options;
+  options.step_ms = params.GetDouble("step_ms", options.step_ms, kPositive);
+  return std::unique_ptr<CostModel>(std::make_unique<ConstantCostModel>(options));
+}
+
+StatusOr<std::unique_ptr<CostModel>> MakeLinearCostModel(ParamReader& params,
+                                                         const DeploymentSpec& /*deployment*/) {
+  LinearCostModelOptions options;
+  options.base_ms = params.GetDouble("base_ms", options.base_ms, kNonNegative);
+  options.per_token_ms = params.GetDouble("per_token_ms", options.per_token_ms, kNonNegative);
+  options.per_context_token_ms =
+      params.GetDouble("per_context_token_ms", options.per_context_token_ms, kNonNegative);
+  return std::unique_ptr<CostModel>(std::make_unique<LinearCostModel>(options));
 }
 
 }  // namespace servelab

@@ -464,7 +464,7 @@ Status CudaModelRunner::Impl::AllocateKvPools() {
   const ModelSpec& s = spec();
   const auto layer_count = static_cast<int64_t>(s.num_hidden_layers);
   block_elems = int64_t{capacity.block_size} * s.KvDim();
-  capacity.bytes_per_block = 2 * layer_count * block_elems * static_cast<int64_t>(sizeof(bf16));
+  capacity.bytes_per_block = s.KvBytesPerBlock(capacity.block_size, sizeof(bf16));
   int64_t blocks = options.num_blocks;
   if (blocks <= 0) {
     size_t free = 0, total = 0;
@@ -777,11 +777,7 @@ Status CudaModelRunner::Impl::RunStepUnsynced(const StepPlan& plan, const TokenS
   last_step_used_graph = false;
   pack.Build(plan, tokens, capacity.block_size);
   const int32_t T = pack.NumTokens(), S = pack.num_seqs, E = pack.NumEmitting();
-  if (config.sliding_window > 0 && pack.max_context_len > config.sliding_window) {
-    return InvalidArgument("cuda runner: a context of " + std::to_string(pack.max_context_len) +
-                           " tokens exceeds the model's sliding_window " +
-                           std::to_string(config.sliding_window) + " (not implemented)");
-  }
+  SERVELAB_RETURN_IF_ERROR(CheckSlidingWindow(config, pack, "cuda runner"));
   if (T > max_tokens || S > max_seqs || pack.max_context_len > max_model_len) {
     return Internal("cuda runner: a step of " + std::to_string(T) + " tokens, " +
                     std::to_string(S) + " seqs, context " + std::to_string(pack.max_context_len) +

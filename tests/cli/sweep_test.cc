@@ -1,6 +1,6 @@
 // The `sweep:` grid (cli/sweep_config.h) and `servelab sweep`: expansion order, folder
 // names, validation before anything runs, and results independent of --jobs.
-#include "cli/sweep_config.h"
+#include "driver/sweep_config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

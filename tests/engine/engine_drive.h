@@ -65,8 +65,10 @@ inline Outcome DriveEngine(std::unique_ptr<ModelRunner> runner, const RunOptions
     EXPECT_FALSE(plan.empty());
     if (plan.empty()) break;
     outcome.swap_steps += plan.swap_out.empty() ? 0 : 1;
-    const StepResult result = backend.Execute(plan);
-    EXPECT_TRUE(backend.error().ok()) << backend.error().message();
+    StatusOr<StepResult> executed = backend.Execute(plan);
+    EXPECT_TRUE(executed.ok()) << executed.status().message();
+    if (!executed.ok()) break;
+    const StepResult& result = *executed;
     EXPECT_EQ(result.sampled_tokens.size(), static_cast<size_t>(plan.num_emitting));
     EXPECT_EQ(result.stopped.size(), static_cast<size_t>(plan.num_emitting));
     size_t k = 0;

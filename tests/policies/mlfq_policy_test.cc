@@ -215,7 +215,7 @@ TEST(MlfqPolicyTest, VictimIsTheLatestAdmittedOfTheLeastUrgentLevel) {
 }
 
 TEST(MlfqPolicyTest, RejectsUnknownAndOutOfRangeParameters) {
-  auto typo = BuiltinPolicies().Make(Config({{"level", "4"}}));
+  auto typo = BuiltinPolicies().Make(Config({{"level", "4"}}), PolicyContext{});
   ASSERT_FALSE(typo.ok());
   EXPECT_NE(typo.status().message().find(
                 "x.yaml:3: scheduler.policy: unknown parameter 'level' for 'mlfq' (did you "
@@ -225,7 +225,7 @@ TEST(MlfqPolicyTest, RejectsUnknownAndOutOfRangeParameters) {
   for (auto [key, value] : std::vector<std::pair<std::string, std::string>>{
            {"levels", "0"}, {"levels", "65"}, {"quantum_ratio", "0.5"},
            {"base_quantum_ms", "0"}, {"starvation_s", "-1"}, {"prefill_ms_per_token", "0"}}) {
-    auto bad = BuiltinPolicies().Make(Config({{key, value}}));
+    auto bad = BuiltinPolicies().Make(Config({{key, value}}), PolicyContext{});
     EXPECT_FALSE(bad.ok()) << key << " = " << value;
   }
 }

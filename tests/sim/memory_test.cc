@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/gpu_catalog.h"
-#include "sim/model_catalog.h"
+#include "driver/gpu_catalog.h"
+#include "driver/model_catalog.h"
 
 namespace servelab {
 namespace {

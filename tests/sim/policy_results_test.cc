@@ -7,9 +7,9 @@
 #include <map>
 #include <sstream>
 
-#include "sim/experiment.h"
-#include "sim/gpu_catalog.h"
-#include "sim/model_catalog.h"
+#include "driver/experiment.h"
+#include "driver/gpu_catalog.h"
+#include "driver/model_catalog.h"
 #include "sim/sim_backend.h"
 
 namespace servelab {
@@ -28,15 +28,13 @@ struct Outcome {
 };
 
 Outcome RunOnce(const ExperimentConfig& config) {
-  auto prepared = PrepareExperiment(config);
-  EXPECT_TRUE(prepared.ok()) << prepared.status().message();
   std::ostringstream requests, steps;
   MetricsSinks sinks;
   sinks.requests_csv = &requests;
   sinks.steps_csv = &steps;
-  auto summary = RunSimulation(*prepared, sinks);
-  EXPECT_TRUE(summary.ok()) << summary.status().message();
-  Outcome out{*summary, {}, steps.str()};
+  auto outcome = RunSimulation(config, sinks);
+  EXPECT_TRUE(outcome.ok()) << outcome.status().message();
+  Outcome out{outcome->summary, {}, steps.str()};
   std::istringstream in(requests.str());
   std::string line;
   std::getline(in, line);  // header: id,client,replica,status,reject_reason,arrival_s,
@@ -214,18 +212,22 @@ TEST(PolicyResultsTest, SwapChargesExactlyBytesOverPcieBandwidth) {
   ExperimentConfig c = Base("llama-2-7b", "a100-80gb");
   c.workload.num_requests = 1;
   c.scheduler.preemption = PreemptionMode::kSwap;
-  c.cost_model.type = CostModelType::kConstant;
-  c.cost_model.step_ms = 10;
-  auto p = PrepareExperiment(c);
-  ASSERT_TRUE(p.ok()) << p.status().message();
-  EXPECT_EQ(p->kv_bytes_per_block_per_gpu, 8'388'608);
-  EXPECT_DOUBLE_EQ(p->swap_ns_per_block, 262'144.0);
-  auto backend = MakeSimBackendFactory(*p)(0);
+  c.cost_model = NamedParams{"constant", {Param{"step_ms", "10", ""}}, "cost_model", ""};
+  auto replica = SimReplicaOf(c);
+  ASSERT_TRUE(replica.ok()) << replica.status().message();
+  EXPECT_EQ(replica->kv_bytes_per_block_per_gpu, 8'388'608);
+  EXPECT_EQ(replica->capacity.bytes_per_block, 8'388'608) << "one GPU: the whole block";
+  EXPECT_DOUBLE_EQ(replica->swap_ns_per_block, 262'144.0);
+  auto factory = MakeSimBackendFactory(c);
+  ASSERT_TRUE(factory.ok()) << factory.status().message();
+  auto backend = (*factory)(0);
   ASSERT_TRUE(backend.ok());
   StepPlan plan;
   plan.swap_out = {{3, 0}, {4, 1}};
   plan.swap_in = {{7, 9}};
-  EXPECT_EQ((*backend)->Execute(plan).elapsed, 10 * kNsPerMs + 3 * 262'144);
+  auto step = (*backend)->Execute(plan);
+  ASSERT_TRUE(step.ok());
+  EXPECT_EQ(step->elapsed, 10 * kNsPerMs + 3 * 262'144);
 }
 
 // The seeds' recommended strategy: a fixed large batch misses a p95 TPOT target that the

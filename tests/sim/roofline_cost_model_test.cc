@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <deque>
 
-#include "sim/gpu_catalog.h"
-#include "sim/model_catalog.h"
+#include "driver/gpu_catalog.h"
+#include "driver/model_catalog.h"
 
 namespace servelab {
 namespace {
@@ -57,7 +57,7 @@ DeploymentSpec Deployment(const char* model, const char* gpu, int32_t tp = 1, in
 }
 
 RooflineCostModel Llama7bOnA100(int32_t tp = 1, int32_t pp = 1) {
-  return RooflineCostModel(CostModelConfig{}, Deployment("llama-2-7b", "a100-80gb", tp, pp));
+  return RooflineCostModel(RooflineOptions{}, Deployment("llama-2-7b", "a100-80gb", tp, pp));
 }
 
 // Llama-2-7B: 32 layers; per layer the four GEMMs hold 4*4096^2 + 3*4096*11008
@@ -65,7 +65,7 @@ RooflineCostModel Llama7bOnA100(int32_t tp = 1, int32_t pp = 1) {
 constexpr double kLayerGemmParams = 4.0 * 4096 * 4096 + 3.0 * 4096 * 11008;
 constexpr double kA100Bandwidth = 2039e9;
 constexpr double kA100Bf16 = 312e12;
-// CostModelConfig defaults.
+// RooflineOptions defaults.
 constexpr double kGemmEff = 0.75, kAttnEff = 0.5, kMemEff = 0.85, kLinkEff = 0.8;
 constexpr double kOverheadS = 0.5e-3, kAllreduceLatencyS = 10e-6;
 
@@ -207,9 +207,9 @@ TEST(RooflineCostModelTest, PrecisionPicksThePeak) {
   Plan built;
   built.Decode(64);
   const StepPlan& plan = built.get();
-  const double bf16 = RooflineCostModel(CostModelConfig{}, d).Breakdown(plan).gemm_s;
+  const double bf16 = RooflineCostModel(RooflineOptions{}, d).Breakdown(plan).gemm_s;
   d.weight_dtype = DType::kInt4;
-  const double int4 = RooflineCostModel(CostModelConfig{}, d).Breakdown(plan).gemm_s;
+  const double int4 = RooflineCostModel(RooflineOptions{}, d).Breakdown(plan).gemm_s;
   EXPECT_NEAR(bf16 / int4, 4.0, 0.05);
 }
 
@@ -239,20 +239,40 @@ TEST(RooflineCostModelTest, ValidateRejectsUncostableDeployments) {
   EXPECT_FALSE(RooflineCostModel::Validate(no_link).ok());
 }
 
-TEST(CostModelRegistryTest, NamesAndTypes) {
-  EXPECT_EQ(CostModelNames(), (std::vector<std::string>{"constant", "linear", "roofline"}));
+TEST(CostModelRegistryTest, NamesTypesAndResolvedParameters) {
+  const CostModelRegistry& registry = BuiltinCostModels();
+  EXPECT_EQ(registry.Names(), (std::vector<std::string>{"constant", "linear", "roofline"}));
   const DeploymentSpec d = Deployment("llama-3-8b", "h100-80gb");
-  for (const auto& entry : kCostModelNames) {
-    CostModelConfig config;
-    config.type = entry.value;
-    StatusOr<std::unique_ptr<CostModel>> model = MakeCostModel(config, d);
+  for (const std::string& name : registry.Names()) {
+    StatusOr<std::unique_ptr<CostModel>> model =
+        registry.Make(NamedParams{name, {}, "cost_model", ""}, d);
     ASSERT_TRUE(model.ok()) << model.status().message();
-    EXPECT_EQ((*model)->Name(), entry.name);
+    EXPECT_EQ((*model)->Name(), name);
   }
-  CostModelConfig roofline;
+  // Defaults are filled in, in the order the factory reads them; numbers canonical.
+  NamedParams resolved;
+  NamedParams linear{"linear", {Param{"per_token_ms", "0.10", "e.yaml:3"}}, "cost_model", ""};
+  ASSERT_TRUE(registry.Make(linear, d, &resolved).ok());
+  ASSERT_EQ(resolved.params.size(), 3u);
+  EXPECT_EQ(resolved.params[0].key, "base_ms");
+  EXPECT_EQ(resolved.params[0].value, "5.0");
+  EXPECT_EQ(resolved.params[1].key, "per_token_ms");
+  EXPECT_EQ(resolved.params[1].value, "0.1");
+  EXPECT_EQ(resolved.params[1].where, "e.yaml:3");
+  EXPECT_EQ(resolved.params[2].value, "0.0");
+
   const StatusOr<std::unique_ptr<CostModel>> bad =
-      MakeCostModel(roofline, Deployment("llama-3-8b", "h100-80gb", 5));
+      registry.Make(NamedParams{"roofline", {}, "cost_model", ""}, Deployment("llama-3-8b", "h100-80gb", 5));
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  const auto unknown = registry.Make(NamedParams{"rooflin", {}, "cost_model", "e.yaml:7"}, d);
+  EXPECT_EQ(unknown.status().message(),
+            "e.yaml:7: cost_model: Unable to find cost model 'rooflin' (did you mean "
+            "'roofline'?). Valid values are: constant, linear, roofline.");
+  const auto typo = registry.Make(
+      NamedParams{"constant", {Param{"step_mss", "3", "e.yaml:8"}}, "cost_model", "e.yaml:7"}, d);
+  EXPECT_EQ(typo.status().message(),
+            "e.yaml:8: cost_model: unknown parameter 'step_mss' for 'constant' (did you mean "
+            "'step_ms'?). Its parameters are: step_ms");
 }
 
 }  // namespace

@@ -20,8 +20,7 @@ StepPlan MakePlan(std::deque<Request>& requests,
 }
 
 TEST(ConstantCostModelTest, EveryStepTakesStepMs) {
-  CostModelConfig config;
-  config.type = CostModelType::kConstant;
+  ConstantCostModelOptions config;
   config.step_ms = 12.5;
   const ConstantCostModel model(config);
   std::deque<Request> requests;
@@ -31,8 +30,7 @@ TEST(ConstantCostModelTest, EveryStepTakesStepMs) {
 }
 
 TEST(LinearCostModelTest, ExactValues) {
-  CostModelConfig config;
-  config.type = CostModelType::kLinear;
+  LinearCostModelOptions config;
   config.base_ms = 5.0;
   config.per_token_ms = 0.05;
   config.per_context_token_ms = 0.001;
@@ -46,7 +44,7 @@ TEST(LinearCostModelTest, ExactValues) {
 }
 
 TEST(LinearCostModelTest, PaddingCountsOneToken) {
-  CostModelConfig config;
+  LinearCostModelOptions config;
   config.base_ms = 1.0;
   config.per_token_ms = 0.5;
   config.per_context_token_ms = 0.0;
@@ -58,7 +56,7 @@ TEST(LinearCostModelTest, PaddingCountsOneToken) {
 }
 
 TEST(LinearCostModelTest, RoundsToTheNearestNanosecond) {
-  CostModelConfig config;
+  LinearCostModelOptions config;
   config.base_ms = 0.0;
   config.per_token_ms = 1.0 / 3.0;
   config.per_context_token_ms = 0.0;

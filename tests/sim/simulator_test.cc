@@ -1,15 +1,16 @@
 // End-to-end runs of the simulator on small workloads: queueing theory, conservation,
 // static vs continuous batching, routing and determinism.
-#include "sim/simulator.h"
-
 #include <gtest/gtest.h>
 
 #include <map>
 #include <sstream>
 
-#include "sim/experiment.h"
-#include "sim/gpu_catalog.h"
-#include "sim/model_catalog.h"
+#include "core/text.h"
+#include "driver/driver.h"
+#include "driver/experiment.h"
+#include "sim/sim_backend.h"
+#include "driver/gpu_catalog.h"
+#include "driver/model_catalog.h"
 
 namespace servelab {
 namespace {
@@ -51,11 +52,9 @@ int Column(const std::vector<std::string>& header, const std::string& name) {
 }
 
 RunSummary RunConfig(const ExperimentConfig& config, MetricsSinks sinks = {}) {
-  auto prepared = PrepareExperiment(config);
-  EXPECT_TRUE(prepared.ok()) << prepared.status().message();
-  auto summary = RunSimulation(*prepared, sinks);
-  EXPECT_TRUE(summary.ok()) << summary.status().message();
-  return *summary;
+  auto outcome = RunSimulation(config, sinks);
+  EXPECT_TRUE(outcome.ok()) << outcome.status().message();
+  return outcome->summary;
 }
 
 // M/D/1: one server (max_num_seqs 1), deterministic service (constant cost model, one
@@ -65,8 +64,8 @@ TEST(SimulatorTest, MD1MeanSojournMatchesPollaczekKhinchine) {
   ExperimentConfig c = BaseConfig();
   const double service_s = 0.010;
   const double rho = 0.8;
-  c.cost_model.type = CostModelType::kConstant;
-  c.cost_model.step_ms = service_s * 1e3;
+  c.cost_model = NamedParams{"constant", {Param{"step_ms", FormatDouble(service_s * 1e3), ""}},
+                             "cost_model", ""};
   c.scheduler.max_num_seqs = 1;
   c.workload.num_requests = 1'000'000;
   c.workload.arrival.rate = rho / service_s;
@@ -101,14 +100,16 @@ TEST(SimulatorTest, ConservationUnderPreemptionAndRejection) {
   std::ostringstream requests_csv;
   MetricsSinks sinks;
   sinks.requests_csv = &requests_csv;
-  MetricsCollector metrics(prepared->metrics, sinks);
-  auto workload = MakeWorkload(c.workload, c.seed);
-  ASSERT_TRUE(workload.ok());
-  auto sim = Simulator::Create(prepared->simulation, std::move(workload).value(),
-                               MakeSimBackendFactory(*prepared), &metrics);
+  auto backends = MakeSimBackendFactory(prepared->config);
+  ASSERT_TRUE(backends.ok()) << backends.status().message();
+  VirtualClock clock;
+  auto sim = Driver::Create(prepared->driver, std::move(prepared->workload), *backends,
+                            RegistryPolicyMaker(BuiltinPolicies(), c.scheduler.policy), clock,
+                            sinks);
   ASSERT_TRUE(sim.ok()) << sim.status().message();
-  ASSERT_TRUE((*sim)->Run().ok());
-  const RunSummary s = metrics.Finish();
+  auto summary = (*sim)->Run();
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  const RunSummary& s = *summary;
 
   EXPECT_EQ((*sim)->ReplicaScheduler(0).Kv().NumUsedBlocks(), 0);
   EXPECT_FALSE((*sim)->ReplicaScheduler(0).HasWork());

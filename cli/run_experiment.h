@@ -1,0 +1,26 @@
+#pragma once
+// What `run`, `sweep` and `compare` do with one experiment: prepare it (driver), choose
+// its backend (config.backend: the simulator's or the engine's), run it into a folder.
+#include <string>
+
+#include "core/status.h"
+#include "driver/driver.h"
+#include "driver/experiment.h"
+#include "driver/metrics.h"
+
+namespace servelab {
+
+// The backend `experiment.config.backend` names. First checks the experiment's cost
+// model and fills in its defaults (the resolved config lists them whichever backend
+// runs). Cheap: nothing is read or built until the driver asks for a backend.
+StatusOr<BackendFactory> ChooseBackend(PreparedExperiment& experiment);
+
+// Everything but the run: bad input is reported here, before anything is written.
+Status CheckExperiment(const ExperimentConfig& config);
+
+// Prepares `config`, chooses its backend and runs it into `dir` (RunToFolder; the
+// resolved config records output.dir = dir).
+StatusOr<RunSummary> RunExperimentToFolder(const ExperimentConfig& config, const std::string& dir,
+                                           bool progress);
+
+}  // namespace servelab

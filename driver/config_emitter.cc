@@ -1,0 +1,86 @@
+// EmitResolvedConfig: writes a config back as YAML through the same field list the
+// parser visits, so the output parses back to the same config.
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+
+#include "core/text.h"
+#include "driver/config_yaml.h"
+
+namespace servelab {
+namespace {
+
+// Writes a config struct back as YAML through the same field list.
+class Emitter {
+ public:
+  explicit Emitter(YAML::Emitter& out) : out_(out) {}
+
+  void Field(const std::string& key, bool value) { out_ << YAML::Key << key << YAML::Value << value; }
+  void Field(const std::string& key, int32_t value, Bounds = kAny) { Int(key, value); }
+  void Field(const std::string& key, int64_t value, Bounds = kAny) { Int(key, value); }
+  void Field(const std::string& key, double value, Bounds = kAny) {
+    out_ << YAML::Key << key << YAML::Value << FormatDouble(value);  // reads back as a float
+  }
+  void Field(const std::string& key, const std::string& value, Bounds = kAny) {
+    out_ << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << value;
+  }
+  void Path(const std::string& key, const std::string& value) { Field(key, value); }
+  template <class E>
+  void Enum(const std::string& key, E value, EnumNames<E> names) {
+    out_ << YAML::Key << key << YAML::Value << std::string(NameOf(names, value));
+  }
+  template <class S>
+  void Section(const std::string& key, S& section) {
+    out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
+    section.VisitFields(*this);
+    out_ << YAML::EndMap;
+  }
+  template <class S>
+  void OptionalSection(const std::string& key, S& section, bool& present) {
+    if (present) Section(key, section);
+  }
+  template <class S>
+  void List(const std::string& key, std::vector<S>& items) {
+    out_ << YAML::Key << key << YAML::Value << YAML::BeginSeq;
+    for (auto& item : items) {
+      out_ << YAML::BeginMap;
+      item.VisitFields(*this);
+      out_ << YAML::EndMap;
+    }
+    out_ << YAML::EndSeq;
+  }
+  void Named(const std::string& key, NamedParams& value, const std::string& name_key = "name") {
+    out_ << YAML::Key << key << YAML::Value;
+    if (value.params.empty()) {
+      out_ << value.name;
+      return;
+    }
+    out_ << YAML::BeginMap << YAML::Key << name_key << YAML::Value << value.name;
+    for (const auto& p : value.params) out_ << YAML::Key << p.key << YAML::Value << p.value;
+    out_ << YAML::EndMap;
+  }
+  template <class T>
+  void Catalog(const std::string& key, T& entry) {
+    Section(key, entry);
+  }
+
+ private:
+  void Int(const std::string& key, int64_t value) {
+    out_ << YAML::Key << key << YAML::Value << std::to_string(value);
+  }
+  YAML::Emitter& out_;
+};
+
+}  // namespace
+
+std::string EmitResolvedConfig(const ExperimentConfig& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  Emitter emitter(out);
+  ExperimentConfig copy = config;  // VisitFields is shared with the parser, hence non-const
+  copy.VisitFields(emitter);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace servelab

@@ -1,0 +1,195 @@
+#include "driver/driver.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace servelab {
+
+PolicyMaker RegistryPolicyMaker(const PolicyRegistry& registry, NamedParams policy) {
+  return [&registry, policy = std::move(policy)](const PolicyContext& context) {
+    return registry.Make(policy, context);
+  };
+}
+
+StatusOr<std::unique_ptr<Driver>> Driver::Create(const DriverOptions& options,
+                                                 std::unique_ptr<Workload> workload,
+                                                 const BackendFactory& backends,
+                                                 const PolicyMaker& policies, Clock& clock,
+                                                 const MetricsSinks& sinks) {
+  SERVELAB_CHECK(options.num_replicas >= 1 && workload != nullptr);
+  std::unique_ptr<Driver> driver(new Driver(clock));
+  driver->workload_ = std::move(workload);
+  auto router = BuiltinRouters().Make(options.router);
+  if (!router.ok()) return router.status();
+  driver->router_ = std::move(router).value();
+  MetricsOptions metrics = options.metrics;
+  for (int32_t i = 0; i < options.num_replicas; ++i) {
+    auto replica = std::make_unique<Replica>();
+    auto backend = backends(i);
+    if (!backend.ok()) return backend.status();
+    replica->backend = std::move(backend).value();
+    const Backend& b = *replica->backend;
+    const KvCapacity capacity = b.Capacity();
+    if (capacity.block_size != options.scheduler.block_size) {
+      return Internal("backend '" + std::string(b.Name()) + "' has block size " +
+                      std::to_string(capacity.block_size) + ", scheduler.block_size is " +
+                      std::to_string(options.scheduler.block_size));
+    }
+    const int32_t max_model_len = b.MaxModelLen();
+    SERVELAB_CHECK(max_model_len > 0);
+    const auto watermark = static_cast<int32_t>(
+        std::floor(options.scheduler.watermark * capacity.num_gpu_blocks));
+    replica->kv = std::make_unique<KvCacheManager>(capacity.num_gpu_blocks, capacity.block_size,
+                                                   watermark, capacity.num_cpu_blocks);
+    PolicyContext context = options.policy_context;
+    context.replica = i;
+    if (b.PredictPrefillTime(1).has_value()) {
+      context.prefill_time_s = [&b](int32_t tokens) { return ToSeconds(*b.PredictPrefillTime(tokens)); };
+    }
+    auto policy = policies(context);
+    if (!policy.ok()) return policy.status();
+    if (i == 0) {
+      driver->served_ = ServedFacts{std::string(b.Name()), std::string((*policy)->Name()),
+                                    capacity, max_model_len};
+      metrics.kv_blocks_per_replica = capacity.num_gpu_blocks;
+      metrics.kv_bytes_per_block = capacity.bytes_per_block;
+      if (const auto cost = (*policy)->Charges()) {
+        metrics.service_input_weight = cost->input_weight;
+        metrics.service_output_weight = cost->output_weight;
+      }
+    }
+    replica->scheduler = std::make_unique<Scheduler>(options.scheduler, max_model_len,
+                                                     std::move(policy).value(), replica->kv.get());
+    driver->replicas_.push_back(std::move(replica));
+  }
+  driver->loads_.resize(options.num_replicas);
+  driver->metrics_ = std::make_unique<MetricsCollector>(std::move(metrics), sinks);
+  return driver;
+}
+
+Request* Driver::NewRequest() {
+  if (!free_.empty()) {
+    Request* r = free_.back();
+    free_.pop_back();
+    return r;
+  }
+  return &pool_.emplace_back();
+}
+
+void Driver::Release(Request* request) {
+  // Keep the vectors' capacity: the next request reuses them without allocating.
+  std::vector<int32_t> blocks = std::move(request->block_table);
+  std::vector<uint64_t> hashes = std::move(request->prefix_block_hashes);
+  blocks.clear();
+  hashes.clear();
+  *request = Request();
+  request->block_table = std::move(blocks);
+  request->prefix_block_hashes = std::move(hashes);
+  free_.push_back(request);
+}
+
+void Driver::PullArrival() {
+  Request* r = NewRequest();
+  if (!workload_->Next(*r)) {
+    Release(r);
+    next_arrival_ = nullptr;
+    return;
+  }
+  next_arrival_ = r;
+  events_.Push(r->arrival, EventPayload{EventKind::kArrival, -1});
+}
+
+void Driver::Arrive(TimeNs now) {
+  Request* r = next_arrival_;
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    const Scheduler& s = *replicas_[i]->scheduler;
+    loads_[i] = ReplicaLoad{s.NumRunning(), s.NumWaiting(), s.TokensPending()};
+  }
+  const int32_t target = router_->Route(*r, loads_);
+  SERVELAB_CHECK(target >= 0 && target < NumReplicas());
+  r->replica = target;
+  ++progress_.arrived;
+  metrics_->OnArrival(*r);
+  if (!replicas_[target]->scheduler->AddRequest(*r, now)) {
+    ++progress_.rejected;
+    metrics_->OnRejected(*r);
+    Release(r);
+  }
+  PullArrival();
+}
+
+void Driver::StepDone(int32_t index, TimeNs now) {
+  Replica& replica = *replicas_[index];
+  Scheduler& scheduler = *replica.scheduler;
+  metrics_->OnStep(index, scheduler.LastPlan(), replica.step_start, now,
+                   scheduler.Kv().NumUsedBlocks(), scheduler.NumWaiting(),
+                   scheduler.NumPreemptedLastStep());
+  for (Request* done : scheduler.Commit(replica.result, now)) {
+    ++progress_.finished;
+    metrics_->OnFinished(*done);
+    replica.backend->OnRequestFinished(done->id);
+    Release(done);
+  }
+  replica.busy = false;
+  ++progress_.steps;
+}
+
+Status Driver::StartStep(int32_t index, TimeNs now) {
+  Replica& replica = *replicas_[index];
+  const StepPlan& plan = replica.scheduler->Schedule(now);
+  if (plan.empty()) {
+    if (replica.scheduler->HasWork()) {
+      return Internal("replica " + std::to_string(index) + " has " +
+                      std::to_string(replica.scheduler->NumRunning()) + " running and " +
+                      std::to_string(replica.scheduler->NumWaiting()) +
+                      " waiting requests but can schedule none (policy '" +
+                      std::string(replica.scheduler->GetPolicy().Name()) +
+                      "' stalled every request)");
+    }
+    return Status::Ok();
+  }
+  StatusOr<StepResult> result = replica.backend->Execute(plan);
+  if (!result.ok()) {
+    return Internal("replica " + std::to_string(index) + ", step " +
+                    std::to_string(replica.steps) + " (t = " + std::to_string(ToSeconds(now)) +
+                    " s): " + std::string(replica.backend->Name()) + ": " +
+                    result.status().message());
+  }
+  replica.result = std::move(result).value();
+  SERVELAB_CHECK(replica.result.elapsed >= 0);
+  replica.step_start = now;
+  replica.busy = true;
+  ++replica.steps;
+  events_.Push(now + replica.result.elapsed, EventPayload{EventKind::kStepDone, index});
+  return Status::Ok();
+}
+
+StatusOr<RunSummary> Driver::Run(const std::function<void(const DriverProgress&)>& on_progress,
+                                 int64_t progress_every_steps) {
+  clock_.Start();
+  PullArrival();
+  while (!events_.Empty()) {
+    const auto event = events_.Pop();
+    const TimeNs now = clock_.HandleAt(event.time);
+    progress_.now = now;
+    if (event.payload.kind == EventKind::kArrival) {
+      Arrive(now);
+    } else {
+      StepDone(event.payload.replica, now);
+      if (on_progress && progress_.steps % progress_every_steps == 0) on_progress(progress_);
+    }
+    // Start idle replicas once every event at this instant has been applied.
+    if (events_.Empty() || events_.Top().time > now) {
+      for (int32_t i = 0; i < NumReplicas(); ++i) {
+        if (!replicas_[i]->busy && replicas_[i]->scheduler->HasWork()) {
+          SERVELAB_RETURN_IF_ERROR(StartStep(i, now));
+        }
+      }
+    }
+  }
+  if (on_progress) on_progress(progress_);
+  return metrics_->Finish();
+}
+
+}  // namespace servelab

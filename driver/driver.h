@@ -1,0 +1,137 @@
+#pragma once
+// The backend-neutral driver: one step loop for the simulator and the real engine.
+//
+// It holds an event queue of arrivals and step completions, a router, and replicas of
+// Scheduler + KvCacheManager + Backend; its time comes from an injected Clock (virtual
+// or wall, driver/clock.h). What it is built from:
+//   BackendFactory  one Backend per replica: the simulator's (sim/) or the engine's
+//                   (engine/). Each backend reports its own KV capacity and the context
+//                   it serves; the driver builds the replica's KV manager and scheduler
+//                   from those facts and reports them (Served()).
+//   PolicyMaker     one Policy per replica (normally the policy registry's).
+//   Clock           when each event is handled.
+//
+// Each replica runs one iteration at a time. An idle replica starts a step as soon as a
+// request arrives (after every event at that same instant has been applied, so a burst
+// at t = 0 forms one batch). A request's lifetime: arrival -> router -> scheduler ->
+// finished or rejected -> metrics -> its slot is reused. A backend error ends the run at
+// that step with the backend's message (an Internal status naming replica, step and time).
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/kv_cache_manager.h"
+#include "core/scheduler.h"
+#include "core/scheduler_config.h"
+#include "core/status.h"
+#include "driver/clock.h"
+#include "driver/event_queue.h"
+#include "driver/metrics.h"
+#include "driver/router.h"
+#include "driver/workload.h"
+#include "policies/registry.h"
+
+namespace servelab {
+
+// Replica `replica`'s backend. Called once per replica, in order, before the run.
+using BackendFactory = std::function<StatusOr<std::unique_ptr<Backend>>(int32_t replica)>;
+// A replica's policy, given what the driver knows for it (its index, its backend's
+// prefill-time prediction).
+using PolicyMaker = std::function<StatusOr<std::unique_ptr<Policy>>(const PolicyContext&)>;
+// The policy registry's maker for `policy` ("fcfs" or {name: ..., ...}).
+PolicyMaker RegistryPolicyMaker(const PolicyRegistry& registry, NamedParams policy);
+
+struct DriverOptions {
+  // Its max_model_len is not read here: each backend folds it into MaxModelLen().
+  SchedulerConfig scheduler;
+  int32_t num_replicas = 1;
+  NamedParams router{"round_robin", {}, "cluster.router", ""};
+  PolicyContext policy_context;  // seed and clients; replica and prefill_time_s are set here
+  // The run's metrics, less what the backends and policies tell (KV blocks, bytes per
+  // block, the service cost): the driver fills those in.
+  MetricsOptions metrics;
+};
+
+// What a replica ran with, as its backend and policy reported it (every replica is built
+// alike; these are replica 0's).
+struct ServedFacts {
+  std::string backend;     // Backend::Name()
+  std::string policy;      // Policy::Name()
+  KvCapacity capacity;
+  int32_t max_model_len = 0;
+};
+
+struct DriverProgress {
+  TimeNs now = 0;
+  int64_t arrived = 0;
+  int64_t finished = 0;
+  int64_t rejected = 0;
+  int64_t steps = 0;
+};
+
+class Driver {
+ public:
+  // Builds every replica (backend, KV manager, policy, scheduler) and the metrics
+  // collector writing to `sinks`. `clock` must outlive the driver. Errors: a backend or
+  // policy that cannot be built, a backend whose block size differs from
+  // scheduler.block_size.
+  static StatusOr<std::unique_ptr<Driver>> Create(const DriverOptions& options,
+                                                  std::unique_ptr<Workload> workload,
+                                                  const BackendFactory& backends,
+                                                  const PolicyMaker& policies, Clock& clock,
+                                                  const MetricsSinks& sinks);
+
+  // Runs until the workload is exhausted and every request finished or was rejected,
+  // then returns the summary. Call once. `on_progress`, if set, is called every
+  // `progress_every_steps` iterations and at the end.
+  StatusOr<RunSummary> Run(const std::function<void(const DriverProgress&)>& on_progress = {},
+                           int64_t progress_every_steps = 4096);
+
+  const ServedFacts& Served() const { return served_; }
+  const DriverProgress& Progress() const { return progress_; }
+  int32_t NumReplicas() const { return static_cast<int32_t>(replicas_.size()); }
+  const Scheduler& ReplicaScheduler(int32_t i) const { return *replicas_[i]->scheduler; }
+
+ private:
+  struct Replica {
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<KvCacheManager> kv;
+    std::unique_ptr<Scheduler> scheduler;
+    StepResult result;
+    TimeNs step_start = 0;
+    int64_t steps = 0;
+    bool busy = false;
+  };
+  enum class EventKind : uint8_t { kArrival, kStepDone };
+  struct EventPayload {
+    EventKind kind;
+    int32_t replica;
+  };
+
+  Driver(Clock& clock) : clock_(clock) {}
+  Request* NewRequest();
+  void Release(Request* request);
+  void PullArrival();
+  void Arrive(TimeNs now);
+  void StepDone(int32_t replica, TimeNs now);
+  Status StartStep(int32_t replica, TimeNs now);
+
+  Clock& clock_;
+  std::unique_ptr<Workload> workload_;
+  std::unique_ptr<Router> router_;
+  std::unique_ptr<MetricsCollector> metrics_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<ReplicaLoad> loads_;
+  EventQueue<EventPayload> events_;
+  std::deque<Request> pool_;     // stable addresses
+  std::vector<Request*> free_;   // recycled slots
+  Request* next_arrival_ = nullptr;
+  DriverProgress progress_;
+  ServedFacts served_;
+};
+
+}  // namespace servelab

@@ -1,0 +1,105 @@
+#include "driver/experiment.h"
+
+#include <string>
+
+#include "policies/registry.h"
+
+namespace servelab {
+
+StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
+  PreparedExperiment p;
+  p.config = config;
+  const std::string& src = config.source_path;
+  const ModelSpec& model = config.model;
+  const HardwareConfig& hw = config.hardware;
+
+  if (model.num_attention_heads % hw.tensor_parallel != 0) {
+    return InvalidArgument(src + ": hardware.tensor_parallel: " +
+                           std::to_string(hw.tensor_parallel) + " does not divide the " +
+                           std::to_string(model.num_attention_heads) + " attention heads of " +
+                           model.name);
+  }
+  if (hw.pipeline_parallel > model.num_hidden_layers) {
+    return InvalidArgument(src + ": hardware.pipeline_parallel: " +
+                           std::to_string(hw.pipeline_parallel) + " stages for " +
+                           std::to_string(model.num_hidden_layers) + " layers");
+  }
+  if (config.scheduler.max_num_batched_tokens < config.scheduler.max_num_seqs) {
+    return InvalidArgument(src + ": scheduler.max_num_batched_tokens (" +
+                           std::to_string(config.scheduler.max_num_batched_tokens) +
+                           ") must be >= scheduler.max_num_seqs (" +
+                           std::to_string(config.scheduler.max_num_seqs) +
+                           "): every running request needs a token each step");
+  }
+
+  DriverOptions& d = p.driver;
+  d.scheduler = config.scheduler;
+  d.num_replicas = config.cluster.replicas;
+  d.router = config.cluster.router;
+  d.policy_context.seed = static_cast<uint64_t>(config.seed);
+  for (const auto& c : config.workload.clients) {
+    d.policy_context.clients.push_back(PolicyClient{c.name, c.priority, c.weight});
+  }
+
+  // Surface every construction error now, before anything runs or is written.
+  if (auto policy = BuiltinPolicies().Make(config.scheduler.policy, d.policy_context);
+      !policy.ok()) {
+    return policy.status();
+  }
+  if (auto router = BuiltinRouters().Make(config.cluster.router); !router.ok()) {
+    return router.status();
+  }
+  auto workload = MakeWorkload(config.workload, static_cast<uint64_t>(config.seed));
+  if (!workload.ok()) return workload.status();
+  p.workload = std::move(workload).value();
+
+  MetricsOptions& m = d.metrics;
+  m.run_name = config.name;
+  for (const auto& c : config.workload.clients) {
+    m.client_names.push_back(c.name);
+    m.client_weights.push_back(c.weight);
+  }
+  m.slo_ttft_s = config.slo.ttft_ms * 1e-3;
+  m.slo_tpot_s = config.slo.tpot_ms * 1e-3;
+  m.slo_e2e_s = config.slo.e2e_ms * 1e-3;
+  m.num_replicas = config.cluster.replicas;
+  m.gpus_per_replica = hw.tensor_parallel * hw.pipeline_parallel;
+  m.price_per_gpu_hour = hw.gpu.price_per_hour;
+  return p;
+}
+
+StatusOr<int32_t> ServedContextLen(const ExperimentConfig& config, int32_t window,
+                                   const std::string& model_name) {
+  const int32_t limit = config.scheduler.max_model_len;
+  if (limit == 0) return window;
+  if (limit > window) {
+    return InvalidArgument(config.source_path + ": scheduler.max_model_len: " +
+                           std::to_string(limit) + " exceeds the context window of " +
+                           model_name + " (" + std::to_string(window) + ")");
+  }
+  return limit;
+}
+
+std::unique_ptr<Clock> MakeClock(const ExperimentConfig& config) {
+  if (config.backend == BackendKind::kEngine && config.engine.clock == EngineClock::kWall) {
+    return std::make_unique<WallClock>();
+  }
+  return std::make_unique<VirtualClock>();
+}
+
+StatusOr<RunOutcome> RunExperiment(PreparedExperiment& experiment, const BackendFactory& backends,
+                                   const MetricsSinks& sinks,
+                                   const std::function<void(const DriverProgress&)>& on_progress) {
+  SERVELAB_CHECK_MSG(experiment.workload != nullptr, "a prepared experiment runs once");
+  std::unique_ptr<Clock> clock = MakeClock(experiment.config);
+  auto driver = Driver::Create(experiment.driver, std::move(experiment.workload), backends,
+                               RegistryPolicyMaker(BuiltinPolicies(),
+                                                   experiment.config.scheduler.policy),
+                               *clock, sinks);
+  if (!driver.ok()) return driver.status();
+  auto summary = (*driver)->Run(on_progress);
+  if (!summary.ok()) return summary.status();
+  return RunOutcome{std::move(summary).value(), (*driver)->Served()};
+}
+
+}  // namespace servelab

@@ -1,0 +1,317 @@
+// MetricsCollector: streams requests.csv / steps.csv / trace.json rows as events arrive and
+// keeps only what the summary needs: one double per finished request per latency metric
+// (ClientMetrics adds its client), the inter-token latencies as a WeightedSample, and
+// running sums over steps.
+#include "driver/metrics.h"
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <utility>
+
+#include "driver/chrome_trace.h"
+#include "driver/client_metrics.h"
+#include "driver/csv_writer.h"
+#include "core/percentile.h"
+
+namespace servelab {
+namespace {
+
+constexpr std::string_view kRequestsHeader =
+    "id,client,replica,status,reject_reason,arrival_s,first_token_s,finish_s,input_tokens,"
+    "output_tokens,ttft_s,e2e_s,tpot_s,queue_s,preemptions";
+constexpr std::string_view kStepsHeader =
+    "replica,start_s,duration_s,batch_size,prefill_tokens,decode_tokens,kv_blocks_used,"
+    "kv_blocks_total,waiting,preempted";
+constexpr std::array<RejectReason, 4> kRejectReasons = {
+    RejectReason::kNone, RejectReason::kExceedsContextWindow,
+    RejectReason::kExceedsKvCapacity, RejectReason::kExceedsTokenBudget};
+
+// Correctly rounded ns -> s (t * 1e-9 is not: 1e-9 is inexact).
+double Sec(TimeNs ns) { return static_cast<double>(ns) / 1e9; }
+
+Distribution Summarize(WeightedSample& sample) {
+  Distribution d;
+  if (sample.Count() == 0) return d;
+  d.count = sample.Count();
+  d.mean = sample.Mean();
+  d.p50 = sample.Percentile(50);
+  d.p90 = sample.Percentile(90);
+  d.p99 = sample.Percentile(99);
+  d.max = sample.Max();
+  return d;
+}
+
+double Ratio(double num, double den) { return den > 0 ? num / den : 0.0; }
+
+}  // namespace
+
+Distribution Distribution::Of(std::span<double> values) {
+  Distribution d;
+  if (values.empty()) return d;
+  double sum = 0;
+  for (double v : values) sum += v;  // arrival order: deterministic
+  std::sort(values.begin(), values.end());
+  d.count = static_cast<int64_t>(values.size());
+  d.mean = sum / static_cast<double>(values.size());
+  d.p50 = PercentileOfSorted(values, 50);
+  d.p90 = PercentileOfSorted(values, 90);
+  d.p99 = PercentileOfSorted(values, 99);
+  d.max = values.back();
+  return d;
+}
+
+class MetricsCollector::Impl {
+ public:
+  Impl(MetricsOptions options, MetricsSinks sinks)
+      : options_(std::move(options)),
+        requests_(sinks.requests_csv),
+        steps_(sinks.steps_csv),
+        clients_csv_(sinks.clients_csv),
+        trace_(sinks.trace_json, options_.num_replicas, sinks.trace_max_steps,
+               options_.run_name),
+        slo_ttft_ns_(FromSeconds(options_.slo_ttft_s)),
+        slo_tpot_ns_(FromSeconds(options_.slo_tpot_s)),
+        slo_e2e_ns_(FromSeconds(options_.slo_e2e_s)),
+        clients_(options_) {
+    if (requests_.enabled()) requests_.Line(kRequestsHeader);
+    if (steps_.enabled()) steps_.Line(kStepsHeader);
+  }
+
+  void OnArrival(const Request& r) { clients_.OnArrival(r); }
+
+  void OnStep(int32_t replica, const StepPlan& plan, TimeNs start, TimeNs end,
+              int32_t kv_blocks_used, int32_t waiting, int32_t preempted) {
+    // Inter-token latency of every token made at `end`. Most requests also got a token at
+    // `start` (the previous step's end): those share the value end - start and are added
+    // as one weighted pair.
+    // Every token is service delivered at `end`, and a request's first token delivers its
+    // prompt too: summed per run of seqs of one client (client_metrics.h says why).
+    clients_.BeginStep(end);
+    int32_t run_client = -1;
+    int64_t run_prompt = 0, run_output = 0;
+    int64_t at_step_start = 0;
+    for (const ScheduledRequest& s : plan.seqs) {
+      if (!s.emits_token || s.is_padding) continue;
+      const Request& r = *s.request;
+      if (r.client != run_client) {
+        if (run_output > 0) clients_.Deliver(run_client, run_prompt, run_output);
+        run_client = r.client;
+        run_prompt = run_output = 0;
+      }
+      ++run_output;
+      const TimeNs last = r.last_token;
+      if (last == kNever) {  // the first token: TTFT, not ITL
+        run_prompt += r.prompt_len;
+        continue;
+      }
+      if (last == start) {
+        ++at_step_start;
+      } else {
+        itl_.Add(Sec(end - last));
+      }
+    }
+    itl_.Add(Sec(end - start), at_step_start);
+    if (run_output > 0) clients_.Deliver(run_client, run_prompt, run_output);
+    swap_out_blocks_ += static_cast<int64_t>(plan.swap_out.size());
+    swap_in_blocks_ += static_cast<int64_t>(plan.swap_in.size());
+
+    const TimeNs duration = end - start;
+    ++num_steps_;
+    busy_ns_ += duration;
+    batch_size_sum_ += static_cast<int64_t>(plan.seqs.size());
+    last_end_ = std::max(last_end_, end);
+    if (options_.kv_blocks_per_replica > 0) {
+      const double util = static_cast<double>(kv_blocks_used) /
+                          static_cast<double>(options_.kv_blocks_per_replica);
+      kv_util_time_sum_ += util * static_cast<double>(duration);
+      kv_util_sum_ += util;
+      kv_util_peak_ = std::max(kv_util_peak_, util);
+    }
+
+    if (steps_.enabled()) {
+      steps_.Int(replica).Seconds(start).Seconds(duration)
+          .Int(static_cast<int64_t>(plan.seqs.size()))
+          .Int(plan.num_prefill_tokens).Int(plan.num_decode_tokens)
+          .Int(kv_blocks_used).Int(options_.kv_blocks_per_replica)
+          .Int(waiting).Int(preempted);
+      steps_.EndRow();
+    }
+    TraceStepArgs args;
+    args.batch_size = static_cast<int64_t>(plan.seqs.size());
+    args.prefill_tokens = plan.num_prefill_tokens;
+    args.decode_tokens = plan.num_decode_tokens;
+    args.kv_blocks_used = kv_blocks_used;
+    args.waiting = waiting;
+    trace_.Step(replica, start, end, args);
+  }
+
+  void OnFinished(const Request& r) {
+    ++num_finished_;
+    input_tokens_ += r.prompt_len;
+    output_tokens_ += r.num_generated;
+    preemptions_ += r.num_preemptions;
+    recomputed_tokens_ += r.num_recomputed_tokens;
+    last_end_ = std::max(last_end_, r.finish);
+
+    // The scheduler sets first_scheduled and first_token before a request can finish;
+    // should either be missing, the latency falls back to the next event that exists.
+    const TimeNs first_token = r.first_token != kNever ? r.first_token : r.finish;
+    const TimeNs first_scheduled = r.first_scheduled != kNever ? r.first_scheduled : first_token;
+    const TimeNs ttft = first_token - r.arrival;
+    const TimeNs e2e = r.finish - r.arrival;
+    const TimeNs queue = first_scheduled - r.arrival;
+    const double tpot_ns = r.num_generated > 1
+                               ? static_cast<double>(r.finish - first_token) / (r.num_generated - 1)
+                               : 0.0;
+    clients_.OnFinished(r, queue);
+    ttft_.push_back(Sec(ttft));
+    e2e_.push_back(Sec(e2e));
+    queue_.push_back(Sec(queue));
+    tpot_.push_back(tpot_ns / 1e9);
+    normalized_.push_back(Sec(e2e) / std::max<int32_t>(r.num_generated, 1));
+
+    const bool met = (slo_ttft_ns_ <= 0 || ttft <= slo_ttft_ns_) &&
+                     (slo_tpot_ns_ <= 0 || tpot_ns <= static_cast<double>(slo_tpot_ns_)) &&
+                     (slo_e2e_ns_ <= 0 || e2e <= slo_e2e_ns_);
+    if (met) ++slo_met_;
+
+    if (!requests_.enabled()) return;
+    RowStart(r, "finished");
+    requests_.Seconds(r.arrival);
+    if (r.first_token != kNever) requests_.Seconds(r.first_token); else requests_.Empty();
+    requests_.Seconds(r.finish).Int(r.prompt_len).Int(r.num_generated);
+    if (r.first_token != kNever) requests_.Seconds(ttft); else requests_.Empty();
+    requests_.Seconds(e2e).SecondsDouble(tpot_ns / 1e9);
+    if (r.first_scheduled != kNever) requests_.Seconds(queue); else requests_.Empty();
+    requests_.Int(r.num_preemptions);
+    requests_.EndRow();
+  }
+
+  void OnRejected(const Request& r) {
+    ++num_rejected_;
+    ++rejected_by_reason_[static_cast<size_t>(r.reject_reason)];
+    clients_.OnRejected(r);
+    preemptions_ += r.num_preemptions;
+    recomputed_tokens_ += r.num_recomputed_tokens;
+    if (!requests_.enabled()) return;
+    RowStart(r, "rejected");
+    // arrival is known; the other times never happened.
+    requests_.Seconds(r.arrival).Empty().Empty().Int(r.prompt_len).Int(r.num_generated);
+    requests_.Empty().Empty().Empty().Empty().Int(r.num_preemptions);
+    requests_.EndRow();
+  }
+
+  RunSummary Finish() {
+    trace_.Close(last_end_);
+    RunSummary s;
+    s.name = options_.run_name;
+    s.makespan_s = Sec(last_end_);
+    s.num_finished = num_finished_;
+    s.num_rejected = num_rejected_;
+    s.num_requests = num_finished_ + num_rejected_;
+    s.input_tokens = input_tokens_;
+    s.output_tokens = output_tokens_;
+    s.request_throughput = Ratio(static_cast<double>(num_finished_), s.makespan_s);
+    s.input_throughput = Ratio(static_cast<double>(input_tokens_), s.makespan_s);
+    s.output_throughput = Ratio(static_cast<double>(output_tokens_), s.makespan_s);
+    clients_.Summarize(last_end_, ttft_, e2e_, s);  // s.ttft_s, s.e2e_s too
+    s.tpot_s = Distribution::Of(tpot_);
+    s.itl_s = Summarize(itl_);
+    s.queue_s = Distribution::Of(queue_);
+    s.normalized_latency_s = Distribution::Of(normalized_);
+    s.slo_ttft_s = options_.slo_ttft_s;
+    s.slo_tpot_s = options_.slo_tpot_s;
+    s.slo_e2e_s = options_.slo_e2e_s;
+    s.num_slo_met = slo_met_;
+    s.slo_attainment = Ratio(static_cast<double>(slo_met_), static_cast<double>(s.num_requests));
+    s.goodput = Ratio(static_cast<double>(slo_met_), s.makespan_s);
+    s.num_replicas = options_.num_replicas;
+    s.num_gpus = static_cast<int64_t>(options_.num_replicas) * options_.gpus_per_replica;
+    s.kv_blocks_per_replica = options_.kv_blocks_per_replica;
+    s.gpu_busy_fraction = Ratio(static_cast<double>(busy_ns_),
+                                static_cast<double>(options_.num_replicas) *
+                                    static_cast<double>(last_end_));
+    s.num_steps = num_steps_;
+    s.mean_batch_size =
+        Ratio(static_cast<double>(batch_size_sum_), static_cast<double>(num_steps_));
+    // Duration-weighted; when every step took no time, the plain mean over steps.
+    s.mean_kv_utilization = busy_ns_ > 0
+                                ? kv_util_time_sum_ / static_cast<double>(busy_ns_)
+                                : Ratio(kv_util_sum_, static_cast<double>(num_steps_));
+    s.peak_kv_utilization = kv_util_peak_;
+    s.preemptions = preemptions_;
+    s.recomputed_tokens = recomputed_tokens_;
+    s.swap_out_blocks = swap_out_blocks_;
+    s.swap_in_blocks = swap_in_blocks_;
+    s.swap_bytes = static_cast<double>(swap_out_blocks_ + swap_in_blocks_) *
+                   static_cast<double>(options_.kv_bytes_per_block);
+    s.cost_usd = static_cast<double>(s.num_gpus) * options_.price_per_gpu_hour *
+                 s.makespan_s / 3600.0;
+    s.cost_per_million_output_tokens =
+        Ratio(s.cost_usd, static_cast<double>(output_tokens_) / 1e6);
+    for (RejectReason reason : kRejectReasons) {
+      const int64_t n = rejected_by_reason_[static_cast<size_t>(reason)];
+      if (n == 0) continue;
+      // A rejection without a reason is a scheduler bug, but still counted and shown.
+      const std::string_view name =
+          reason == RejectReason::kNone ? "unspecified" : RejectReasonName(reason);
+      s.rejected_by_reason.emplace_back(std::string(name), n);
+    }
+    s.trace_dropped_steps = trace_.dropped_steps();
+    if (clients_csv_ != nullptr) s.WriteClientsCsv(*clients_csv_);
+    return s;
+  }
+
+ private:
+  // id, client, replica, status, reject_reason.
+  void RowStart(const Request& r, std::string_view status) {
+    requests_.Int(r.id);
+    if (r.client >= 0 && static_cast<size_t>(r.client) < options_.client_names.size()) {
+      requests_.Str(options_.client_names[static_cast<size_t>(r.client)]);
+    } else {
+      requests_.Int(r.client);  // no name configured: the index
+    }
+    requests_.Int(r.replica).Str(status).Str(RejectReasonName(r.reject_reason));
+  }
+
+  MetricsOptions options_;
+  CsvWriter requests_;
+  CsvWriter steps_;
+  std::ostream* clients_csv_;
+  ChromeTraceWriter trace_;
+  TimeNs slo_ttft_ns_, slo_tpot_ns_, slo_e2e_ns_;  // 0 = no target
+  ClientMetrics clients_;
+
+  // One value per finished request, in seconds, in OnFinished order.
+  std::vector<double> ttft_, tpot_, e2e_, queue_, normalized_;
+  WeightedSample itl_;  // seconds, weighted by token count
+  int64_t num_finished_ = 0, num_rejected_ = 0, slo_met_ = 0;
+  int64_t input_tokens_ = 0, output_tokens_ = 0;
+  int64_t preemptions_ = 0, recomputed_tokens_ = 0;
+  int64_t swap_out_blocks_ = 0, swap_in_blocks_ = 0;
+  std::array<int64_t, 4> rejected_by_reason_{};  // indexed by RejectReason
+
+  TimeNs last_end_ = 0;  // latest step end or finish: the makespan
+  int64_t num_steps_ = 0;
+  TimeNs busy_ns_ = 0;   // sum of step durations over all replicas
+  int64_t batch_size_sum_ = 0;
+  double kv_util_time_sum_ = 0;  // sum of used/total x duration_ns
+  double kv_util_sum_ = 0;
+  double kv_util_peak_ = 0;
+};
+
+MetricsCollector::MetricsCollector(MetricsOptions options, MetricsSinks sinks)
+    : impl_(std::make_unique<Impl>(std::move(options), sinks)) {}
+MetricsCollector::~MetricsCollector() = default;
+
+void MetricsCollector::OnArrival(const Request& request) { impl_->OnArrival(request); }
+void MetricsCollector::OnStep(int32_t replica, const StepPlan& plan, TimeNs start, TimeNs end,
+                              int32_t kv_blocks_used, int32_t waiting, int32_t preempted) {
+  impl_->OnStep(replica, plan, start, end, kv_blocks_used, waiting, preempted);
+}
+void MetricsCollector::OnFinished(const Request& request) { impl_->OnFinished(request); }
+void MetricsCollector::OnRejected(const Request& request) { impl_->OnRejected(request); }
+RunSummary MetricsCollector::Finish() { return impl_->Finish(); }
+
+}  // namespace servelab

@@ -1,0 +1,94 @@
+#include "driver/model_catalog.h"
+
+#include <utility>
+
+#include "core/text.h"
+
+namespace servelab {
+namespace {
+
+// One catalog entry, in config.json terms. head_dim is left 0 (= hidden / heads): it
+// is 128 for every model here, and none of their config.json files overrides it.
+struct Arch {
+  const char* name;
+  int32_t hidden_size;
+  int32_t num_hidden_layers;
+  int32_t num_attention_heads;
+  int32_t num_key_value_heads;
+  int32_t intermediate_size;
+  int32_t vocab_size;
+  int32_t max_position_embeddings;
+  bool tie_word_embeddings;
+  bool attention_bias;
+  double rms_norm_eps;
+  double rope_theta;
+};
+
+// Sources: config.json of each Hugging Face repository named below.
+// Only the fields a cost or memory model needs; rope_scaling (Llama 3.1's "llama3"
+// scaling, Qwen2.5's optional YaRN) changes no shape and is not modelled.
+constexpr Arch kArchs[] = {
+    // meta-llama/Llama-2-{7b,13b,70b}-hf: MHA for 7B/13B, GQA (8 KV heads) for 70B.
+    {"llama-2-7b", 4096, 32, 32, 32, 11008, 32000, 4096, false, false, 1e-5, 10000.0},
+    {"llama-2-13b", 5120, 40, 40, 40, 13824, 32000, 4096, false, false, 1e-5, 10000.0},
+    {"llama-2-70b", 8192, 80, 64, 8, 28672, 32000, 4096, false, false, 1e-5, 10000.0},
+    // meta-llama/Meta-Llama-3-{8B,70B}: 128K-token vocabulary, 8K window.
+    {"llama-3-8b", 4096, 32, 32, 8, 14336, 128256, 8192, false, false, 1e-5, 500000.0},
+    {"llama-3-70b", 8192, 80, 64, 8, 28672, 128256, 8192, false, false, 1e-5, 500000.0},
+    // meta-llama/Llama-3.1-405B: 126 layers, 128K window.
+    {"llama-3.1-405b", 16384, 126, 128, 8, 53248, 128256, 131072, false, false, 1e-5,
+     500000.0},
+    // mistralai/Mistral-7B-v0.3: vocabulary 32768, sliding_window null (v0.1 had 4096).
+    {"mistral-7b", 4096, 32, 32, 8, 14336, 32768, 32768, false, false, 1e-5, 1000000.0},
+    // Qwen/Qwen2.5-{7B,14B,32B,72B}-Instruct: q/k/v biases, 152064-row embeddings.
+    // max_position_embeddings 32768 is the Instruct configs' value (the base configs say
+    // 131072; serving past 32768 needs YaRN rope scaling). rms_norm_eps is 1e-6 for 7B
+    // and 1e-5 for the larger three.
+    {"qwen2.5-7b", 3584, 28, 28, 4, 18944, 152064, 32768, false, true, 1e-6, 1000000.0},
+    {"qwen2.5-14b", 5120, 48, 40, 8, 13824, 152064, 32768, false, true, 1e-5, 1000000.0},
+    {"qwen2.5-32b", 5120, 64, 40, 8, 27648, 152064, 32768, false, true, 1e-5, 1000000.0},
+    {"qwen2.5-72b", 8192, 80, 64, 8, 29568, 152064, 32768, false, true, 1e-5, 1000000.0},
+};
+
+std::vector<ModelSpec> BuildCatalog() {
+  std::vector<ModelSpec> models;
+  for (const Arch& a : kArchs) {
+    ModelSpec m;
+    m.name = a.name;
+    m.hidden_size = a.hidden_size;
+    m.num_hidden_layers = a.num_hidden_layers;
+    m.num_attention_heads = a.num_attention_heads;
+    m.num_key_value_heads = a.num_key_value_heads;
+    m.intermediate_size = a.intermediate_size;
+    m.vocab_size = a.vocab_size;
+    m.max_position_embeddings = a.max_position_embeddings;
+    m.tie_word_embeddings = a.tie_word_embeddings;
+    m.attention_bias = a.attention_bias;
+    m.rms_norm_eps = a.rms_norm_eps;
+    m.rope_theta = a.rope_theta;
+    models.push_back(std::move(m));
+  }
+  return models;
+}
+
+}  // namespace
+
+const std::vector<ModelSpec>& ModelCatalog() {
+  static const std::vector<ModelSpec> catalog = BuildCatalog();
+  return catalog;
+}
+
+std::vector<std::string> ModelNames() {
+  std::vector<std::string> names;
+  for (const ModelSpec& model : ModelCatalog()) names.push_back(model.name);
+  return names;
+}
+
+StatusOr<ModelSpec> FindModel(std::string_view name) {
+  for (const ModelSpec& model : ModelCatalog()) {
+    if (model.name == name) return model;
+  }
+  return NotFound(UnknownNameMessage("model", name, ModelNames()));
+}
+
+}  // namespace servelab

@@ -1,0 +1,57 @@
+// Preparing an experiment and choosing its backend, as `run`, `sweep` and `compare` do.
+#include "cli/run_experiment.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "driver/config_yaml.h"
+
+namespace servelab {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Every experiment the repository ships loads, validates, prepares and gets its backend
+// (catalog names, key spellings, ranges, the model fits): none rots when a key is renamed
+// or a default changes.
+TEST(ShippedExperimentsTest, EveryExperimentYamlChecksOut) {
+  const std::filesystem::path root = std::filesystem::path(SERVELAB_SOURCE_DIR) / "experiments";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    auto config = LoadExperiment(entry.path().string());
+    ASSERT_TRUE(config.ok()) << config.status().message();
+#if !SERVELAB_HAS_CUDA
+    if (config->backend == BackendKind::kEngine && config->engine.device == EngineDevice::kCuda) {
+      continue;  // needs a CUDA build
+    }
+#endif
+    const Status checked_out = CheckExperiment(*config);
+    EXPECT_TRUE(checked_out.ok()) << checked_out.message();
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);  // quickstart, engine_cpu, the policy set, ...
+}
+
+TEST(ChooseBackendTest, SimChecksTheMemoryAndEngineNeedsItsSection) {
+  auto config = ParseExperiment("model: llama-2-70b\nhardware: {gpu: a100-80gb}\n"
+                                "workload: {num_requests: 1}\n",
+                                "exp.yaml", "/");
+  ASSERT_TRUE(config.ok());
+  EXPECT_THAT(CheckExperiment(*config).message(), HasSubstr("does not fit on a100-80gb x1"));
+  config->backend = BackendKind::kEngine;
+  EXPECT_THAT(CheckExperiment(*config).message(),
+              HasSubstr("backend: engine needs an `engine` section"));
+  auto cost = ParseExperiment("model: llama-2-7b\nhardware: {gpu: a100-80gb}\n"
+                              "workload: {num_requests: 1}\ncost_model: {type: linear, x: 1}\n",
+                              "exp.yaml", "/");
+  ASSERT_TRUE(cost.ok());
+  EXPECT_THAT(CheckExperiment(*cost).message(),
+              HasSubstr("exp.yaml:4: cost_model: unknown parameter 'x' for 'linear'"));
+}
+
+}  // namespace
+}  // namespace servelab

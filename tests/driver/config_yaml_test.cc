@@ -1,0 +1,190 @@
+#include "driver/config_yaml.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "driver/experiment.h"
+
+namespace servelab {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr const char* kMinimal = R"(name: t
+model: llama-2-7b
+hardware: {gpu: a100-80gb}
+workload:
+  num_requests: 10
+)";
+
+std::string ErrorOf(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  auto config = ParseExperiment(yaml, "exp.yaml", "/data", sets);
+  if (config.ok()) return "(parsed fine)";
+  EXPECT_TRUE(config.status().IsBadInput());
+  return config.status().message();
+}
+
+TEST(ConfigYamlTest, MinimalConfigGetsDocumentedDefaults) {
+  auto c = ParseExperiment(kMinimal, "exp.yaml", "/data");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->model.name, "llama-2-7b");
+  EXPECT_EQ(c->model.hidden_size, 4096);
+  EXPECT_EQ(c->hardware.gpu.name, "a100-80gb");
+  EXPECT_EQ(c->scheduler.max_num_seqs, 256);
+  EXPECT_EQ(c->scheduler.max_num_batched_tokens, 8192);
+  EXPECT_EQ(c->scheduler.policy.name, "fcfs");
+  EXPECT_DOUBLE_EQ(c->hardware.memory_utilization, 0.9);
+  EXPECT_EQ(c->output.dir, "results/t");
+  EXPECT_EQ(c->workload.num_requests, 10);
+}
+
+TEST(ConfigYamlTest, UnknownKeySuggestsTheClosest) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "scheduler:\n  max_num_seq: 4\n"),
+            "exp.yaml:7: scheduler.max_num_seq: unknown key 'max_num_seq' (did you mean "
+            "'max_num_seqs'?); valid keys here: batching, policy, max_num_seqs, "
+            "max_num_batched_tokens, chunked_prefill, block_size, preemption, watermark, "
+            "max_model_len, sla_control");
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "sceduler: {}\n"),
+              HasSubstr("exp.yaml:6: sceduler: unknown key 'sceduler' (did you mean 'scheduler'?)"));
+}
+
+TEST(ConfigYamlTest, WrongTypeNamesKeyAndLine) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "scheduler:\n  chunked_prefill: true\n  max_num_seqs: many\n"),
+            "exp.yaml:8: scheduler.max_num_seqs: expected an integer, got 'many'");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "slo: {ttft_ms: [1, 2]}\n"),
+            "exp.yaml:6: slo.ttft_ms: expected a single value, got a list");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "seed: \"7\"\n"),
+            "exp.yaml:6: seed: expected an integer, got '7'");
+}
+
+TEST(ConfigYamlTest, DuplicateKeyIsAnError) {
+  EXPECT_EQ(ErrorOf("name: a\nmodel: llama-2-7b\nname: b\n"),
+            "exp.yaml:3: name: duplicate key (first given at line 1)");
+}
+
+TEST(ConfigYamlTest, OutOfRangeValueSaysTheRange) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "hardware: {gpu: a100-80gb, memory_utilization: 1.5}\n"),
+            "exp.yaml:6: hardware: duplicate key (first given at line 3)")
+      << "hardware twice";
+  const std::string yaml = "model: llama-2-7b\nhardware:\n  gpu: a100-80gb\n  memory_utilization: 1.5\n";
+  EXPECT_EQ(ErrorOf(yaml),
+            "exp.yaml:4: hardware.memory_utilization: value 1.5 out of range: must be in (0, 1]");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "scheduler: {max_num_seqs: 0}\n"),
+            "exp.yaml:6: scheduler.max_num_seqs: value 0 out of range: must be >= 1");
+}
+
+TEST(ConfigYamlTest, EnumsAndCatalogNamesListTheValidValues) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "scheduler: {batching: dynamic}\n"),
+            "exp.yaml:6: scheduler.batching: 'dynamic' is not one of: continuous, static");
+  EXPECT_THAT(ErrorOf("model: llama-2-8b\n"),
+              HasSubstr("exp.yaml:1: model: Unable to find model 'llama-2-8b' (did you mean "
+                        "'llama-2-7b'?). Valid values are: "));
+  EXPECT_THAT(ErrorOf("model: llama-2-7b\n"), HasSubstr("hardware.gpu: missing required key 'gpu'"));
+}
+
+TEST(ConfigYamlTest, SyntaxErrorNamesLineAndColumn) {
+  EXPECT_THAT(ErrorOf("name: [unclosed\nmodel: x\n"), HasSubstr("exp.yaml:"));
+  EXPECT_THAT(ErrorOf("name: [unclosed\nmodel: x\n"), HasSubstr("YAML syntax error"));
+}
+
+TEST(ConfigYamlTest, SetOverridesAnyKey) {
+  auto c = ParseExperiment(kMinimal, "exp.yaml", "/data",
+                           {"scheduler.max_num_seqs=64", "scheduler.policy={name: fcfs}",
+                            "workload.arrival.rate=2.5", "model=llama-3-8b"});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->scheduler.max_num_seqs, 64);
+  EXPECT_DOUBLE_EQ(c->workload.arrival.rate, 2.5);
+  EXPECT_EQ(c->model.name, "llama-3-8b");
+  EXPECT_EQ(ErrorOf(kMinimal, {"scheduler.max_num_seqs=lots"}),
+            "--set scheduler.max_num_seqs: scheduler.max_num_seqs: expected an integer, got 'lots'");
+  EXPECT_THAT(ErrorOf(kMinimal, {"scheduler.max_num_sqs=3"}),
+              HasSubstr("--set scheduler.max_num_sqs: scheduler.max_num_sqs: unknown key"));
+  EXPECT_EQ(ErrorOf(kMinimal, {"noequals"}), "--set noequals: expected key.path=value");
+}
+
+TEST(ConfigYamlTest, SetReachesIntoLists) {
+  const std::string yaml = std::string(kMinimal) +
+                           "  clients:\n    - {name: a, share: 1}\n    - {name: b, share: 1}\n";
+  auto c = ParseExperiment(yaml, "exp.yaml", "/data", {"workload.clients.1.share=3"});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->workload.clients.size(), 2u);
+  EXPECT_DOUBLE_EQ(c->workload.clients[1].share, 3.0);
+  EXPECT_THAT(ErrorOf(yaml, {"workload.clients.2.share=3"}), HasSubstr("past the end"));
+}
+
+TEST(ConfigYamlTest, RelativePathsResolveAgainstTheExperimentFolder) {
+  const std::string yaml = std::string(kMinimal) + "  trace: {path: ../traces/t.csv, format: azure}\n";
+  auto c = ParseExperiment(yaml, "exp.yaml", "/data/experiments");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->workload.has_trace);
+  EXPECT_EQ(c->workload.trace.path, "/data/traces/t.csv");
+}
+
+// A cost model is a named extension: its parameters reach its registry as written,
+// with where each came from (the registry, sim/cost_model.h, knows which exist).
+TEST(ConfigYamlTest, CostModelIsATypeAndItsParameters) {
+  auto c = ParseExperiment(std::string(kMinimal) + "cost_model: {type: linear, base_ms: 3}\n",
+                           "exp.yaml", "/");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->cost_model.name, "linear");
+  ASSERT_EQ(c->cost_model.params.size(), 1u);
+  EXPECT_EQ(c->cost_model.params[0].key, "base_ms");
+  EXPECT_EQ(c->cost_model.params[0].value, "3");
+  EXPECT_THAT(c->cost_model.params[0].where, HasSubstr("exp.yaml:"));
+  auto defaulted = ParseExperiment(kMinimal, "exp.yaml", "/");
+  ASSERT_TRUE(defaulted.ok());
+  EXPECT_EQ(defaulted->cost_model.name, "roofline");
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "cost_model: {step_ms: 3}\n"),
+              HasSubstr("cost_model: missing 'type'"));
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "cost_model: {type: constant, step_ms: [3]}\n"),
+              HasSubstr("cost_model.step_ms: expected a single value"));
+}
+
+TEST(ConfigYamlTest, CustomModelFromABase) {
+  auto c = ParseExperiment(
+      "model: {base: llama-2-7b, name: tiny, num_hidden_layers: 2}\nhardware: {gpu: a10}\n",
+      "exp.yaml", "/");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->model.name, "tiny");
+  EXPECT_EQ(c->model.num_hidden_layers, 2);
+  EXPECT_EQ(c->model.hidden_size, 4096);
+  EXPECT_THAT(ErrorOf("model: {name: x, hidden_size: 64}\nhardware: {gpu: a10}\n"),
+              HasSubstr("model: missing required key 'num_hidden_layers'"));
+}
+
+TEST(ConfigYamlTest, ResolvedConfigParsesBackToTheSameBytes) {
+  const std::string yaml = std::string(kMinimal) +
+                           "  input_tokens: {dist: lognormal, mean: 500, cv: 1}\n"
+                           "  clients: [{name: a, share: 0.3}, {name: b, share: 0.7, priority: 1}]\n"
+                           "slo: {ttft_ms: 1000}\n"
+                           "cost_model: {type: roofline, gemm_efficiency: 0.6}\n";
+  auto first = ParseExperiment(yaml, "exp.yaml", "/data");
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  const std::string emitted = EmitResolvedConfig(*first);
+  auto second = ParseExperiment(emitted, "config.resolved.yaml", "/data");
+  ASSERT_TRUE(second.ok()) << second.status().message() << "\n" << emitted;
+  EXPECT_EQ(EmitResolvedConfig(*second), emitted);
+  EXPECT_THAT(emitted, HasSubstr("max_num_seqs: 256"));
+  EXPECT_THAT(emitted, HasSubstr("gemm_efficiency: 0.6"));
+}
+
+TEST(ExperimentTest, UnknownPolicyIsBadInputNamingTheKey) {
+  auto c = ParseExperiment(std::string(kMinimal) + "scheduler: {policy: sjff}\n", "exp.yaml", "/");
+  ASSERT_TRUE(c.ok());
+  auto p = PrepareExperiment(*c);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("exp.yaml:6: scheduler.policy: Unable to find policy 'sjff'"));
+}
+
+TEST(ExperimentTest, TensorParallelMustDivideHeads) {
+  auto c = ParseExperiment(std::string(kMinimal), "exp.yaml", "/", {"hardware.tensor_parallel=3"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_THAT(PrepareExperiment(*c).status().message(),
+              HasSubstr("hardware.tensor_parallel: 3 does not divide the 32 attention heads"));
+}
+
+}  // namespace
+}  // namespace servelab

@@ -1,0 +1,75 @@
+#include "driver/model_catalog.h"
+
+#include <gtest/gtest.h>
+
+namespace servelab {
+namespace {
+
+TEST(ModelCatalogTest, NamesAreTheDocumentedSet) {
+  const std::vector<std::string> expected = {
+      "llama-2-7b",  "llama-2-13b", "llama-2-70b", "llama-3-8b",  "llama-3-70b", "llama-3.1-405b",
+      "mistral-7b",  "qwen2.5-7b",  "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b"};
+  EXPECT_EQ(ModelNames(), expected);
+}
+
+// Published parameter counts (model cards), within 1%.
+TEST(ModelCatalogTest, ParameterCountsMatchTheModelCards) {
+  const struct {
+    const char* name;
+    double params;
+  } cases[] = {{"llama-2-7b", 6.74e9},   {"llama-2-13b", 13.02e9},  {"llama-2-70b", 68.98e9},
+               {"llama-3-8b", 8.03e9},   {"llama-3-70b", 70.55e9},  {"llama-3.1-405b", 405.9e9},
+               {"mistral-7b", 7.25e9},   {"qwen2.5-7b", 7.62e9},    {"qwen2.5-14b", 14.7e9},
+               {"qwen2.5-32b", 32.5e9},  {"qwen2.5-72b", 72.7e9}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const ModelSpec model = FindModel(c.name).value();
+    EXPECT_NEAR(static_cast<double>(model.NumParams()) / c.params, 1.0, 0.01);
+  }
+}
+
+TEST(ModelCatalogTest, ExactLlama2_7bCount) {
+  // embed 32000*4096 = 131,072,000, twice (untied LM head); per layer
+  // 4*4096^2 + 3*4096*11008 + 2*4096 = 202,383,360, times 32; final norm 4096.
+  EXPECT_EQ(FindModel("llama-2-7b").value().NumParams(),
+            2 * 131'072'000LL + 32 * 202'383'360LL + 4096);
+}
+
+TEST(ModelCatalogTest, ArchitectureDetails) {
+  const ModelSpec llama70 = FindModel("llama-2-70b").value();
+  EXPECT_EQ(llama70.HeadDim(), 128);
+  EXPECT_EQ(llama70.num_key_value_heads, 8);  // GQA
+  const ModelSpec mistral = FindModel("mistral-7b").value();
+  EXPECT_EQ(mistral.vocab_size, 32768);  // v0.3
+  EXPECT_EQ(mistral.max_position_embeddings, 32768);
+  const ModelSpec qwen = FindModel("qwen2.5-7b").value();
+  EXPECT_TRUE(qwen.attention_bias);
+  EXPECT_EQ(qwen.HeadDim(), 128);
+  EXPECT_DOUBLE_EQ(qwen.rms_norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(FindModel("llama-3-8b").value().rope_theta, 500000.0);
+  for (const ModelSpec& m : ModelCatalog()) {
+    SCOPED_TRACE(m.name);
+    EXPECT_EQ(m.hidden_size % m.num_attention_heads, 0);
+    EXPECT_EQ(m.num_attention_heads % m.num_key_value_heads, 0);
+    EXPECT_FALSE(m.tie_word_embeddings);
+  }
+}
+
+TEST(ModelCatalogTest, KvBytesPerToken) {
+  // Llama-2-7B, bf16: 2 (K,V) * 32 layers * 4096 * 2 bytes = 512 KiB.
+  EXPECT_DOUBLE_EQ(FindModel("llama-2-7b").value().KvBytesPerToken(DType::kBf16), 524288.0);
+  // Llama-3-8B, GQA with 8 KV heads: a quarter of that.
+  EXPECT_DOUBLE_EQ(FindModel("llama-3-8b").value().KvBytesPerToken(DType::kBf16), 131072.0);
+}
+
+TEST(ModelCatalogTest, UnknownNameIsNotFound) {
+  const StatusOr<ModelSpec> model = FindModel("llama-2-7");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(model.status().message().find("Unable to find model 'llama-2-7'"),
+            std::string::npos);
+  EXPECT_NE(model.status().message().find("did you mean"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace servelab
