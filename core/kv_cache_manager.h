@@ -1,14 +1,36 @@
 #pragma once
-// Paged KV cache accounting: fixed-size blocks, a block table per request, reference
-// counts (a block shared by several requests' prefixes is freed when the last one lets
-// go), and a watermark kept free at admission so running requests can still grow.
+// Paged KV cache accounting, behind an API that speaks tokens, not blocks (vLLM's
+// allocate_slots): the scheduler asks for room for N more tokens of a request and gets
+// yes or no; block tables, reference counts, the watermark and the swap space stay in
+// here.
 //
-// Invariants (CHECKed): every block is either on the free list with ref count 0, or
-// referenced by >= 1 block table with ref count equal to the number of tables holding
-// it; NumFreeBlocks() + NumUsedBlocks() == NumTotalBlocks().
+//   running request   AllocateSlots(r, n): room for n more tokens, or false with nothing
+//                     changed (the scheduler then preempts or stalls); may use the
+//                     watermark.
+//   waiting request   CanAdmit(r, n) / Admit(r, n, whole, swap_in): admission keeps the
+//                     watermark free and asks for room for the request's whole remaining
+//                     prefill (`whole`) while allocating this step's chunk (`n`); a
+//                     swapped-out request's blocks come back first (host -> device
+//                     copies appended to swap_in).
+//   preemption        SwapOut(r, copies) (false when the host pool has no room: the
+//                     caller recomputes instead) or Free(r).
+//
+// Request::block_table holds the DEVICE block ids of a request's KV, in token order; it
+// is written here only, and is empty while the request is swapped out. The host ids of a
+// swapped-out request live here, per request slot (Request::slot, which the scheduler
+// gives each request it accepts).
+//
+// Where a prefix cache plugs in (SGLang's match_prefix / insert / evict): Admit is where
+// a request's cached prefix would be matched (its blocks shared, its computed tokens
+// starting after them), AllocateSlots where full blocks would be inserted, and the
+// device BlockPool where freed cached blocks would wait, evictable (core/block_pool.h).
+//
+// Invariants (CHECKed): a device block's reference count equals the number of block
+// tables holding it; NumFreeBlocks() + NumUsedBlocks() == NumTotalBlocks().
 #include <cstdint>
 #include <vector>
 
+#include "core/block_pool.h"
 #include "core/request.h"
 #include "core/step_plan.h"
 
@@ -22,66 +44,74 @@ class KvCacheManager {
                  int32_t num_host_blocks = 0);
 
   int32_t BlockSize() const { return block_size_; }
-  int32_t NumTotalBlocks() const { return static_cast<int32_t>(ref_counts_.size()); }
-  int32_t NumFreeBlocks() const { return static_cast<int32_t>(free_blocks_.size()); }
+  int32_t NumTotalBlocks() const { return device_.NumTotal(); }
+  int32_t NumFreeBlocks() const { return device_.NumFree(); }
   int32_t NumUsedBlocks() const { return NumTotalBlocks() - NumFreeBlocks(); }
   int32_t WatermarkBlocks() const { return watermark_blocks_; }
-  int32_t RefCount(int32_t block) const { return ref_counts_[block]; }
+  int32_t RefCount(int32_t block) const { return device_.RefCount(block); }
+  int32_t NumHostBlocks() const { return host_.NumTotal(); }
+  int32_t NumFreeHostBlocks() const { return host_.NumFree(); }
 
-  // Blocks needed to hold `num_tokens` tokens.
+  // Whether `num_tokens` cached tokens of one request fit in the pool at all, alone and
+  // above the watermark. A request that does not could never finish.
+  bool CanEverHold(int64_t num_tokens) const {
+    return BlocksFor(num_tokens) <= NumTotalBlocks() - watermark_blocks_;
+  }
+
+  // Room for `num_new_tokens` more tokens of a running request (its table then covers
+  // num_computed_tokens + num_new_tokens). True: allocated. False: no room, nothing
+  // changed. Inline fast path: most decode steps still fit in the last block.
+  bool AllocateSlots(Request& request, int32_t num_new_tokens) {
+    const int64_t tokens = int64_t{request.num_computed_tokens} + num_new_tokens;
+    const auto have = static_cast<int64_t>(request.block_table.size());
+    if (tokens <= have * block_size_) return true;
+    const int32_t needed = BlocksFor(tokens) - static_cast<int32_t>(have);
+    if (needed > NumFreeBlocks()) return false;
+    Grow(request, needed);
+    return true;
+  }
+
+  // Whether a waiting request could be admitted with room for `num_tokens` more tokens,
+  // the watermark kept free (a swapped-out request's blocks counted as coming back).
+  bool CanAdmit(const Request& request, int32_t num_tokens) const {
+    return NumFreeBlocks() - DeviceBlocksToAdmit(request, num_tokens) >= watermark_blocks_;
+  }
+  // Admits a waiting request when CanAdmit(request, num_reserved_tokens): brings a
+  // swapped-out request's blocks back (host -> device copies appended to `swap_in`) and
+  // allocates room for `num_new_tokens` (<= num_reserved_tokens). False: nothing changed.
+  bool Admit(Request& request, int32_t num_new_tokens, int32_t num_reserved_tokens,
+             std::vector<BlockCopy>& swap_in);
+
+  // Moves every block of a running request to the host (device -> host copies appended
+  // to `copies`); its computed tokens survive. False, with nothing changed, when the
+  // host pool lacks room. REQUIRES: the request's blocks are not shared.
+  bool SwapOut(Request& request, std::vector<BlockCopy>& copies);
+  bool IsSwappedOut(const Request& request) const {
+    return request.slot >= 0 && static_cast<size_t>(request.slot) < host_tables_.size() &&
+           host_tables_[static_cast<size_t>(request.slot)].swapped;
+  }
+  // Drops every block the request holds, on the device or, swapped out, on the host.
+  void Free(Request& request);
+
+ private:
+  struct HostTable {
+    bool swapped = false;
+    std::vector<int32_t> blocks;  // host block ids, token order
+  };
+
   int32_t BlocksFor(int64_t num_tokens) const {
     return static_cast<int32_t>((num_tokens + block_size_ - 1) / block_size_);
   }
-  // New blocks `request` needs so that its table covers num_computed_tokens + num_new.
-  // Inline fast path: most decode steps still fit in the last block (no division).
-  int32_t BlocksNeeded(const Request& request, int32_t num_new_tokens) const {
-    const int64_t tokens = int64_t{request.num_computed_tokens} + num_new_tokens;
-    const auto have = static_cast<int64_t>(request.block_table.size());
-    if (tokens <= have * block_size_) return 0;
-    return BlocksFor(tokens) - static_cast<int32_t>(have);
-  }
-
-  // Can `request` get the blocks for `num_new_tokens` more tokens? Admission (a request
-  // not yet running) must also leave the watermark free; growth may use it.
-  bool CanAllocate(const Request& request, int32_t num_new_tokens, bool admission) const {
-    const int32_t reserve = admission ? watermark_blocks_ : 0;
-    return NumFreeBlocks() - BlocksNeeded(request, num_new_tokens) >= reserve;
-  }
-  // Extends the block table. REQUIRES: CanAllocate(request, num_new_tokens, false).
-  void Allocate(Request& request, int32_t num_new_tokens) {
-    const int32_t needed = BlocksNeeded(request, num_new_tokens);
-    if (needed > 0) AllocateBlocks(request, needed);
-  }
-  // Makes `request` share `block` (a cached prefix block): ref count + 1.
-  void Share(Request& request, int32_t block);
-  // Drops the request's references; blocks whose count reaches 0 return to the free list
-  // (the host pool's, when the request is swapped out).
-  void Free(Request& request);
-
-  // Swap space. A swapped-out request's block table holds host block ids and
-  // request.kv_swapped is set; its num_computed_tokens are kept.
-  int32_t NumHostBlocks() const { return num_host_blocks_; }
-  int32_t NumFreeHostBlocks() const { return static_cast<int32_t>(free_host_blocks_.size()); }
-  bool CanSwapOut(const Request& request) const;
-  // Moves every block of `request` to the host, appending device->host copies.
-  // REQUIRES: CanSwapOut(request); the request's blocks are not shared.
-  void SwapOut(Request& request, std::vector<BlockCopy>& copies);
-  // Can `request` come back and then grow by `num_new_tokens`? (Admission: keeps the
-  // watermark.)
-  bool CanSwapIn(const Request& request, int32_t num_new_tokens) const;
-  // Moves every block of a swapped-out request back to the device, appending
-  // host->device copies. REQUIRES: CanSwapIn(request, 0).
-  void SwapIn(Request& request, std::vector<BlockCopy>& copies);
-
- private:
-  void AllocateBlocks(Request& request, int32_t count);
+  // Device blocks that admitting `request` with room for `num_tokens` more takes.
+  int32_t DeviceBlocksToAdmit(const Request& request, int32_t num_tokens) const;
+  void Grow(Request& request, int32_t count);
+  HostTable& HostTableOf(const Request& request);
 
   int32_t block_size_;
   int32_t watermark_blocks_;
-  std::vector<int32_t> ref_counts_;
-  std::vector<int32_t> free_blocks_;  // a stack: the most recently freed block is reused first
-  int32_t num_host_blocks_;
-  std::vector<int32_t> free_host_blocks_;  // a stack, like free_blocks_
+  BlockPool device_;
+  BlockPool host_;
+  std::vector<HostTable> host_tables_;  // by Request::slot; grown on the first swap
 };
 
 }  // namespace servelab

@@ -30,7 +30,8 @@ enum class RejectReason : uint8_t {
 std::string_view RejectReasonName(RejectReason reason);
 
 // Field order is deliberate: the scheduler touches the first cache line of every running
-// request every iteration, so the per-step progress fields come first.
+// request every iteration, so the per-step progress fields come first. No field belongs
+// to a policy: a policy keeps what its rule needs itself, by `slot`.
 struct alignas(64) Request {
   // --- Hot: read and written every iteration by the Scheduler. ---
   int32_t prompt_len = 0;         // input tokens, >= 1
@@ -39,17 +40,16 @@ struct alignas(64) Request {
   int32_t num_generated = 0;        // output tokens sampled so far
   RequestState state = RequestState::kWaiting;
   bool stopped_early = false;       // the engine sampled EOS before target_output_len
-  bool kv_swapped = false;  // preempted by swap: block_table holds HOST block ids
-  // Scratch a Policy may use (one policy owns a request at a time); hot because policies
-  // that account per step (MLFQ's attained service) touch it for every running request.
-  int32_t policy_level = 0;
-  std::vector<int32_t> block_table;  // KV block ids, owned by KvCacheManager's accounting
+  // Dense within its replica, from acceptance (Scheduler::AddRequest) until it finishes,
+  // then reused: policies and the KV manager index their per-request state by it. -1
+  // before acceptance.
+  int32_t slot = -1;
+  int32_t client = 0;  // index into the experiment's clients (fairness policies charge by it)
+  std::vector<int32_t> block_table;  // device KV block ids, token order (KvCacheManager's)
   TimeNs last_token = kNever;
-  double policy_score = 0.0;
 
   // --- What the workload says (immutable after arrival). ---
   int64_t id = 0;
-  int32_t client = 0;           // index into the experiment's clients
   int32_t priority = 0;         // lower value = more urgent
   TimeNs arrival = 0;
   // Optional prefix identity: one hash per `prefix_block_tokens` prompt tokens
@@ -63,12 +63,8 @@ struct alignas(64) Request {
   int32_t num_recomputed_tokens = 0;  // tokens prefilled again after recompute preemption
   int32_t replica = -1;
   TimeNs first_scheduled = kNever;  // first admitted into a batch
-  TimeNs finish = kNever;
-
-  // --- More policy scratch (see policy_level, policy_score above). ---
-  int64_t policy_seq = 0;
   TimeNs first_token = kNever;
-  int32_t padding_steps = 0;  // static batching: steps spent as padding after finishing
+  TimeNs finish = kNever;
 
   int32_t NumTokens() const { return prompt_len + num_generated; }
   int32_t NumTokensToCompute() const { return NumTokens() - num_computed_tokens; }

@@ -8,7 +8,11 @@ namespace servelab {
 
 Scheduler::Scheduler(const SchedulerConfig& config, int32_t max_model_len,
                      std::unique_ptr<Policy> policy, KvCacheManager* kv)
-    : config_(config), max_model_len_(max_model_len), policy_(std::move(policy)), kv_(kv) {
+    : config_(config),
+      max_model_len_(max_model_len),
+      policy_(std::move(policy)),
+      kv_(kv),
+      batching_(MakeBatchFormation(config.batching)) {
   SERVELAB_CHECK(policy_ != nullptr && kv_ != nullptr);
   SERVELAB_CHECK(kv_->BlockSize() == config_.block_size);
   if (config_.has_sla_control) {
@@ -23,13 +27,12 @@ Scheduler::Scheduler(const SchedulerConfig& config, int32_t max_model_len,
 bool Scheduler::AddRequest(Request& request, TimeNs now) {
   SERVELAB_CHECK(request.prompt_len >= 1 && request.target_output_len >= 1);
   const int64_t total = int64_t{request.prompt_len} + request.target_output_len;
-  // The last sampled token's KV is never computed, hence total - 1 cached tokens at most.
-  const int32_t max_blocks = kv_->BlocksFor(total - 1);
   RejectReason reason = RejectReason::kNone;
   if (total > max_model_len_) {
     reason = RejectReason::kExceedsContextWindow;
-  } else if (max_blocks > kv_->NumTotalBlocks() - kv_->WatermarkBlocks()) {
-    // Even alone it could not hold all its tokens: it would be preempted forever.
+  } else if (!kv_->CanEverHold(total - 1)) {
+    // The last sampled token's KV is never computed, hence total - 1 cached tokens at
+    // most; even alone it could not hold them: it would be preempted forever.
     reason = RejectReason::kExceedsKvCapacity;
   } else if (!config_.chunked_prefill && request.prompt_len > config_.max_num_batched_tokens) {
     reason = RejectReason::kExceedsTokenBudget;
@@ -39,6 +42,12 @@ bool Scheduler::AddRequest(Request& request, TimeNs now) {
     request.reject_reason = reason;
     request.finish = now;
     return false;
+  }
+  if (free_slots_.empty()) {
+    request.slot = num_slots_++;
+  } else {
+    request.slot = free_slots_.back();
+    free_slots_.pop_back();
   }
   request.state = RequestState::kWaiting;
   tokens_pending_ += total;
@@ -62,14 +71,12 @@ const StepPlan& Scheduler::Schedule(TimeNs now) {
   preempted_this_step_ = 0;
   memory_preemption_this_step_ = false;
   int32_t budget = TokenBudgetLimit();
-  if (config_.batching == Batching::kContinuous) PreemptForWaiting(now, budget);
+  if (batching_->Displaces()) PreemptForWaiting(now, budget);
   ScheduleRunning(now, budget);
-  for (Request* r : padding_) AddPadding(*r);
-  // As vLLM: no admission in a step that had to preempt for memory.
-  const bool may_admit = config_.batching == Batching::kContinuous
-                             ? !memory_preemption_this_step_
-                             : running_.empty() && padding_.empty();
-  if (may_admit) AdmitWaiting(now, budget);
+  batching_->AddPadding(plan_);
+  if (batching_->AdmissionOpen(NumRunning(), memory_preemption_this_step_)) {
+    AdmitWaiting(now, budget);
+  }
   preempted_last_step_ = preempted_this_step_;
   FinishPlan();
   return plan_;
@@ -97,9 +104,7 @@ void Scheduler::PreemptForWaiting(TimeNs now, int32_t budget) {
     if (waiting == nullptr) return;
     const int32_t n = std::max(1, std::min(waiting->NumTokensToCompute(), budget));
     const bool has_slot = static_cast<int32_t>(running_.size()) < NumSeqsLimit();
-    const bool has_blocks = waiting->kv_swapped ? kv_->CanSwapIn(*waiting, n)
-                                                : kv_->CanAllocate(*waiting, n, true);
-    if (has_slot && has_blocks) return;  // it will be admitted without displacing anyone
+    if (has_slot && kv_->CanAdmit(*waiting, n)) return;  // it will join without displacing
     Request* victim = policy_->PickVictim(running_, now);
     if (victim == nullptr || !policy_->ShouldPreemptFor(*waiting, *victim)) return;
     Preempt(*victim, now);
@@ -119,11 +124,10 @@ void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget_out) {
       continue;
     }
     // Fast path (most decode steps): the request's last block still has room.
-    int32_t needed = kv_->BlocksNeeded(r, n);
-    if (needed > kv_->NumFreeBlocks()) {
+    if (!kv_->AllocateSlots(r, n)) {
       bool preempted_self = false;
       bool stalled = false;
-      while (needed > kv_->NumFreeBlocks()) {
+      do {
         // Victims come from the requests not yet scheduled in this step (r included).
         std::span<Request* const> candidates(running_.data() + i, running_.size() - i);
         Request* victim = policy_->PickVictim(candidates, now);
@@ -138,14 +142,13 @@ void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget_out) {
         memory_preemption_this_step_ = true;
         Preempt(*victim, now);
         if (preempted_self) break;
-      }
+      } while (!kv_->AllocateSlots(r, n));
       if (preempted_self) continue;  // running_[i] is now the next request
       if (stalled) {
         ++i;
         continue;
       }
     }
-    kv_->Allocate(r, n);
     AddToPlan(r, n);
     budget -= n;
     ++i;
@@ -160,7 +163,7 @@ void Scheduler::AdmitWaiting(TimeNs now, int32_t& budget) {
     if (r == nullptr) break;
     int32_t n = r->NumTokensToCompute();
     const bool may_chunk =
-        config_.batching == Batching::kContinuous && (config_.chunked_prefill || r->num_generated > 0);
+        batching_->ChunksAdmissions() && (config_.chunked_prefill || r->num_generated > 0);
     if (n > budget) {
       if (!may_chunk) break;
       n = budget;
@@ -168,18 +171,11 @@ void Scheduler::AdmitWaiting(TimeNs now, int32_t& budget) {
     // Admission asks for room for the request's whole remaining prefill, though only this
     // step's chunk is allocated: admitting a prompt whose later chunks cannot fit only
     // has it preempted by its own next chunk, again and again (recompute thrashing).
-    const int32_t whole = r->NumTokensToCompute();
-    if (r->kv_swapped) {
-      if (!kv_->CanSwapIn(*r, whole)) break;
-      kv_->SwapIn(*r, plan_.swap_in);
-    } else if (!kv_->CanAllocate(*r, whole, /*admission=*/true)) {
-      break;
-    }
+    if (!kv_->Admit(*r, n, r->NumTokensToCompute(), plan_.swap_in)) break;
     policy_->Admitted(*r, now);
     r->state = RequestState::kRunning;
     if (r->first_scheduled == kNever) r->first_scheduled = now;
     running_.push_back(r);
-    kv_->Allocate(*r, n);
     AddToPlan(*r, n);
     budget -= n;
   }
@@ -189,9 +185,9 @@ void Scheduler::Preempt(Request& victim, TimeNs now) {
   auto it = std::find(running_.begin(), running_.end(), &victim);
   SERVELAB_CHECK(it != running_.end());
   running_.erase(it);
-  if (config_.preemption == PreemptionMode::kSwap && kv_->CanSwapOut(victim)) {
-    kv_->SwapOut(victim, plan_.swap_out);  // its computed tokens survive on the host
-  } else {
+  // Swap keeps its computed tokens on the host; otherwise (or when the host is full)
+  // they are recomputed.
+  if (config_.preemption != PreemptionMode::kSwap || !kv_->SwapOut(victim, plan_.swap_out)) {
     victim.num_recomputed_tokens += victim.num_computed_tokens;
     kv_->Free(victim);
     victim.num_computed_tokens = 0;
@@ -202,23 +198,13 @@ void Scheduler::Preempt(Request& victim, TimeNs now) {
   policy_->Enqueue(victim, now);
 }
 
-void Scheduler::AddPadding(Request& request) {
-  ScheduledRequest& s = plan_.seqs.emplace_back();
-  s.request = &request;
-  s.num_new_tokens = 1;
-  s.num_computed_tokens = request.NumTokens() - 1 + request.padding_steps;
-  s.is_padding = true;
-}
-
 std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end) {
   finished_.clear();
   size_t sampled = 0;
+  bool any_done = false;
   for (const ScheduledRequest& s : plan_.seqs) {
+    if (s.is_padding) continue;
     Request& r = *s.request;
-    if (s.is_padding) {
-      r.padding_steps += 1;
-      continue;
-    }
     r.num_computed_tokens += s.num_new_tokens;
     if (!s.emits_token) continue;
     r.num_generated += 1;
@@ -233,26 +219,12 @@ std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end
     }
     ++sampled;
     if (!IsDone(r)) continue;
-    if (config_.batching == Batching::kContinuous) {
-      Finish(r, end);
-    } else {
-      // Static batching: the member stays in the batch as padding until the batch ends;
-      // its blocks are released now (a paged cache has no use for them).
-      kv_->Free(r);
-      padding_.push_back(&r);
-    }
+    any_done = true;
+    kv_->Free(r);
+    if (batching_->Leaves(r)) Finish(r, end);
   }
-  if (!finished_.empty() || config_.batching == Batching::kStatic) {
-    std::erase_if(running_, [this](const Request* r) {
-      return r->state == RequestState::kFinished ||
-             (config_.batching == Batching::kStatic && IsDone(*r));
-    });
-  }
-  if (config_.batching == Batching::kStatic && running_.empty() && !padding_.empty()) {
-    // The whole batch is done: every member's response returns now.
-    for (Request* r : padding_) Finish(*r, end);
-    padding_.clear();
-  }
+  if (any_done) std::erase_if(running_, [this](const Request* r) { return IsDone(*r); });
+  for (Request* r : batching_->Release(NumRunning())) Finish(*r, end);
   if (sla_) sla_->OnStep(end - plan_.start, plan_.num_decode_tokens);
   policy_->OnStepDone(plan_, result, end);
   return finished_;
@@ -263,6 +235,7 @@ void Scheduler::Finish(Request& request, TimeNs end) {
   request.finish = end;
   kv_->Free(request);
   tokens_pending_ -= int64_t{request.prompt_len} + request.target_output_len;
+  free_slots_.push_back(request.slot);
   finished_.push_back(&request);
 }
 

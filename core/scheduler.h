@@ -12,7 +12,9 @@
 //
 // There is no prefill phase and no decode phase: each running request computes
 // NumTokensToCompute() tokens (capped by the budget) and samples a token when it
-// catches up. One iteration is
+// catches up. The scheduler never counts KV blocks: it asks the KvCacheManager for room
+// for tokens. How batches form (continuous or static) is a BatchFormation it consults.
+// One iteration is
 //     const StepPlan& plan = scheduler.Schedule(now);   // allocates, may preempt
 //     StepResult result = backend.Execute(plan);
 //     auto finished = scheduler.Commit(result, now + result.elapsed);
@@ -21,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "core/batch_formation.h"
 #include "core/kv_cache_manager.h"
 #include "core/policy.h"
 #include "core/request.h"
@@ -39,7 +42,8 @@ class Scheduler {
             KvCacheManager* kv);
 
   // An arriving request. Returns false, with request.state = kRejected and a reason,
-  // when it can never be served here; otherwise it waits in the policy's queue.
+  // when it can never be served here; otherwise it gets a slot (Request::slot, dense in
+  // this replica, reused after it finishes) and waits in the policy's queue.
   bool AddRequest(Request& request, TimeNs now);
 
   // The next iteration's batch. Allocates its KV blocks; preempts (policy's victim)
@@ -52,7 +56,7 @@ class Scheduler {
   std::span<Request* const> Commit(const StepResult& result, TimeNs end);
 
   bool HasWork() const {
-    return !running_.empty() || !padding_.empty() || policy_->NumWaiting() > 0;
+    return !running_.empty() || batching_->Holds() || policy_->NumWaiting() > 0;
   }
   int32_t NumRunning() const { return static_cast<int32_t>(running_.size()); }
   int32_t NumWaiting() const { return static_cast<int32_t>(policy_->NumWaiting()); }
@@ -60,10 +64,8 @@ class Scheduler {
   // The limits in force this step (the SLA controller moves them below the config).
   int32_t NumSeqsLimit() const;
   int32_t TokenBudgetLimit() const;
-  const SlaController* Sla() const { return sla_.get(); }
   // Prompt + output tokens of requests accepted and not yet finished (for routers).
   int64_t TokensPending() const { return tokens_pending_; }
-  std::span<Request* const> Running() const { return running_; }
   // The plan the last Schedule() returned (until the next Schedule()).
   const StepPlan& LastPlan() const { return plan_; }
   const KvCacheManager& Kv() const { return *kv_; }
@@ -85,7 +87,6 @@ class Scheduler {
   }
   // Fills the plan's token counters from its seqs.
   void FinishPlan();
-  void AddPadding(Request& request);
   void Finish(Request& request, TimeNs end);
   bool IsDone(const Request& request) const {
     return request.num_generated >= request.target_output_len || request.stopped_early;
@@ -95,10 +96,12 @@ class Scheduler {
   int32_t max_model_len_;
   std::unique_ptr<Policy> policy_;
   KvCacheManager* kv_;
+  std::unique_ptr<BatchFormation> batching_;
   std::unique_ptr<SlaController> sla_;  // null unless config.has_sla_control
   std::vector<Request*> running_;  // admission order; excludes static-batch padding
-  std::vector<Request*> padding_;  // static batching: finished members still in the batch
   std::vector<Request*> finished_;
+  std::vector<int32_t> free_slots_;  // a stack of slots given back by finished requests
+  int32_t num_slots_ = 0;            // slots ever handed out
   StepPlan plan_;
   int32_t preempted_this_step_ = 0;
   bool memory_preemption_this_step_ = false;

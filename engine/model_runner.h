@@ -48,9 +48,9 @@ class ModelRunner {
 
   // One step. `logits` is resized to [plan's emitting seqs, vocab_size], f32, rows in plan
   // order. REQUIRES: every non-padding seq's request has at least num_computed_tokens +
-  // num_new_tokens ids in `tokens`, ids in [0, vocab), a device block table covering its
-  // context (kv_swapped false). Errors: a runtime failure (CUDA) or a context the model
-  // cannot attend to (beyond a sliding window, which is not implemented).
+  // num_new_tokens ids in `tokens`, ids in [0, vocab), a block table covering its context.
+  // Errors: a runtime failure (CUDA) or a context the model cannot attend to (beyond a
+  // sliding window, which is not implemented).
   virtual Status Execute(const StepPlan& plan, const TokenStore& tokens,
                          std::vector<float>& logits) = 0;
 

@@ -33,7 +33,7 @@ void StepPack::Build(const StepPlan& plan, const TokenStore& tokens, int32_t blo
     const Request& r = *s.request;
     const int32_t context = s.ContextLen();
     const auto blocks = static_cast<size_t>((context + block_size - 1) / block_size);
-    SERVELAB_CHECK_MSG(!r.kv_swapped && r.block_table.size() >= blocks,
+    SERVELAB_CHECK_MSG(r.block_table.size() >= blocks,
                        "request " + std::to_string(r.id) + ": block table does not cover " +
                            std::to_string(context) + " tokens");
     const std::span<const int32_t> ids = tokens.Tokens(r.id);

@@ -36,8 +36,7 @@ struct StepPack {
 
   // Packs `plan`'s non-padding seqs in plan order, reading input ids from `tokens`. The
   // block table rows are max(max_blocks, min_stride) entries apart. CHECKs that each
-  // seq's request has a device block table covering its context (kv_swapped false) and
-  // the ids the step reads.
+  // seq's request has a block table covering its context and the ids the step reads.
   void Build(const StepPlan& plan, const TokenStore& tokens, int32_t block_size,
              int32_t min_stride = 0);
 };

@@ -9,14 +9,14 @@ namespace servelab {
 namespace {
 
 // The waiting order's primary key for an unpromoted request: smaller goes first.
-double RankKey(LengthRule rule, const Request& r) {
+double RankKey(LengthRule rule, double predicted, const Request& r) {
   switch (rule) {
     case LengthRule::kSjf:
-      return r.policy_score;
+      return predicted;
     case LengthRule::kSrpt:
-      return LengthPolicy::PredictedRemaining(r);
+      return std::max(1.0, predicted - r.num_generated);
     case LengthRule::kLof:
-      return -r.policy_score;
+      return -predicted;
   }
   return 0.0;
 }
@@ -24,10 +24,13 @@ double RankKey(LengthRule rule, const Request& r) {
 }  // namespace
 
 bool LengthPolicy::Before::operator()(const Request* a, const Request* b) const {
-  if (a->policy_level != b->policy_level) return a->policy_level > b->policy_level;
-  if (a->policy_level > 0) return a->policy_seq < b->policy_seq;  // promoted: FIFO
-  const double ka = RankKey(rule, *a);
-  const double kb = RankKey(rule, *b);
+  const State& sa = policy->StateOf(*a);
+  const State& sb = policy->StateOf(*b);
+  if (sa.promoted != sb.promoted) return sa.promoted;
+  if (sa.promoted) return sa.seq < sb.seq;  // promoted: FIFO
+  const LengthRule rule = policy->options_.rule;
+  const double ka = RankKey(rule, sa.predicted, *a);
+  const double kb = RankKey(rule, sb.predicted, *b);
   return std::tie(ka, a->arrival, a->id) < std::tie(kb, b->arrival, b->id);
 }
 
@@ -35,7 +38,7 @@ LengthPolicy::LengthPolicy(const LengthPolicyOptions& options, uint64_t seed)
     : options_(options),
       predictor_(options.rule == LengthRule::kLof ? LengthPredictorConfig{} : options.predictor,
                  seed),
-      waiting_(Before{options.rule}) {
+      waiting_(Before{this}) {
   SERVELAB_CHECK(options_.starvation_iters >= 0);
 }
 
@@ -51,22 +54,23 @@ std::string_view LengthPolicy::Name() const {
   return "?";
 }
 
-double LengthPolicy::PredictedRemaining(const Request& request) {
-  return std::max(1.0, request.policy_score - request.num_generated);
+double LengthPolicy::PredictedRemaining(const Request& request) const {
+  return std::max(1.0, StateOf(request).predicted - request.num_generated);
 }
 
 void LengthPolicy::Enqueue(Request& request, TimeNs /*now*/) {
+  State& state = StateOf(request);
   // The prediction is drawn once; a preempted request comes back with it. (It is a
   // pure function of seed and request, so drawing again would give the same value.)
-  if (request.state != RequestState::kPreempted || request.policy_score <= 0.0) {
-    request.policy_score = predictor_.Predict(request);
+  if (request.state != RequestState::kPreempted || state.predicted <= 0.0) {
+    state.predicted = predictor_.Predict(request);
   }
-  request.policy_level = 0;
-  request.policy_seq = next_seq_++;
+  state.promoted = false;
+  state.seq = next_seq_++;
   const bool inserted = waiting_.insert(&request).second;
   SERVELAB_CHECK_MSG(inserted, "request enqueued twice");
   if (options_.starvation_iters > 0) {
-    unpromoted_.emplace(request.policy_seq, Waiter{&request, iters_});
+    unpromoted_.emplace(state.seq, Waiter{&request, iters_});
   }
 }
 
@@ -77,10 +81,9 @@ Request* LengthPolicy::Peek(TimeNs /*now*/) {
 void LengthPolicy::Admitted(Request& request, TimeNs /*now*/) {
   SERVELAB_CHECK(!waiting_.empty() && *waiting_.begin() == &request);
   waiting_.erase(waiting_.begin());
-  if (request.policy_level == 0 && options_.starvation_iters > 0) {
-    unpromoted_.erase(request.policy_seq);
-  }
-  request.policy_level = 0;
+  State& state = StateOf(request);
+  if (!state.promoted && options_.starvation_iters > 0) unpromoted_.erase(state.seq);
+  state.promoted = false;
 }
 
 Request* LengthPolicy::PickVictim(std::span<Request* const> running, TimeNs /*now*/) {
@@ -118,9 +121,10 @@ void LengthPolicy::OnStepDone(const StepPlan& /*plan*/, const StepResult& /*resu
     if (iters_ - it->second.enqueued_iter < options_.starvation_iters) break;
     Request& r = *it->second.request;
     unpromoted_.erase(it);
-    waiting_.erase(&r);  // before its key fields change
-    r.policy_level = 1;
-    r.policy_seq = next_seq_++;
+    waiting_.erase(&r);  // before its key changes
+    State& state = StateOf(r);
+    state.promoted = true;
+    state.seq = next_seq_++;
     waiting_.insert(&r);
   }
 }

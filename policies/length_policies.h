@@ -31,11 +31,12 @@
 // Cost: an ordered set for the queue and, with the starvation guard, a map in enqueue
 // order: O(log n) per Enqueue / Admitted / promotion, O(1) Peek.
 //
-// Request scratch: policy_score = predicted total output tokens; policy_level = 1 while
-// promoted, else 0; policy_seq = enqueue (or promotion) sequence number.
+// State per request (by Request::slot, kept here): its predicted total output tokens,
+// whether it is promoted, its enqueue (or promotion) sequence number.
 #include <map>
 #include <memory>
 #include <set>
+#include <vector>
 
 #include "core/fields.h"
 #include "core/policy.h"
@@ -68,14 +69,32 @@ class LengthPolicy final : public Policy {
   void OnStepDone(const StepPlan& plan, const StepResult& result, TimeNs now) override;
   size_t NumWaiting() const override { return waiting_.size(); }
 
-  // max(1, predicted total - num_generated). REQUIRES: the request was enqueued here.
-  static double PredictedRemaining(const Request& request);
+  // The predicted total output tokens, and max(1, predicted total - num_generated).
+  // REQUIRES: the request was enqueued here.
+  double Predicted(const Request& request) const { return StateOf(request).predicted; }
+  double PredictedRemaining(const Request& request) const;
+  bool IsPromoted(const Request& request) const { return StateOf(request).promoted; }
 
  private:
-  // Strict weak order of the waiting set; reads fields that stay fixed while a request
-  // waits (erase before changing them).
+  struct State {
+    double predicted = 0.0;  // total output tokens; 0 = not drawn yet
+    bool promoted = false;   // by the starvation guard
+    int64_t seq = 0;         // enqueue (or promotion) sequence number
+  };
+  State& StateOf(const Request& request) {
+    SERVELAB_CHECK(request.slot >= 0);
+    const auto slot = static_cast<size_t>(request.slot);
+    if (slot >= states_.size()) states_.resize(slot + 1);
+    return states_[slot];
+  }
+  const State& StateOf(const Request& request) const {
+    SERVELAB_CHECK(request.slot >= 0 && static_cast<size_t>(request.slot) < states_.size());
+    return states_[static_cast<size_t>(request.slot)];
+  }
+  // Strict weak order of the waiting set; reads state that stays fixed while a request
+  // waits (erase before changing it).
   struct Before {
-    LengthRule rule;
+    const LengthPolicy* policy;
     bool operator()(const Request* a, const Request* b) const;
   };
   struct Waiter {
@@ -85,8 +104,9 @@ class LengthPolicy final : public Policy {
 
   LengthPolicyOptions options_;
   LengthPredictor predictor_;
+  std::vector<State> states_;  // by Request::slot
   std::set<Request*, Before> waiting_;
-  std::map<int64_t, Waiter> unpromoted_;  // by policy_seq; only with the guard on
+  std::map<int64_t, Waiter> unpromoted_;  // by State::seq; only with the guard on
   int64_t next_seq_ = 0;
   int64_t iters_ = 0;  // OnStepDone calls so far
 };

@@ -47,20 +47,20 @@ int32_t MlfqPolicy::SkipJoinLevel(int32_t prompt_len) const {
   return last;
 }
 
-void MlfqPolicy::Push(Request& request) {
-  const int32_t l = request.policy_level;
-  queues_[l].push_back(&request);
-  nonempty_ |= uint64_t{1} << l;
+void MlfqPolicy::Push(Request& request, int32_t level) {
+  queues_[level].push_back(&request);
+  nonempty_ |= uint64_t{1} << level;
 }
 
 void MlfqPolicy::Enqueue(Request& request, TimeNs now) {
+  State& state = StateOf(request);
   if (request.state != RequestState::kPreempted) {
-    request.policy_level = SkipJoinLevel(request.prompt_len);
-    request.policy_score = 0.0;
+    state.level = SkipJoinLevel(request.prompt_len);
+    state.service_ns = 0.0;
   }
-  SERVELAB_CHECK(request.policy_level >= 0 && request.policy_level < NumLevels());
-  request.policy_seq = now;
-  Push(request);
+  SERVELAB_CHECK(state.level >= 0 && state.level < NumLevels());
+  state.waiting_since = now;
+  Push(request, state.level);
   ++num_waiting_;
 }
 
@@ -70,7 +70,7 @@ Request* MlfqPolicy::Peek(TimeNs /*now*/) {
 }
 
 void MlfqPolicy::Admitted(Request& request, TimeNs /*now*/) {
-  const int32_t l = request.policy_level;
+  const int32_t l = StateOf(request).level;
   SERVELAB_CHECK(l >= 0 && l < NumLevels());
   std::deque<Request*>& queue = queues_[l];
   SERVELAB_CHECK(!queue.empty() && queue.front() == &request);
@@ -81,26 +81,31 @@ void MlfqPolicy::Admitted(Request& request, TimeNs /*now*/) {
 
 Request* MlfqPolicy::PickVictim(std::span<Request* const> running, TimeNs /*now*/) {
   Request* victim = nullptr;
+  int32_t victim_level = -1;
   for (Request* r : running) {
     // ">=": within the least urgent level, the latest admitted.
-    if (victim == nullptr || r->policy_level >= victim->policy_level) victim = r;
+    const int32_t level = StateOf(*r).level;
+    if (level >= victim_level) {
+      victim = r;
+      victim_level = level;
+    }
   }
   return victim;
 }
 
 bool MlfqPolicy::ShouldPreemptFor(const Request& waiting, const Request& running) const {
-  return waiting.policy_level < running.policy_level;
+  return StateOf(waiting).level < StateOf(running).level;
 }
 
 void MlfqPolicy::OnStepDone(const StepPlan& plan, const StepResult& result, TimeNs now) {
   const int32_t last = NumLevels() - 1;
   for (const ScheduledRequest& s : plan.seqs) {
     if (s.is_padding) continue;
-    Request& r = *s.request;
-    r.policy_score += static_cast<double>(result.elapsed);
-    if (r.policy_level < last && r.policy_score > static_cast<double>(quantum_ns_[r.policy_level])) {
-      r.policy_level += 1;
-      r.policy_score = 0.0;
+    State& state = states_[static_cast<size_t>(s.request->slot)];  // enqueued, hence sized
+    state.service_ns += static_cast<double>(result.elapsed);
+    if (state.level < last && state.service_ns > static_cast<double>(quantum_ns_[state.level])) {
+      state.level += 1;
+      state.service_ns = 0.0;
     }
   }
   PromoteStarved(now);
@@ -110,12 +115,13 @@ void MlfqPolicy::PromoteStarved(TimeNs now) {
   if (starvation_ns_ == 0) return;
   for (int32_t l = 1; l < NumLevels(); ++l) {
     std::deque<Request*>& queue = queues_[l];
-    while (!queue.empty() && now - queue.front()->policy_seq > starvation_ns_) {
+    while (!queue.empty() && now - StateOf(*queue.front()).waiting_since > starvation_ns_) {
       Request& r = *queue.front();
       queue.pop_front();
-      r.policy_level = 0;
-      r.policy_score = 0.0;
-      Push(r);
+      State& state = StateOf(r);
+      state.level = 0;
+      state.service_ns = 0.0;
+      Push(r, 0);
     }
     if (queue.empty()) nonempty_ &= ~(uint64_t{1} << l);
   }

@@ -8,10 +8,10 @@
 //   - Skip-join: an arriving request joins the most urgent level whose quantum is >= its
 //     predicted prefill time (its first iteration), skipping the levels above, which it
 //     would leave after one iteration anyway; the last level if none is long enough.
-//   - Demotion: a request's attained service in its level (policy_score, ns) grows by
+//   - Demotion: a request's attained service in its level (ns) grows by
 //     StepResult::elapsed for every step it was scheduled in (its share of the batch is
 //     the whole step: it waits for the step either way). Once that service exceeds the
-//     level's quantum it moves one level down (it keeps running; only policy_level
+//     level's quantum it moves one level down (it keeps running; only its level
 //     changes) and its service restarts from 0.
 //   - Starvation: a waiting request that has waited longer than starvation_s since it
 //     arrived or was last preempted (the last time it ran) moves to level 0 with its
@@ -58,8 +58,8 @@
 //                         cost-model estimate. 0.05 ms/token ~ 2 * 7e9 FLOP per token at
 //                         ~280 TFLOP/s (a 7B model on an A100 at high utilisation).
 //
-// Request scratch: policy_level = level; policy_score = ns of service in that level;
-// policy_seq = time (ns) it started waiting (arrival or preemption).
+// State per request (by Request::slot, kept here): its level, its service in that level,
+// the time it started waiting (arrival or preemption).
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -97,6 +97,9 @@ class MlfqPolicy final : public Policy {
   size_t NumWaiting() const override { return num_waiting_; }
 
   int32_t NumLevels() const { return static_cast<int32_t>(queues_.size()); }
+  // A request's level and its attained service there (ns). REQUIRES: it was enqueued.
+  int32_t LevelOf(const Request& request) const { return StateOf(request).level; }
+  double ServiceOf(const Request& request) const { return StateOf(request).service_ns; }
   // Level's quantum in ns; the last level's is std::numeric_limits<TimeNs>::max().
   TimeNs QuantumNs(int32_t level) const { return quantum_ns_[level]; }
   // The level an arriving request with this prompt joins.
@@ -104,8 +107,25 @@ class MlfqPolicy final : public Policy {
   size_t NumWaitingAt(int32_t level) const { return queues_[level].size(); }
 
  private:
-  void Push(Request& request);
+  struct State {
+    int32_t level = 0;
+    double service_ns = 0.0;       // attained in its current level
+    TimeNs waiting_since = 0;      // arrival or latest preemption
+  };
+  State& StateOf(const Request& request) {
+    const auto slot = static_cast<size_t>(request.slot);
+    SERVELAB_CHECK(request.slot >= 0);
+    if (slot >= states_.size()) states_.resize(slot + 1);
+    return states_[slot];
+  }
+  const State& StateOf(const Request& request) const {
+    SERVELAB_CHECK(request.slot >= 0 && static_cast<size_t>(request.slot) < states_.size());
+    return states_[static_cast<size_t>(request.slot)];
+  }
+  void Push(Request& request, int32_t level);
   void PromoteStarved(TimeNs now);
+
+  std::vector<State> states_;                  // by Request::slot
 
   std::vector<TimeNs> quantum_ns_;             // per level
   std::vector<std::deque<Request*>> queues_;   // per level, FIFO

@@ -52,9 +52,6 @@ void VtcPolicy::Lift(int32_t client) {
 void VtcPolicy::Enqueue(Request& request, TimeNs /*now*/) {
   const int32_t c = request.client;
   EnsureClient(c);
-  // The client, copied into the request's hot scratch: per-step charging reads it for
-  // every running request, and `client` lives on the request's cold cache line.
-  request.policy_level = c;
   if (queues_[c].empty()) Lift(c);
   if (request.state == RequestState::kPreempted) {
     queues_[c].push_front(&request);
@@ -91,15 +88,15 @@ void VtcPolicy::Admitted(Request& request, TimeNs /*now*/) {
 Request* VtcPolicy::PickVictim(std::span<Request* const> running, TimeNs /*now*/) {
   Request* victim = nullptr;
   for (Request* r : running) {
-    EnsureClient(r->policy_level);
+    EnsureClient(r->client);
     if (victim == nullptr) {
       victim = r;
       continue;
     }
-    const double c = counters_[r->policy_level];
-    const double v = counters_[victim->policy_level];
+    const double c = counters_[r->client];
+    const double v = counters_[victim->client];
     // ">=": among equals, the later candidate (later admitted, or higher client index).
-    if (c > v || (c == v && r->policy_level >= victim->policy_level)) victim = r;
+    if (c > v || (c == v && r->client >= victim->client)) victim = r;
   }
   return victim;
 }
@@ -115,7 +112,7 @@ void VtcPolicy::OnStepDone(const StepPlan& plan, const StepResult& /*result*/, T
   for (size_t i = 0; i < seqs.size(); ++i) {
     const ScheduledRequest& s = seqs[i];
     if (!s.emits_token || s.is_padding) continue;
-    const auto c = static_cast<size_t>(s.request->policy_level);  // the client (see Enqueue)
+    const auto c = static_cast<size_t>(s.request->client);  // on the request's hot line
     SERVELAB_CHECK(c < n);  // Enqueue made room for every client that can be running
     ++step_tokens_[(i % kChargeLanes) * n + c];
   }

@@ -44,8 +44,7 @@
 // Cost: Peek and the lift scan the clients, O(#clients); Enqueue, Admitted are O(1) plus
 // the lift; OnStepDone is O(batch); PickVictim is O(#candidates).
 //
-// Request scratch: policy_level = the request's client, set in Enqueue, so the per-step
-// charge reads the request's hot cache line only (Request::client is on a cold one).
+// The per-step charge reads Request::client, which sits on the request's hot cache line.
 #include <cstdint>
 #include <deque>
 #include <memory>

@@ -245,7 +245,8 @@ TEST(SchedulerTest, SwapPreemptionMovesBlocksOutAndBackWithoutRecompute) {
   ASSERT_EQ(s4.swap_out.size(), 2u);
   EXPECT_EQ(s4.swap_out[0].src, b_blocks[0]);
   EXPECT_EQ(s4.swap_out[1].src, b_blocks[1]);
-  EXPECT_TRUE(b.kv_swapped);
+  EXPECT_TRUE(kv.IsSwappedOut(b));
+  EXPECT_TRUE(b.block_table.empty()) << "host ids stay in the KV manager";
   EXPECT_EQ(b.num_computed_tokens, 4) << "swap keeps the computed KV";
   EXPECT_EQ(b.num_recomputed_tokens, 0);
   EXPECT_EQ(b.num_preemptions, 1);
@@ -258,7 +259,7 @@ TEST(SchedulerTest, SwapPreemptionMovesBlocksOutAndBackWithoutRecompute) {
   ASSERT_EQ(s5.seqs.size(), 1u);
   EXPECT_EQ(s5.seqs[0].num_new_tokens, 1) << "a decode, not a re-prefill";
   EXPECT_EQ(s5.seqs[0].num_computed_tokens, 4);
-  EXPECT_FALSE(b.kv_swapped);
+  EXPECT_FALSE(kv.IsSwappedOut(b));
   auto done = s.Commit(result, ++now);
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(b.num_generated, 4);
@@ -282,7 +283,7 @@ TEST(SchedulerTest, SwapFallsBackToRecomputeWhenTheHostIsFull) {
     s.Commit(result, now + 1);
   }
   EXPECT_TRUE(s.Schedule(3).swap_out.empty());
-  EXPECT_FALSE(b.kv_swapped);
+  EXPECT_FALSE(kv.IsSwappedOut(b));
   EXPECT_EQ(b.num_recomputed_tokens, 4);
 }
 

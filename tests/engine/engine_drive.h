@@ -11,6 +11,7 @@
 #include "core/kv_cache_manager.h"
 #include "core/scheduler.h"
 #include "engine/engine_backend.h"
+#include "policies/fcfs_policy.h"
 #include "tests/engine/tiny_model.h"
 
 namespace servelab::testing {
@@ -47,7 +48,7 @@ inline Outcome DriveEngine(std::unique_ptr<ModelRunner> runner, const RunOptions
   config.max_num_seqs = 6;
   config.max_num_batched_tokens = 24;  // prompts are chunked and mixed with decodes
   config.preemption = options.preemption;
-  Scheduler scheduler(config, 1024, std::make_unique<FifoPolicy>(), &kv);
+  Scheduler scheduler(config, 1024, std::make_unique<FcfsPolicy>(), &kv);
   std::vector<Request> requests(8);
   Outcome outcome;
   for (int32_t i = 0; i < 8; ++i) {

@@ -5,12 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <filesystem>
 #include <memory>
 #include <vector>
 
-#include "core/policy.h"
 #include "engine/cpu_model_runner.h"
 #include "engine/model_weights.h"
 #include "engine/random_model.h"
@@ -116,28 +114,5 @@ template <class A, class B>
 inline int32_t Argmax(const std::vector<float>& row) {
   return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
-
-// First come, first served; the latest admitted is the victim (as vLLM).
-class FifoPolicy final : public Policy {
- public:
-  std::string_view Name() const override { return "fifo"; }
-  void Enqueue(Request& r, TimeNs) override {
-    if (r.state == RequestState::kPreempted) {
-      queue_.push_front(&r);
-    } else {
-      queue_.push_back(&r);
-    }
-  }
-  Request* Peek(TimeNs) override { return queue_.empty() ? nullptr : queue_.front(); }
-  void Admitted(Request& r, TimeNs) override {
-    ASSERT_EQ(queue_.front(), &r);
-    queue_.pop_front();
-  }
-  Request* PickVictim(std::span<Request* const> running, TimeNs) override { return running.back(); }
-  size_t NumWaiting() const override { return queue_.size(); }
-
- private:
-  std::deque<Request*> queue_;
-};
 
 }  // namespace servelab::testing

@@ -61,20 +61,21 @@ TEST(LengthPoliciesTest, SrptRanksAPreemptedRequestByWhatRemains) {
     policy.Enqueue(c, 1);
     a.state = RequestState::kPreempted;
     policy.Enqueue(a, 2);
-    EXPECT_EQ(LengthPolicy::PredictedRemaining(a), 50.0);
-    EXPECT_EQ(a.policy_score, 100.0) << "keeps its predicted total";
+    EXPECT_EQ(policy.PredictedRemaining(a), 50.0);
+    EXPECT_EQ(policy.Predicted(a), 100.0) << "keeps its predicted total";
     EXPECT_EQ(DrainOrder(policy), rule == LengthRule::kSrpt ? (std::vector<int64_t>{0, 1})
                                                             : (std::vector<int64_t>{1, 0}));
   }
 }
 
 TEST(LengthPoliciesTest, PredictedRemainingHasAFloorOfOne) {
+  LengthPolicy srpt(Rule(LengthRule::kSrpt), 1);  // oracle: predicts the true 10
   Request r = MakeRequest(0, 0, 10);
-  r.policy_score = 8.5;  // an under-prediction
-  r.num_generated = 9;
-  EXPECT_EQ(LengthPolicy::PredictedRemaining(r), 1.0);
+  srpt.Enqueue(r, 0);
   r.num_generated = 3;
-  EXPECT_EQ(LengthPolicy::PredictedRemaining(r), 5.5);
+  EXPECT_EQ(srpt.PredictedRemaining(r), 7.0);
+  r.num_generated = 10;  // as an under-prediction would leave it
+  EXPECT_EQ(srpt.PredictedRemaining(r), 1.0);
 }
 
 // A request's prediction depends on (seed, request) only: sjf and srpt built from the
@@ -87,14 +88,16 @@ TEST(LengthPoliciesTest, NoisyPredictionIsSharedAcrossPoliciesAndKeptOnPreemptio
   Request y = MakeRequest(12, 0, 300);
   (*sjf)->Enqueue(x, 0);
   (*srpt)->Enqueue(y, 0);
-  EXPECT_EQ(x.policy_score, y.policy_score);
-  EXPECT_NE(x.policy_score, 300.0);
-  const double predicted = x.policy_score;
+  const auto& sjf_policy = static_cast<const LengthPolicy&>(**sjf);
+  const auto& srpt_policy = static_cast<const LengthPolicy&>(**srpt);
+  EXPECT_EQ(sjf_policy.Predicted(x), srpt_policy.Predicted(y));
+  EXPECT_NE(sjf_policy.Predicted(x), 300.0);
+  const double predicted = sjf_policy.Predicted(x);
   (*sjf)->Admitted(x, 0);
   x.state = RequestState::kPreempted;
   x.num_generated = 20;
   (*sjf)->Enqueue(x, 1);
-  EXPECT_EQ(x.policy_score, predicted);
+  EXPECT_EQ(sjf_policy.Predicted(x), predicted);
 }
 
 // starvation_iters = 3: L1 (1000 tokens) and L2 (500, enqueued one iteration later) are
@@ -123,9 +126,9 @@ TEST(LengthPoliciesTest, StarvationGuardPromotesAfterNIterationsFifo) {
   }
   add_short();  // L1 has waited through 3 iterations, L2 through 2
   EXPECT_EQ(sjf.Peek(0), &l1);
-  EXPECT_EQ(l2.policy_level, 0);
+  EXPECT_FALSE(sjf.IsPromoted(l2));
   Step(sjf);  // L2's third
-  EXPECT_EQ(l2.policy_level, 1);
+  EXPECT_TRUE(sjf.IsPromoted(l2));
   EXPECT_EQ(DrainOrder(sjf), (std::vector<int64_t>{100, 101, 3}));
 }
 
@@ -135,9 +138,9 @@ TEST(LengthPoliciesTest, StarvationCountRestartsOnReEnqueueAndIsOffByDefault) {
   Request short_one = MakeRequest(1, 0, 5);
   guarded.Enqueue(long_one, 0);
   Step(guarded, 2);
-  ASSERT_EQ(long_one.policy_level, 1);
+  ASSERT_TRUE(guarded.IsPromoted(long_one));
   guarded.Admitted(long_one, 0);
-  EXPECT_EQ(long_one.policy_level, 0);
+  EXPECT_FALSE(guarded.IsPromoted(long_one));
   long_one.state = RequestState::kPreempted;
   guarded.Enqueue(long_one, 0);
   guarded.Enqueue(short_one, 0);
@@ -163,8 +166,10 @@ TEST(LengthPoliciesTest, ShouldPreemptForComparesPredictedRemaining) {
   ASSERT_TRUE(sjf.ok() && sjf_on.ok() && srpt.ok() && srpt_off.ok());
   Request w10 = MakeRequest(0, 0, 10), w14 = MakeRequest(1, 0, 14), w16 = MakeRequest(2, 0, 16),
           w20 = MakeRequest(3, 0, 20), running = MakeRequest(4, 0, 30);
-  // As Enqueue under the oracle predictor would have set them.
-  for (Request* w : {&w10, &w14, &w16, &w20, &running}) w->policy_score = w->target_output_len;
+  // Each policy predicts (oracle: the true lengths) when a request is enqueued there.
+  for (Policy* p : {sjf->get(), sjf_on->get(), srpt->get(), srpt_off->get()}) {
+    for (Request* w : {&w10, &w14, &w16, &w20, &running}) p->Enqueue(*w, 0);
+  }
   running.num_generated = 10;  // remaining 20
   for (Policy* p : {sjf->get(), srpt_off->get()}) {
     EXPECT_FALSE(p->ShouldPreemptFor(w10, running));
@@ -273,7 +278,7 @@ TEST(LengthPoliciesSchedulerTest, SrptPreemptsTheLongestRemaining) {
   EXPECT_EQ(b.state, RequestState::kFinished);
   EXPECT_EQ(h.Plan(), std::vector<int64_t>{0});
   EXPECT_EQ(h.LastPlan().seqs[0].num_new_tokens, 5);  // prompt 2 + generated 3
-  EXPECT_EQ(LengthPolicy::PredictedRemaining(a), 4.0);
+  EXPECT_EQ(static_cast<const LengthPolicy&>(h.Sched().GetPolicy()).PredictedRemaining(a), 4.0);
 }
 
 // max_num_seqs = 1. A (10 tokens) runs; B (2 tokens) arrives. SRPT (preemptive by

@@ -29,11 +29,13 @@ std::unique_ptr<MlfqPolicy> Make(std::vector<std::pair<std::string, std::string>
   return std::unique_ptr<MlfqPolicy>(static_cast<MlfqPolicy*>(std::move(made).value().release()));
 }
 
+// Its slot is its id, as if a scheduler had accepted it.
 Request MakeRequest(int64_t id, int32_t prompt) {
   Request r;
   r.id = id;
   r.prompt_len = prompt;
   r.target_output_len = 100;
+  r.slot = static_cast<int32_t>(id);
   return r;
 }
 
@@ -67,7 +69,7 @@ TEST(MlfqPolicyTest, SkipJoinPicksTheFirstLevelWhoseQuantumCoversThePrefill) {
   }
   Request r = MakeRequest(1, 21);
   policy->Enqueue(r, 0);
-  EXPECT_EQ(r.policy_level, 2);
+  EXPECT_EQ(policy->LevelOf(r), 2);
   EXPECT_EQ(policy->NumWaitingAt(2), 1u);
 }
 
@@ -100,24 +102,24 @@ TEST(MlfqPolicyTest, DemotesOnceServiceInALevelExceedsItsQuantum) {
   Request r = MakeRequest(1, 5), other = MakeRequest(2, 5);
   policy->Enqueue(r, 0);
   policy->Enqueue(other, 0);
-  ASSERT_EQ(r.policy_level, 0);
+  ASSERT_EQ(policy->LevelOf(r), 0);
   policy->Admitted(r, 0);
   r.state = RequestState::kRunning;
   for (int i = 1; i <= 2; ++i) policy->OnStepDone(Plan({&r}, &other), Elapsed(4 * kNsPerMs), 0);
-  EXPECT_EQ(r.policy_level, 0);
-  EXPECT_EQ(r.policy_score, 8.0 * kNsPerMs);
-  EXPECT_EQ(other.policy_score, 0.0) << "padding and unscheduled requests get no service";
+  EXPECT_EQ(policy->LevelOf(r), 0);
+  EXPECT_EQ(policy->ServiceOf(r), 8.0 * kNsPerMs);
+  EXPECT_EQ(policy->ServiceOf(other), 0.0) << "padding and unscheduled requests get no service";
   policy->OnStepDone(Plan({&r}), Elapsed(2 * kNsPerMs), 0);
-  EXPECT_EQ(r.policy_level, 0) << "exactly the quantum is not more than it";
+  EXPECT_EQ(policy->LevelOf(r), 0) << "exactly the quantum is not more than it";
   policy->OnStepDone(Plan({&r}), Elapsed(2 * kNsPerMs), 0);
-  EXPECT_EQ(r.policy_level, 1);
-  EXPECT_EQ(r.policy_score, 0.0);
+  EXPECT_EQ(policy->LevelOf(r), 1);
+  EXPECT_EQ(policy->ServiceOf(r), 0.0);
   policy->OnStepDone(Plan({&r}), Elapsed(20 * kNsPerMs), 0);
-  EXPECT_EQ(r.policy_level, 1);
+  EXPECT_EQ(policy->LevelOf(r), 1);
   policy->OnStepDone(Plan({&r}), Elapsed(1), 0);
-  EXPECT_EQ(r.policy_level, 2);
+  EXPECT_EQ(policy->LevelOf(r), 2);
   policy->OnStepDone(Plan({&r}), Elapsed(1000 * kNsPerSec), 0);
-  EXPECT_EQ(r.policy_level, 2) << "the last level has no quantum";
+  EXPECT_EQ(policy->LevelOf(r), 2) << "the last level has no quantum";
   EXPECT_EQ(policy->NumWaitingAt(0), 1u) << "a running request's demotion moves no queue";
 }
 
@@ -131,34 +133,38 @@ TEST(MlfqPolicyTest, PromotesRequestsWaitingLongerThanStarvationToTheTop) {
   policy->Enqueue(r1, 0);                   // level 1
   policy->Enqueue(r2, kNsPerSec / 2);       // level 2
   policy->Enqueue(r3, kNsPerSec * 6 / 10);  // level 0
-  ASSERT_EQ(r1.policy_level, 1);
-  ASSERT_EQ(r2.policy_level, 2);
+  ASSERT_EQ(policy->LevelOf(r1), 1);
+  ASSERT_EQ(policy->LevelOf(r2), 2);
   policy->OnStepDone(StepPlan{}, Elapsed(0), kNsPerSec);
-  EXPECT_EQ(r1.policy_level, 1) << "waited exactly starvation_s: not longer";
+  EXPECT_EQ(policy->LevelOf(r1), 1) << "waited exactly starvation_s: not longer";
   policy->OnStepDone(StepPlan{}, Elapsed(0), kNsPerSec + 1);
-  EXPECT_EQ(r1.policy_level, 0);
-  EXPECT_EQ(r2.policy_level, 2);
+  EXPECT_EQ(policy->LevelOf(r1), 0);
+  EXPECT_EQ(policy->LevelOf(r2), 2);
   EXPECT_EQ(policy->Peek(0), &r3) << "promoted requests join the back of level 0";
   policy->Admitted(r3, 0);
   EXPECT_EQ(policy->Peek(0), &r1);
   policy->OnStepDone(StepPlan{}, Elapsed(0), kNsPerSec * 3 / 2 + 1);
-  EXPECT_EQ(r2.policy_level, 0);
+  EXPECT_EQ(policy->LevelOf(r2), 0);
   EXPECT_EQ(policy->NumWaitingAt(0), 2u);
   EXPECT_EQ(policy->NumWaitingAt(2), 0u);
 
   // Waiting time restarts at a preemption, not at arrival.
   policy->Admitted(r1, 0);
-  r1.policy_level = 2;  // as if demoted while running
+  r1.state = RequestState::kRunning;
+  // Demoted while running: 11 ms > level 0's 10, then 21 ms > level 1's 20.
+  policy->OnStepDone(Plan({&r1}), Elapsed(11 * kNsPerMs), 2 * kNsPerSec);
+  policy->OnStepDone(Plan({&r1}), Elapsed(21 * kNsPerMs), 2 * kNsPerSec);
+  ASSERT_EQ(policy->LevelOf(r1), 2);
   r1.state = RequestState::kPreempted;
   policy->Enqueue(r1, 2 * kNsPerSec);
   policy->OnStepDone(StepPlan{}, Elapsed(0), 2 * kNsPerSec + kNsPerSec * 9 / 10);
-  EXPECT_EQ(r1.policy_level, 2);
+  EXPECT_EQ(policy->LevelOf(r1), 2);
 
   auto off = Make({{"prefill_ms_per_token", "1"}, {"starvation_s", "0"}});
   Request late = MakeRequest(4, 100000);
   off->Enqueue(late, 0);
   off->OnStepDone(StepPlan{}, Elapsed(0), 1000 * kNsPerSec);
-  EXPECT_EQ(late.policy_level, 7) << "starvation_s 0 never promotes";
+  EXPECT_EQ(off->LevelOf(late), 7) << "starvation_s 0 never promotes";
 }
 
 TEST(MlfqPolicyTest, PeekIsMostUrgentLevelFifoAndPreemptedGoToTheBackOfTheirLevel) {
@@ -176,8 +182,8 @@ TEST(MlfqPolicyTest, PeekIsMostUrgentLevelFifoAndPreemptedGoToTheBackOfTheirLeve
   policy->OnStepDone(Plan({&b}), Elapsed(3 * kNsPerMs), kNsPerMs);
   b.state = RequestState::kPreempted;
   policy->Enqueue(b, kNsPerMs);  // keeps level 1 and its 3 ms of service; behind c
-  EXPECT_EQ(b.policy_level, 1);
-  EXPECT_EQ(b.policy_score, 3.0 * kNsPerMs);
+  EXPECT_EQ(policy->LevelOf(b), 1);
+  EXPECT_EQ(policy->ServiceOf(b), 3.0 * kNsPerMs);
   policy->Enqueue(d, kNsPerMs);  // level 0 jumps ahead
   std::vector<Request*> order;
   while (Request* r = policy->Peek(0)) {
@@ -190,9 +196,12 @@ TEST(MlfqPolicyTest, PeekIsMostUrgentLevelFifoAndPreemptedGoToTheBackOfTheirLeve
 
 TEST(MlfqPolicyTest, PreemptsOnlyForAStrictlyMoreUrgentLevel) {
   auto policy = Make({});
-  Request hi, lo;
-  hi.policy_level = 0;
-  lo.policy_level = 1;
+  // 20 ms base quantum, 0.05 ms per prompt token: 10 tokens join level 0, 500 level 1.
+  Request hi = MakeRequest(0, 10), lo = MakeRequest(1, 500);
+  policy->Enqueue(hi, 0);
+  policy->Enqueue(lo, 0);
+  ASSERT_EQ(policy->LevelOf(hi), 0);
+  ASSERT_EQ(policy->LevelOf(lo), 1);
   EXPECT_TRUE(policy->ShouldPreemptFor(hi, lo));
   EXPECT_FALSE(policy->ShouldPreemptFor(lo, hi));
   EXPECT_FALSE(policy->ShouldPreemptFor(hi, hi));
@@ -201,13 +210,17 @@ TEST(MlfqPolicyTest, PreemptsOnlyForAStrictlyMoreUrgentLevel) {
 
 TEST(MlfqPolicyTest, VictimIsTheLatestAdmittedOfTheLeastUrgentLevel) {
   auto policy = Make({});
+  // Levels 1, 2, 0, 2, 1 by skip-join (0.05 ms per token against quanta 20, 40, 80 ms).
+  const int32_t prompts[5] = {500, 1000, 100, 1000, 500};
   Request r[5];
-  const int32_t levels[5] = {1, 2, 0, 2, 1};
   std::vector<Request*> running;
   for (int i = 0; i < 5; ++i) {
-    r[i].policy_level = levels[i];
+    r[i] = MakeRequest(i, prompts[i]);
+    policy->Enqueue(r[i], 0);
     running.push_back(&r[i]);
   }
+  while (Request* w = policy->Peek(0)) policy->Admitted(*w, 0);
+  ASSERT_EQ(policy->LevelOf(r[1]), 2);
   EXPECT_EQ(policy->PickVictim(running, 0), &r[3]);
   running.pop_back();
   running.pop_back();
@@ -273,7 +286,9 @@ ShortBehindLong RunShortBehindLong(std::unique_ptr<Policy> policy) {
   out.short_admitted = short_request->first_scheduled;
   out.short_finished = short_request->finish;
   out.third_long_admitted = requests[2].first_scheduled;
-  out.first_long_level = requests[0].policy_level;
+  if (const auto* mlfq = dynamic_cast<const MlfqPolicy*>(&scheduler.GetPolicy())) {
+    out.first_long_level = mlfq->LevelOf(requests[0]);  // its slot is still its own
+  }
   return out;
 }
 

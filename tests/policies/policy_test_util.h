@@ -2,6 +2,9 @@
 // Helpers shared by the policy tests: hand-built requests, a Scheduler driven step by
 // step over a KvCacheManager (as tests/core/scheduler_test.cc does for FCFS), and
 // building a registered policy from inline parameters.
+//
+// A hand-built request's slot is its id, as if a scheduler had accepted it (policies keep
+// their per-request state by slot); the SchedulerHarness's scheduler gives real ones.
 #include <deque>
 #include <memory>
 #include <string>
@@ -22,6 +25,7 @@ inline Request MakeRequest(int64_t id, TimeNs arrival, int32_t output_len, int32
   r.target_output_len = output_len;
   r.priority = priority;
   r.prompt_len = prompt_len;
+  r.slot = static_cast<int32_t>(id);
   return r;
 }
 
