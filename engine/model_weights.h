@@ -10,6 +10,7 @@
 #include <Eigen/Core>
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
@@ -17,6 +18,8 @@
 #include "engine/safetensors.h"
 
 namespace servelab {
+
+struct WeightTensor;  // engine/weight_layout.h
 
 // Row-major like the checkpoint and the kernels' activations.
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -47,6 +50,13 @@ struct ModelWeights {
   const RowMatrix& LmHead() const {
     return config.spec.tie_word_embeddings ? embed_tokens : lm_head;
   }
+  // Sizes every buffer for `config` (zeros), which it keeps.
+  void Allocate(const ModelConfig& config);
+  // Where the checkpoint tensor `t` (weight_layout.h) lives here, by its role: gate and up
+  // are the two halves of gate_up_proj. REQUIRES: Allocate(config) with t from
+  // HfWeights(config, ...).
+  std::span<float> Of(const WeightTensor& t);
+  std::span<const float> Of(const WeightTensor& t) const;
   // Floats held (what the conversion cost in memory: 4 bytes each).
   int64_t NumFloats() const;
 };

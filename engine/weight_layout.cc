@@ -4,33 +4,46 @@
 
 namespace servelab {
 
-std::vector<TensorSpec> HfWeightLayout(const ModelConfig& config, DType dtype) {
+std::vector<WeightTensor> HfWeights(const ModelConfig& config, DType dtype) {
   const ModelSpec& s = config.spec;
   const int64_t h = s.hidden_size, q = s.QDim(), kv = s.KvDim(), inter = s.intermediate_size;
   const int64_t vocab = s.vocab_size;
-  std::vector<TensorSpec> layout;
-  auto add = [&](std::string name, std::vector<int64_t> shape) {
-    layout.push_back({std::move(name), dtype, std::move(shape)});
+  std::vector<WeightTensor> layout;
+  auto add = [&](std::string name, std::vector<int64_t> shape, WeightRole role, int32_t layer) {
+    layout.push_back({{std::move(name), dtype, std::move(shape)}, role, layer});
   };
-  add("model.embed_tokens.weight", {vocab, h});
+  add("model.embed_tokens.weight", {vocab, h}, WeightRole::kEmbedTokens, -1);
   for (int32_t i = 0; i < s.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    const std::pair<const char*, int64_t> projections[] = {{"q", q}, {"k", kv}, {"v", kv}};
-    for (const auto& [which, rows] : projections) {
-      add(p + "self_attn." + which + "_proj.weight", {rows, h});
-      if (s.attention_bias) add(p + "self_attn." + which + "_proj.bias", {rows});
+    struct Projection {
+      const char* which;
+      int64_t rows;
+      WeightRole weight, bias;
+    };
+    const Projection projections[] = {{"q", q, WeightRole::kQProj, WeightRole::kQBias},
+                                      {"k", kv, WeightRole::kKProj, WeightRole::kKBias},
+                                      {"v", kv, WeightRole::kVProj, WeightRole::kVBias}};
+    for (const Projection& x : projections) {
+      add(p + "self_attn." + x.which + "_proj.weight", {x.rows, h}, x.weight, i);
+      if (s.attention_bias) add(p + "self_attn." + x.which + "_proj.bias", {x.rows}, x.bias, i);
     }
-    add(p + "self_attn.o_proj.weight", {h, q});
-    if (config.o_proj_bias) add(p + "self_attn.o_proj.bias", {h});
-    add(p + "mlp.gate_proj.weight", {inter, h});
-    add(p + "mlp.up_proj.weight", {inter, h});
-    add(p + "mlp.down_proj.weight", {h, inter});
-    add(p + "input_layernorm.weight", {h});
-    add(p + "post_attention_layernorm.weight", {h});
+    add(p + "self_attn.o_proj.weight", {h, q}, WeightRole::kOProj, i);
+    if (config.o_proj_bias) add(p + "self_attn.o_proj.bias", {h}, WeightRole::kOBias, i);
+    add(p + "mlp.gate_proj.weight", {inter, h}, WeightRole::kGateProj, i);
+    add(p + "mlp.up_proj.weight", {inter, h}, WeightRole::kUpProj, i);
+    add(p + "mlp.down_proj.weight", {h, inter}, WeightRole::kDownProj, i);
+    add(p + "input_layernorm.weight", {h}, WeightRole::kInputNorm, i);
+    add(p + "post_attention_layernorm.weight", {h}, WeightRole::kPostAttentionNorm, i);
   }
-  add("model.norm.weight", {h});
-  if (!s.tie_word_embeddings) add("lm_head.weight", {vocab, h});
+  add("model.norm.weight", {h}, WeightRole::kFinalNorm, -1);
+  if (!s.tie_word_embeddings) add("lm_head.weight", {vocab, h}, WeightRole::kLmHead, -1);
   return layout;
+}
+
+std::vector<TensorSpec> HfWeightLayout(const ModelConfig& config, DType dtype) {
+  std::vector<TensorSpec> specs;
+  for (WeightTensor& t : HfWeights(config, dtype)) specs.push_back(std::move(t.spec));
+  return specs;
 }
 
 }  // namespace servelab

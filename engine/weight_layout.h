@@ -1,14 +1,33 @@
 #pragma once
 // The weights of a Llama / Mistral / Qwen2 checkpoint as Hugging Face names and shapes
-// them. Linear layers are [out_features, in_features] (y = x W^T + b); q/k/v biases exist
-// when spec.attention_bias, an o_proj bias when o_proj_bias (llama); lm_head.weight is
-// absent when the embeddings are tied.
+// them: the one table of those names. Linear layers are [out_features, in_features]
+// (y = x W^T + b); q/k/v biases exist when spec.attention_bias, an o_proj bias when
+// o_proj_bias (llama); lm_head.weight is absent when the embeddings are tied.
+//
+// Everything else (the float32 loader, the CUDA runner's uploads, the random-model
+// writer) goes by each tensor's role, never by its name.
+#include <cstdint>
 #include <vector>
 
 #include "engine/model_config.h"
 #include "engine/safetensors_writer.h"
 
 namespace servelab {
+
+// What a tensor is, whatever the checkpoint calls it.
+enum class WeightRole : uint8_t {
+  kEmbedTokens, kFinalNorm, kLmHead,  // model-level
+  kQProj, kKProj, kVProj, kOProj,     // per layer from here on
+  kQBias, kKBias, kVBias, kOBias,
+  kGateProj, kUpProj, kDownProj,
+  kInputNorm, kPostAttentionNorm,
+};
+
+struct WeightTensor {
+  TensorSpec spec;     // the Hugging Face name and shape, in the dtype asked for
+  WeightRole role;
+  int32_t layer = -1;  // the layer of a per-layer role; -1 for model-level ones
+};
 
 // In model order: model.embed_tokens.weight [V, h]; per layer i, model.layers.{i}.
 //   self_attn.q_proj.weight [heads*d, h] (.bias [heads*d])
@@ -18,6 +37,8 @@ namespace servelab {
 //   mlp.gate_proj.weight [I, h], mlp.up_proj.weight [I, h], mlp.down_proj.weight [h, I]
 //   input_layernorm.weight [h], post_attention_layernorm.weight [h]
 // then model.norm.weight [h] and lm_head.weight [V, h] unless tied. Every entry has `dtype`.
+std::vector<WeightTensor> HfWeights(const ModelConfig& config, DType dtype);
+// The same, names and shapes only (for writing a checkpoint).
 std::vector<TensorSpec> HfWeightLayout(const ModelConfig& config, DType dtype);
 
 }  // namespace servelab

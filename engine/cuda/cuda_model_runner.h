@@ -1,7 +1,10 @@
 #pragma once
 // The CUDA ModelRunner: the CPU reference's forward pass (cpu_model_runner.h) on one GPU,
 // bf16 weights, activations and KV cache, f32 accumulation everywhere (cuBLAS GEMMs with
-// CUBLAS_COMPUTE_32F; kernels/cuda/ for the rest) and f32 logits.
+// CUBLAS_COMPUTE_32F; kernels/cuda/ for the rest) and f32 logits. Its parts own their
+// state, each in its own file: device_context.h (stream, cuBLAS), device_weights.h,
+// device_kv_pool.h (KV cache, swap pool, block copies), device_step.h (activations, the
+// forward pass, sampling), decode_graphs.h.
 //
 // Step (one stream):  upload the packed step (one host-to-device copy from pinned memory)
 //   -> embed -> per layer: [fused add +] RMSNorm -> one q|k|v GEMM (stacked weights; +

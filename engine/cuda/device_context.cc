@@ -1,0 +1,46 @@
+#include "engine/cuda/device_context.h"
+
+namespace servelab::engine_cuda {
+
+bool DeviceUsable(std::string* why) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    if (why != nullptr) *why = std::string("no CUDA device: ") + cudaGetErrorString(err);
+    return false;
+  }
+  if (count == 0) {
+    if (why != nullptr) *why = "no CUDA device: cudaGetDeviceCount returned 0";
+    return false;
+  }
+  return true;
+}
+
+DeviceContext::~DeviceContext() {
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+Status DeviceContext::Init(int32_t device) {
+  std::string why;
+  if (!DeviceUsable(&why)) return Internal("cuda runner: " + why);
+  device_ = device;
+  SERVELAB_CUDA_RETURN(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+  cudaDeviceProp prop{};
+  SERVELAB_CUDA_RETURN(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  name_ = prop.name;
+  SERVELAB_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+  const cublasStatus_t s = cublasCreate(&cublas_);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    cublas_ = nullptr;
+    return Internal(std::string("cuda runner: cublasCreate: ") + cublasGetStatusName(s));
+  }
+  cublasSetStream(cublas_, stream_);
+  constexpr int64_t kCublasWorkspace = int64_t{32} << 20;
+  unsigned char* workspace = nullptr;
+  SERVELAB_RETURN_IF_ERROR(memory_.Alloc(workspace, kCublasWorkspace, "the cuBLAS workspace"));
+  cublasSetWorkspace(cublas_, workspace, kCublasWorkspace);
+  return Status::Ok();
+}
+
+}  // namespace servelab::engine_cuda
