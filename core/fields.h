@@ -15,8 +15,10 @@
 //   Section(key, S& section)             S has VisitFields
 //   OptionalSection(key, S& section, bool& present)
 //   List(key, std::vector<S>& items)     each S has VisitFields
-//   Named(key, NamedParams& value, name_key = "name")
-//                                        "name" or {<name_key>: ..., <free parameters>}
+//   Named(key, NamedParams& value, name_key = "name", name_required = true)
+//                                        "name" or {<name_key>: ..., <free parameters>};
+//                                        without name_required a mapping may omit the
+//                                        name and keep the default one
 //   Catalog(key, ModelSpec& or GpuSpec&) a catalog name, or a mapping (optionally with
 //                                        `base: <catalog name>`) giving the fields
 // The parser visits fields in order, so a VisitFields may branch on a field it already

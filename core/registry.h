@@ -53,16 +53,14 @@ class Registry {
     return made;
   }
 
-  bool Contains(const std::string& name) const { return entries_.count(name) > 0; }
   // Sorted.
   std::vector<std::string> Names() const {
     std::vector<std::string> names;
     for (const auto& [name, entry] : entries_) names.push_back(name);
     return names;
   }
-  // REQUIRES: Contains(name).
+  // REQUIRES: `name` is registered.
   const std::string& Summary(const std::string& name) const { return entries_.at(name).summary; }
-  const std::string& Kind() const { return kind_; }
 
  private:
   struct Entry {
@@ -72,5 +70,17 @@ class Registry {
   std::string kind_;
   std::map<std::string, Entry> entries_;
 };
+
+// The registry of type R holding the built-in entries `register_builtins` adds, built
+// once, on first use (one per registry type).
+template <class R>
+const R& BuiltinRegistry(const std::string& kind, void (*register_builtins)(R&)) {
+  static const R* registry = [&] {
+    auto* r = new R(kind);
+    register_builtins(*r);
+    return r;
+  }();
+  return *registry;
+}
 
 }  // namespace servelab

@@ -49,7 +49,8 @@ class Emitter {
     }
     out_ << YAML::EndSeq;
   }
-  void Named(const std::string& key, NamedParams& value, const std::string& name_key = "name") {
+  void Named(const std::string& key, NamedParams& value, const std::string& name_key = "name",
+             bool /*name_required*/ = true) {
     out_ << YAML::Key << key << YAML::Value;
     if (value.params.empty()) {
       out_ << value.name;

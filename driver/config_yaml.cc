@@ -204,7 +204,8 @@ class Parser {
       items.push_back(std::move(item));
     }
   }
-  void Named(const std::string& key, NamedParams& value, const std::string& name_key = "name") {
+  void Named(const std::string& key, NamedParams& value, const std::string& name_key = "name",
+             bool name_required = true) {
     YAML::Node n = Child(key);
     value.path = Path(key);
     if (!n) return;
@@ -231,7 +232,7 @@ class Parser {
         value.params.push_back(Param{k, it->second.Scalar(), where});
       }
     }
-    if (!has_name) Fail(value.where, value.path, "missing '" + name_key + "'");
+    if (!has_name && name_required) Fail(value.where, value.path, "missing '" + name_key + "'");
   }
   void Catalog(const std::string& key, ModelSpec& model) {
     YAML::Node n = CatalogEntry(key, model, FindModel,

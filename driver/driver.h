@@ -11,8 +11,10 @@
 //   PolicyMaker     one Policy per replica (normally the policy registry's).
 //   Clock           when each event is handled.
 //
-// Each replica runs one iteration at a time. An idle replica starts a step as soon as a
-// request arrives (after every event at that same instant has been applied, so a burst
+// Each replica runs one iteration at a time (pipeline parallelism will keep several in
+// flight: the step-done event then names its batch, and the scheduler keeps a plan per
+// batch; nothing here assumes more than that a replica knows its steps in flight). An
+// idle replica starts a step as soon as a request arrives (after every event at that same instant has been applied, so a burst
 // at t = 0 forms one batch). A request's lifetime: arrival -> router -> scheduler ->
 // finished or rejected -> metrics -> its slot is reused. A backend error ends the run at
 // that step with the backend's message (an Internal status naming replica, step and time).

@@ -172,6 +172,7 @@ struct ExperimentConfig {
   SchedulerConfig scheduler;
   // The simulator's cost model: "roofline" or {type: <name>, <its parameters>}
   // (`servelab list cost-models`); its registry (sim/cost_model.h) knows the parameters.
+  // A mapping without `type` is the roofline's (--set cost_model.gemm_efficiency=0.6).
   NamedParams cost_model{"roofline", {}, "cost_model", ""};
   WorkloadConfig workload;
   SloConfig slo;
@@ -191,7 +192,7 @@ struct ExperimentConfig {
     v.Section("precision", precision);
     v.Section("cluster", cluster);
     v.Section("scheduler", scheduler);
-    v.Named("cost_model", cost_model, "type");
+    v.Named("cost_model", cost_model, "type", /*name_required=*/false);
     v.Section("workload", workload);
     v.Section("slo", slo);
     v.Section("output", output);

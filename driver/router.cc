@@ -42,12 +42,7 @@ void RegisterBuiltinRouters(RouterRegistry& registry) {
 }
 
 const RouterRegistry& BuiltinRouters() {
-  static const RouterRegistry* registry = [] {
-    auto* r = new RouterRegistry("router");
-    RegisterBuiltinRouters(*r);
-    return r;
-  }();
-  return *registry;
+  return BuiltinRegistry<RouterRegistry>("router", RegisterBuiltinRouters);
 }
 
 }  // namespace servelab

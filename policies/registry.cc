@@ -32,12 +32,7 @@ void RegisterBuiltinPolicies(PolicyRegistry& registry) {
 }
 
 const PolicyRegistry& BuiltinPolicies() {
-  static const PolicyRegistry* registry = [] {
-    auto* r = new PolicyRegistry("policy");
-    RegisterBuiltinPolicies(*r);
-    return r;
-  }();
-  return *registry;
+  return BuiltinRegistry<PolicyRegistry>("policy", RegisterBuiltinPolicies);
 }
 
 }  // namespace servelab

@@ -19,12 +19,7 @@ void RegisterBuiltinCostModels(CostModelRegistry& registry) {
 }
 
 const CostModelRegistry& BuiltinCostModels() {
-  static const CostModelRegistry* registry = [] {
-    auto* r = new CostModelRegistry("cost model");
-    RegisterBuiltinCostModels(*r);
-    return r;
-  }();
-  return *registry;
+  return BuiltinRegistry<CostModelRegistry>("cost model", RegisterBuiltinCostModels);
 }
 
 }  // namespace servelab

@@ -61,7 +61,6 @@ class SimBackend final : public Backend {
   // The cost model's time for one request's prefill of `num_tokens` alone.
   std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const override;
 
-  const CostModel& GetCostModel() const { return *cost_model_; }
   TimeNs SwapTime(const StepPlan& plan) const;
 
  private:

@@ -136,8 +136,12 @@ TEST(ConfigYamlTest, CostModelIsATypeAndItsParameters) {
   auto defaulted = ParseExperiment(kMinimal, "exp.yaml", "/");
   ASSERT_TRUE(defaulted.ok());
   EXPECT_EQ(defaulted->cost_model.name, "roofline");
-  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "cost_model: {step_ms: 3}\n"),
-              HasSubstr("cost_model: missing 'type'"));
+  // Without a type it stays the roofline: its parameters can be set alone.
+  auto tuned = ParseExperiment(kMinimal, "exp.yaml", "/", {"cost_model.gemm_efficiency=0.6"});
+  ASSERT_TRUE(tuned.ok()) << tuned.status().message();
+  EXPECT_EQ(tuned->cost_model.name, "roofline");
+  ASSERT_EQ(tuned->cost_model.params.size(), 1u);
+  EXPECT_EQ(tuned->cost_model.params[0].where, "--set cost_model.gemm_efficiency");
   EXPECT_THAT(ErrorOf(std::string(kMinimal) + "cost_model: {type: constant, step_ms: [3]}\n"),
               HasSubstr("cost_model.step_ms: expected a single value"));
 }
