@@ -16,5 +16,6 @@ int MemoryCommand(const std::vector<std::string>& args);
 int SweepCommand(const std::vector<std::string>& args);
 int CompareCommand(const std::vector<std::string>& args);
 int MakeModelCommand(const std::vector<std::string>& args);
+int CalibrateCommand(const std::vector<std::string>& args);
 
 }  // namespace servelab

@@ -1,9 +1,6 @@
 // `servelab compare`: one experiment under several scheduling policies, the same request
 // stream for each (same seed): a sweep on the single axis scheduler.policy, plus a
 // Markdown table and comparison plots.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,20 +13,17 @@
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
-#include "driver/output_dir.h"
-#include "driver/sweep_config.h"
+#include "cli/plot_script.h"
 #include "cli/sweep_report.h"
 #include "cli/sweep_runner.h"
-
-extern char** environ;
+#include "driver/output_dir.h"
+#include "driver/sweep_config.h"
 
 namespace servelab {
 namespace {
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
-
-constexpr const char* kPython = "/usr/bin/python3";  // Debian's, with python3-matplotlib
 
 int Report(const Status& status) {
   std::fprintf(stderr, "servelab compare: %s\n", status.message().c_str());
@@ -94,56 +88,17 @@ StatusOr<SweepAxisSpec> PolicyAxis(const std::string& text) {
   return axis;
 }
 
-// Runs `argv` without a shell; its exit status, or -1 when it could not start.
-int Spawn(const std::vector<std::string>& args, bool quiet) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (quiet) {
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  }
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return -1;
-  int status = 0;
-  if (::waitpid(pid, &status, 0) < 0) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 // plots/compare.py over the result folders; never fails the command, says why not.
 void DrawPlots(const std::string& dir, const std::vector<std::string>& folders,
                const std::vector<std::string>& labels) {
-  const std::string script = std::string(SERVELAB_SOURCE_DIR) + "/plots/compare.py";
-  const char* skip = nullptr;
-  if (!fs::exists(script)) {
-    skip = "plots/compare.py is not in the source tree this binary was built from";
-  } else if (::access(kPython, X_OK) != 0) {
-    skip = "/usr/bin/python3 is missing";
-  } else if (Spawn({kPython, "-c", "import matplotlib, pandas"}, /*quiet=*/true) != 0) {
-    skip = "/usr/bin/python3 lacks matplotlib or pandas (apt install python3-matplotlib "
-           "python3-pandas)";
-  }
-  if (skip != nullptr) {
-    std::fprintf(stderr, "servelab compare: note: plots skipped: %s\n", skip);
-    return;
-  }
-  std::vector<std::string> args = {kPython, script};
+  std::vector<std::string> args;
   std::string joined;
   for (size_t i = 0; i < folders.size(); ++i) {
     args.push_back((fs::path(dir) / folders[i]).string());
     joined += (i == 0 ? "" : ",") + labels[i];
   }
   args.insert(args.end(), {"--labels", joined, "--out", dir});
-  std::fflush(stdout);
-  const int rc = Spawn(args, /*quiet=*/false);
-  if (rc != 0) {
-    std::fprintf(stderr, "servelab compare: note: plotting failed (compare.py exit %d); the "
-                 "results are complete\n", rc);
-  }
+  RunPlotScript("compare", "compare.py", args);
 }
 
 }  // namespace

@@ -24,6 +24,8 @@ constexpr const char* kUsage =
     "                      weights + KV cache + activations + overhead: does it fit?\n"
     "  make-model --arch A --layers N --hidden H ... --out DIR | --from MODEL ... --out DIR\n"
     "                      a Hugging Face model folder with seeded random weights\n"
+    "  calibrate PROFILE.csv... --out MODEL.yaml [--evaluate OTHER.csv ...]\n"
+    "                      fit per-op time models to measured profiles; their errors\n"
     "\n"
     "`servelab <command> --help` describes each command's options.\n"
     "Exit status: 0 success, 2 bad input or usage, 1 runtime failure.\n";
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
   if (command == "list") return servelab::ListCommand(args);
   if (command == "memory") return servelab::MemoryCommand(args);
   if (command == "make-model") return servelab::MakeModelCommand(args);
+  if (command == "calibrate") return servelab::CalibrateCommand(args);
   std::fprintf(stderr, "servelab: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return servelab::kExitBadInput;
 }

@@ -367,6 +367,28 @@ class PolicyFigureTest(PlotTestCase):
         self.assertOk(r)
         self.assertPng(os.path.join(self.tmp, "cmp", "sweep.png"))
 
+    def test_calibration_points_per_op(self):
+        path = os.path.join(self.tmp, "cal", "calibration_points.csv")
+        os.makedirs(os.path.dirname(path))
+        rows = ["kind,file,op,tokens,batch,context,tp,measured_ms,predicted_ms"]
+        for kind in ("fit", "evaluate"):
+            for op in ("qkv_proj", "rope"):
+                for tp in (1, 8):
+                    for tokens in (1, 16, 256, 4096):
+                        t = (0.01 + tokens * 1e-4) / tp
+                        rows.append(f"{kind},a.csv,{op},{tokens},1,0,{tp},{t},{t * 1.05}")
+        with open(path, "w") as f:
+            f.write("\n".join(rows) + "\n")
+        r = run("calibration.py", path)
+        self.assertOk(r)
+        self.assertEqual(r.stdout.split(), [os.path.join(self.tmp, "cal", "calibration.png")])
+        self.assertPng(os.path.join(self.tmp, "cal", "calibration.png"))
+        with open(path, "w") as f:
+            f.write("kind,op\nfit,rope\n")
+        r = run("calibration.py", path)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("missing column", r.stderr)
+
     def test_sweep_bad_input_is_exit_2(self):
         csv = write_sweep(os.path.join(self.tmp, "sw", "sweep.csv"))
         cases = [

@@ -1,0 +1,308 @@
+// `servelab calibrate`: fits per-op time models to measured profiles (sim/calibration.h)
+// and says how well they predict those profiles and others.
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/plot_script.h"
+#include "driver/output_dir.h"
+#include "sim/calibration.h"
+#include "sim/profile_table.h"
+
+namespace servelab {
+namespace {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+int Report(const Status& status) {
+  std::fprintf(stderr, "servelab calibrate: %s\n", status.message().c_str());
+  return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
+}
+
+nlohmann::ordered_json StatsJson(const ErrorStats& s) {
+  nlohmann::ordered_json j;
+  j["points"] = s.points;
+  j["mape"] = s.mape;
+  j["max_error"] = s.max_error;
+  j["bias"] = s.bias;
+  return j;
+}
+
+nlohmann::ordered_json EvaluationJson(const Evaluation& e) {
+  nlohmann::ordered_json j;
+  j["file"] = e.file;
+  j["device"] = e.device;
+  j["mape_total"] = e.total.mape;
+  j["total"] = StatsJson(e.total);
+  nlohmann::ordered_json by_tp = nlohmann::ordered_json::object();
+  for (const auto& [tp, stats] : e.total_by_tp) by_tp[std::to_string(tp)] = StatsJson(stats);
+  j["total_by_tp"] = by_tp;
+  nlohmann::ordered_json ops = nlohmann::ordered_json::object();
+  for (const auto& [op, s] : e.ops) ops[op] = StatsJson(s);
+  j["ops"] = ops;
+  j["not_modelled"] = e.not_modelled;
+  return j;
+}
+
+std::string PointsCsv(const std::vector<Evaluation>& evaluations, const std::string& kind) {
+  std::string csv;
+  for (const Evaluation& e : evaluations) {
+    for (const PointPrediction& p : e.points) {
+      char buf[512];
+      std::snprintf(buf, sizeof buf, "%s,%s,%s,%lld,%lld,%lld,%d,%.6g,%.6g\n", kind.c_str(),
+                    e.file.c_str(), p.op.c_str(), static_cast<long long>(p.tokens),
+                    static_cast<long long>(p.batch), static_cast<long long>(p.context), p.tp,
+                    p.measured_ms, p.predicted_ms);
+      csv += buf;
+    }
+  }
+  return csv;
+}
+
+std::string ByTp(const Evaluation& e) {
+  if (e.total_by_tp.size() < 2) return "";
+  std::string text = " | by TP:";
+  for (const auto& [tp, stats] : e.total_by_tp) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " %d: %.2f%%", tp, stats.mape);
+    text += buf;
+  }
+  return text;
+}
+
+// A row filter "context>1024": key tokens|batch|context|tp, then > >= < <= =, a number.
+struct HoldOut {
+  std::string text, key, relation;
+  int64_t value = 0;
+  bool Matches(const ProfileRow& r) const {
+    const int64_t v = key == "tokens" ? r.tokens : key == "batch" ? r.batch
+                      : key == "context" ? r.context : r.tp;
+    if (relation == ">") return v > value;
+    if (relation == ">=") return v >= value;
+    if (relation == "<") return v < value;
+    if (relation == "<=") return v <= value;
+    return v == value;
+  }
+};
+
+StatusOr<HoldOut> ParseHoldOut(const std::string& text) {
+  HoldOut h;
+  h.text = text;
+  const size_t at = text.find_first_of("<>=");
+  if (at == std::string::npos || at == 0) {
+    return InvalidArgument("--hold-out '" + text + "': expected KEY>VALUE, e.g. context>1024");
+  }
+  h.key = text.substr(0, at);
+  const size_t value_at = text.find_first_not_of("<>=", at);
+  h.relation = text.substr(at, value_at == std::string::npos ? std::string::npos : value_at - at);
+  const std::vector<std::string> keys = {"tokens", "batch", "context", "tp"};
+  if (std::find(keys.begin(), keys.end(), h.key) == keys.end()) {
+    return InvalidArgument("--hold-out '" + text + "': key '" + h.key +
+                           "' is not one of: tokens, batch, context, tp");
+  }
+  const std::vector<std::string> relations = {">", ">=", "<", "<=", "="};
+  if (std::find(relations.begin(), relations.end(), h.relation) == relations.end() ||
+      value_at == std::string::npos) {
+    return InvalidArgument("--hold-out '" + text + "': expected one of > >= < <= = then a number");
+  }
+  try {
+    size_t used = 0;
+    h.value = std::stoll(text.substr(value_at), &used);
+    if (used != text.size() - value_at) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    return InvalidArgument("--hold-out '" + text + "': '" + text.substr(value_at) +
+                           "' is not a whole number");
+  }
+  return h;
+}
+
+void PrintFit(const CalibratedModel& model, const Evaluation& in_sample) {
+  std::printf("%-20s %7s %9s %8s %8s %9s %8s\n", "op", "points", "fixed_us", "mem_eff",
+              "comp_eff", "MAPE_%", "bias_%");
+  for (const auto& [op, f] : model.ops) {
+    const std::string name(InfoOf(op).name);
+    const auto it = in_sample.ops.find(name);
+    const ErrorStats s = it == in_sample.ops.end() ? ErrorStats{} : it->second;
+    char comp[16] = "-";
+    if (InfoOf(op).form == OpForm::kRoofline) {
+      std::snprintf(comp, sizeof comp, "%.3f%s", f.compute_efficiency, f.compute_fitted ? "" : "*");
+    }
+    std::printf("%-20s %7lld %9.2f %7.3f%s %8s %9.2f %+8.2f\n", name.c_str(),
+                static_cast<long long>(f.points), f.fixed_us, f.memory_efficiency,
+                f.memory_fitted ? " " : "*", comp, s.mape, s.bias);
+  }
+}
+
+}  // namespace
+
+constexpr const char* kCalibrateHelp =
+    "\nFits, per op, a fixed per-kernel cost plus memory and compute terms with fitted\n"
+    "efficiencies (sim/op_model.h) to the profiles (servelab's CSV layout, or Vidur's\n"
+    "mlp.csv / attention.csv). Writes MODEL.yaml (use it as `cost_model: {type:\n"
+    "calibrated, path: MODEL.yaml}`) and, beside it, calibration.json (per file and per\n"
+    "op: MAPE, max error, bias, in percent; one `evaluations` entry per --evaluate file),\n"
+    "calibration_points.csv (every row measured and predicted) and calibration.png\n"
+    "(plots/calibration.py; skipped with a note if it cannot run). An efficiency marked\n"
+    "* kept the roofline's value: no measurement was bound by that term.\n"
+    "Exit status: 0 success, 2 bad input (a malformed profile, too few points).\n";
+
+int CalibrateCommand(const std::vector<std::string>& args) {
+  po::options_description options("servelab calibrate PROFILE.csv... --out MODEL.yaml [options]");
+  std::vector<std::string> profiles, evaluate, hold_outs;
+  std::string out, device;
+  options.add_options()
+      ("help,h", "show this help")
+      ("out", po::value<std::string>(&out), "the model file to write (its folder gets the rest)")
+      ("evaluate", po::value<std::vector<std::string>>(&evaluate)->multitoken(),
+       "profiles to predict with the fit (other shapes, TP degrees, GPUs)")
+      ("device", po::value<std::string>(&device),
+       "the GPU of Vidur files whose name does not tell it (a catalog name)")
+      ("hold-out", po::value<std::vector<std::string>>(&hold_outs)->composing(),
+       "keep the profiles' rows matching KEY>VALUE (tokens, batch, context, tp; > >= < <= =) "
+       "out of the fit and evaluate them apart: how the fit extrapolates (repeatable)")
+      ("no-plots", "do not draw calibration.png");
+  po::options_description hidden;
+  hidden.add_options()("profile", po::value<std::vector<std::string>>(&profiles));
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("profile", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "servelab calibrate: " << e.what() << "\n\n" << options;
+    return kExitBadInput;
+  }
+  if (vm.count("help")) {
+    std::cout << options << kCalibrateHelp;
+    return kExitOk;
+  }
+  if (profiles.empty()) return Report(InvalidArgument("no PROFILE.csv given"));
+  if (out.empty()) return Report(InvalidArgument("missing --out MODEL.yaml"));
+
+  std::vector<HoldOut> filters;
+  for (const std::string& text : hold_outs) {
+    auto h = ParseHoldOut(text);
+    if (!h.ok()) return Report(h.status());
+    filters.push_back(*h);
+  }
+  std::vector<ProfileTable> tables, held;
+  for (const std::string& path : profiles) {
+    auto table = ReadProfile(path, device);
+    if (!table.ok()) return Report(table.status());
+    if (!filters.empty()) {
+      ProfileTable out = *table;
+      out.rows.clear();
+      std::string labels;
+      for (const HoldOut& h : filters) labels += (labels.empty() ? "" : ", ") + h.text;
+      out.path = path + " [held out: " + labels + "]";
+      std::vector<ProfileRow> kept;
+      for (ProfileRow& r : table->rows) {
+        const bool hold = std::any_of(filters.begin(), filters.end(),
+                                      [&r](const HoldOut& h) { return h.Matches(r); });
+        (hold ? out.rows : kept).push_back(std::move(r));
+      }
+      table->rows = std::move(kept);
+      if (table->rows.empty()) {
+        return Report(InvalidArgument(path + ": --hold-out keeps every row out of the fit"));
+      }
+      if (!out.rows.empty()) held.push_back(std::move(out));
+    }
+    tables.push_back(std::move(table).value());
+  }
+  std::vector<ProfileTable> others = std::move(held);
+  for (const std::string& path : evaluate) {
+    auto table = ReadProfile(path, device);
+    if (!table.ok()) return Report(table.status());
+    others.push_back(std::move(table).value());
+  }
+  auto model = FitProfiles(tables);
+  if (!model.ok()) return Report(model.status());
+
+  std::vector<Evaluation> fitted, evaluations;
+  ProfileTable everything;
+  everything.path = "(all fitted profiles)";
+  for (const ProfileTable& t : tables) {
+    everything.rows.insert(everything.rows.end(), t.rows.begin(), t.rows.end());
+    auto e = Evaluate(*model, t);
+    if (!e.ok()) return Report(e.status());
+    fitted.push_back(std::move(e).value());
+  }
+  auto in_sample = Evaluate(*model, everything);
+  if (!in_sample.ok()) return Report(in_sample.status());
+  for (const ProfileTable& t : others) {
+    auto e = Evaluate(*model, t);
+    if (!e.ok()) return Report(e.status());
+    evaluations.push_back(std::move(e).value());
+  }
+
+  nlohmann::ordered_json json;
+  json["model"] = out;
+  json["device"] = model->device;
+  json["fitted_from"] = model->fitted_from;
+  nlohmann::ordered_json ops = nlohmann::ordered_json::object();
+  for (const auto& [op, f] : model->ops) {
+    nlohmann::ordered_json o;
+    o["form"] = InfoOf(op).form == OpForm::kRoofline ? "roofline" : "stream";
+    o["points"] = f.points;
+    o["fixed_us"] = f.fixed_us;
+    o["memory_efficiency"] = f.memory_efficiency;
+    o["memory_fitted"] = f.memory_fitted;
+    if (InfoOf(op).form == OpForm::kRoofline) {
+      o["compute_efficiency"] = f.compute_efficiency;
+      o["compute_fitted"] = f.compute_fitted;
+    }
+    ops[std::string(InfoOf(op).name)] = o;
+  }
+  json["ops"] = ops;
+  json["in_sample"] = EvaluationJson(*in_sample);
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  for (const Evaluation& e : fitted) files.push_back(EvaluationJson(e));
+  json["files"] = files;
+  nlohmann::ordered_json evals = nlohmann::ordered_json::array();
+  for (const Evaluation& e : evaluations) evals.push_back(EvaluationJson(e));
+  json["evaluations"] = evals;
+
+  const fs::path out_path(out);
+  const std::string dir = out_path.has_parent_path() ? out_path.parent_path().string() : ".";
+  auto folder = OutputDir::Open(dir);
+  if (!folder.ok()) return Report(folder.status());
+  const std::string points = "kind,file,op,tokens,batch,context,tp,measured_ms,predicted_ms\n" +
+                             PointsCsv(fitted, "fit") + PointsCsv(evaluations, "evaluate");
+  Status written =
+      (*folder)->WriteFile(out_path.filename().string(), CalibratedModelYaml(*model, in_sample->ops));
+  if (written.ok()) written = (*folder)->WriteFile("calibration.json", json.dump(2) + "\n");
+  if (written.ok()) written = (*folder)->WriteFile("calibration_points.csv", points);
+  if (written.ok()) written = (*folder)->Commit();
+  if (!written.ok()) return Report(written);
+
+  std::printf("fit on %s (%zu file%s, %zu rows)\n", model->device.c_str(), tables.size(),
+              tables.size() == 1 ? "" : "s", everything.rows.size());
+  PrintFit(*model, *in_sample);
+  for (const Evaluation& e : fitted) {
+    std::printf("in sample  %s: per-layer MAPE %.2f%% (bias %+.2f%%, worst %.1f%%)%s\n",
+                e.file.c_str(), e.total.mape, e.total.bias, e.total.max_error, ByTp(e).c_str());
+  }
+  for (const Evaluation& e : evaluations) {
+    std::printf("evaluate   %s: per-layer MAPE %.2f%% (bias %+.2f%%, worst %.1f%%)%s%s\n",
+                e.file.c_str(), e.total.mape, e.total.bias, e.total.max_error, ByTp(e).c_str(),
+                e.not_modelled.empty() ? "" : " (some ops not modelled)");
+  }
+  std::printf("model: %s\n", out.c_str());
+  if (!vm.count("no-plots")) {
+    RunPlotScript("calibrate", "calibration.py",
+                  {(fs::path(dir) / "calibration_points.csv").string(), "--out",
+                   (fs::path(dir) / "calibration.png").string()});
+  }
+  return kExitOk;
+}
+
+}  // namespace servelab

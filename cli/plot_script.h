@@ -1,0 +1,15 @@
+#pragma once
+// Running one of plots/*.py from the source tree this binary was built from, with
+// Debian's /usr/bin/python3: a figure is never required for a command to succeed, so a
+// missing interpreter, matplotlib or pandas, or a failed script, is a note on stderr.
+#include <string>
+#include <vector>
+
+namespace servelab {
+
+// Runs plots/`script` with `args`; notes on stderr start with "servelab <command>: note:".
+// Returns true when the script ran and exited 0.
+bool RunPlotScript(const std::string& command, const std::string& script,
+                   const std::vector<std::string>& args);
+
+}  // namespace servelab

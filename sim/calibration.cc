@@ -1,0 +1,499 @@
+#include "sim/calibration.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "core/text.h"
+#include "driver/gpu_catalog.h"
+
+namespace servelab {
+namespace {
+
+struct Sample {
+  double t = 0;  // seconds
+  OpWork work;
+};
+
+struct Coefficients {
+  double fixed = 0, x = 0, y = 0, yc = 0, r = 0;  // s, s/byte, s/flop, s/causal flop, s/row
+
+  double Memory(const OpWork& w) const { return w.bytes * x; }
+  double Compute(const OpWork& w) const { return w.flops * y + w.causal_flops * yc; }
+};
+
+double Predict(const Coefficients& c, const OpWork& w) {
+  return c.fixed + std::max(c.Memory(w), c.Compute(w)) + w.rows * c.r;
+}
+
+double Objective(const Coefficients& c, const std::vector<Sample>& samples) {
+  double sum = 0;
+  for (const Sample& s : samples) {
+    const double r = (Predict(c, s.work) - s.t) / s.t;
+    sum += r * r;
+  }
+  return sum;
+}
+
+// Weighted least squares t_i / t_i ~ sum_j A_ij theta_j / t_i over the columns in
+// `active`, keeping theta >= 0 by dropping a negative column and solving again.
+// Returns theta for every column (0 where dropped).
+std::vector<double> SolveNonNegative(const std::vector<std::vector<double>>& columns,
+                                     const std::vector<Sample>& samples, std::vector<bool> active) {
+  const size_t n = samples.size(), k = columns.size();
+  std::vector<double> theta(k, 0.0);
+  for (int pass = 0; pass < static_cast<int>(k) + 1; ++pass) {
+    std::vector<size_t> use;
+    for (size_t j = 0; j < k; ++j) {
+      if (active[j]) use.push_back(j);
+    }
+    if (use.empty()) return theta;
+    Eigen::MatrixXd a(n, use.size());
+    Eigen::VectorXd b(n);
+    std::vector<double> scale(use.size(), 0.0);
+    for (size_t c = 0; c < use.size(); ++c) {
+      for (size_t i = 0; i < n; ++i) scale[c] = std::max(scale[c], std::abs(columns[use[c]][i]));
+      if (scale[c] == 0) scale[c] = 1;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const double w = 1.0 / samples[i].t;
+      b(static_cast<Eigen::Index>(i)) = 1.0;  // t_i * w
+      for (size_t c = 0; c < use.size(); ++c) {
+        a(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(c)) =
+            columns[use[c]][i] * w / scale[c];
+      }
+    }
+    const Eigen::VectorXd solved = a.colPivHouseholderQr().solve(b);
+    size_t worst = k;
+    double most_negative = 0;
+    for (size_t c = 0; c < use.size(); ++c) {
+      const double v = solved(static_cast<Eigen::Index>(c)) / scale[c];
+      theta[use[c]] = v;
+      if (v < most_negative) {
+        most_negative = v;
+        worst = use[c];
+      }
+    }
+    if (worst == k) return theta;
+    active[worst] = false;
+    theta.assign(k, 0.0);
+  }
+  return theta;
+}
+
+struct FitResult {
+  Coefficients c;
+  bool memory_fitted = false, compute_fitted = false;
+};
+
+FitResult FitOp(OpForm form, const std::vector<Sample>& samples, const Coefficients& start) {
+  const size_t n = samples.size();
+  bool has_causal = false, has_rows = false;
+  for (const Sample& s : samples) {
+    has_causal = has_causal || s.work.causal_flops > 0;
+    has_rows = has_rows || s.work.rows > 0;
+  }
+  FitResult best{start, false, false};
+  double best_objective = std::numeric_limits<double>::infinity();
+  Coefficients c = start;
+  std::vector<bool> memory_bound(n, true), previous;
+  for (int iteration = 0; iteration < 100; ++iteration) {
+    bool any_memory = false, any_compute = false;
+    for (size_t i = 0; i < n; ++i) {
+      memory_bound[i] =
+          form == OpForm::kStream || c.Memory(samples[i].work) >= c.Compute(samples[i].work);
+      any_memory = any_memory || memory_bound[i];
+      any_compute = any_compute || !memory_bound[i];
+    }
+    if (memory_bound == previous) break;
+    previous = memory_bound;
+    // Columns: fixed, bytes (memory-bound rows), flops and causal flops (compute-bound
+    // rows), rows (every row).
+    std::vector<std::vector<double>> columns(5, std::vector<double>(n, 0.0));
+    for (size_t i = 0; i < n; ++i) {
+      const OpWork& w = samples[i].work;
+      columns[0][i] = 1.0;
+      columns[1][i] = memory_bound[i] ? w.bytes : 0.0;
+      columns[2][i] = memory_bound[i] ? 0.0 : w.flops;
+      columns[3][i] = memory_bound[i] ? 0.0 : w.causal_flops;
+      columns[4][i] = w.rows;
+    }
+    const std::vector<double> theta = SolveNonNegative(
+        columns, samples, {true, any_memory, any_compute, any_compute && has_causal, has_rows});
+    Coefficients next = c;
+    next.fixed = theta[0];
+    // A term dropped or unbound keeps its previous (at first, the roofline's) value.
+    const bool memory_ok = any_memory && theta[1] > 0;
+    const bool compute_ok = any_compute && theta[2] > 0;
+    if (memory_ok) next.x = theta[1];
+    if (compute_ok) next.y = theta[2];
+    if (compute_ok && has_causal && theta[3] > 0) next.yc = theta[3];
+    next.r = has_rows ? theta[4] : 0.0;
+    const double objective = Objective(next, samples);
+    if (objective < best_objective) {
+      best_objective = objective;
+      best = FitResult{next, memory_ok, compute_ok};
+    }
+    c = next;
+  }
+  return best;
+}
+
+OpShape ShapeOf(const ProfileRow& row) {
+  OpShape shape;
+  shape.model = row.shape;
+  shape.tensor_parallel = row.tp;
+  return shape;
+}
+
+std::string Percent(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+}  // namespace
+
+StatusOr<GpuSpec> DeviceSpec(const std::string& device) {
+  if (device == "cpu") {
+    GpuSpec cpu;
+    cpu.name = "cpu";
+    cpu.mem_bandwidth_gbps = 1.0;
+    cpu.bf16_tflops = 1e-3;
+    cpu.fp32_tflops = 1e-3;
+    cpu.interconnect_gbps = 1.0;
+    return cpu;
+  }
+  auto gpu = FindGpu(device);
+  if (!gpu.ok()) return InvalidArgument("device '" + device + "': " + gpu.status().message());
+  return *gpu;
+}
+
+OpCoefficients OpFit::On(const GpuSpec& gpu, const OpShape& shape) const {
+  const OpPeaks peaks = PeaksOf(op, gpu, shape);
+  OpCoefficients c;
+  c.fixed_s = fixed_us * 1e-6;
+  c.s_per_byte = memory_efficiency > 0 ? 1.0 / (peaks.bytes_per_s * memory_efficiency) : 0;
+  if (InfoOf(op).form == OpForm::kRoofline) {
+    if (compute_efficiency > 0) c.s_per_flop = 1.0 / (peaks.flops_per_s * compute_efficiency);
+    if (causal_efficiency > 0) c.s_per_causal_flop = 1.0 / (peaks.flops_per_s * causal_efficiency);
+    c.s_per_row = per_row_us * 1e-6;
+  }
+  return c;
+}
+
+StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
+                                      const FitOptions& options) {
+  CalibratedModel model;
+  std::map<Op, std::vector<const ProfileRow*>> by_op;
+  for (const ProfileTable& table : tables) {
+    model.fitted_from.push_back(table.path);
+    for (const ProfileRow& row : table.rows) {
+      if (model.device.empty()) model.device = row.device;
+      if (row.device != model.device) {
+        return InvalidArgument(table.path + ":" + std::to_string(row.line) + ": device '" +
+                               row.device + "' differs from '" + model.device +
+                               "': fit one device at a time");
+      }
+      if (row.op == "step") continue;  // whole steps: for the step overhead (below)
+      if (row.median_ms <= 0) continue;  // no relative error to weigh
+      by_op[*OpByName(row.op)].push_back(&row);
+    }
+  }
+  auto gpu = DeviceSpec(model.device);
+  if (!gpu.ok()) return gpu.status();
+  const RooflineDefaults& d = options.defaults;
+  for (const auto& [op, rows] : by_op) {
+    const OpInfo& info = InfoOf(op);
+    const int32_t coefficients = info.form == OpForm::kRoofline ? 3 : 2;
+    std::set<double> sizes;
+    std::vector<Sample> samples;
+    OpShape first = ShapeOf(*rows.front());
+    for (const ProfileRow* r : rows) {
+      Sample s;
+      s.t = r->median_ms * 1e-3;
+      s.work = ProfiledWork(op, ShapeOf(*r), static_cast<double>(r->tokens),
+                            static_cast<double>(r->batch), static_cast<double>(r->context));
+      sizes.insert(s.work.bytes);
+      samples.push_back(s);
+    }
+    const auto needed = static_cast<size_t>(coefficients * options.min_points_per_coefficient);
+    if (samples.size() < needed || sizes.size() < static_cast<size_t>(options.min_distinct_sizes)) {
+      return InvalidArgument("op " + std::string(info.name) + ": " +
+                             std::to_string(samples.size()) + " measurements of " +
+                             std::to_string(sizes.size()) + " distinct sizes; fitting its " +
+                             std::to_string(coefficients) + " coefficients needs at least " +
+                             std::to_string(needed) + " measurements of " +
+                             std::to_string(options.min_distinct_sizes) +
+                             " sizes: measure more sizes or leave the op to the roofline");
+    }
+    const bool attention = op == Op::kAttentionDecode || op == Op::kAttentionPrefill;
+    const bool link = op == Op::kAllReduce;
+    const double memory_default = link ? d.interconnect_efficiency : d.memory_efficiency;
+    const double compute_default = attention ? d.attention_efficiency : d.gemm_efficiency;
+    const OpPeaks peaks = PeaksOf(op, *gpu, first);
+    Coefficients start;
+    start.fixed = link ? d.allreduce_latency_us * 1e-6 : 0.0;
+    start.x = 1.0 / (peaks.bytes_per_s * memory_default);
+    start.y = info.form == OpForm::kRoofline ? 1.0 / (peaks.flops_per_s * compute_default) : 0.0;
+    start.yc = start.y;
+    const FitResult fit = FitOp(info.form, samples, start);
+    OpFit f;
+    f.op = op;
+    f.points = static_cast<int64_t>(samples.size());
+    f.fixed_us = fit.c.fixed * 1e6;
+    f.memory_efficiency = fit.memory_fitted ? 1.0 / (fit.c.x * peaks.bytes_per_s) : memory_default;
+    f.memory_fitted = fit.memory_fitted;
+    if (info.form == OpForm::kRoofline) {
+      f.compute_efficiency =
+          fit.compute_fitted ? 1.0 / (fit.c.y * peaks.flops_per_s) : compute_default;
+      f.compute_fitted = fit.compute_fitted;
+      if (op == Op::kAttentionPrefill) {
+        f.causal_efficiency = fit.c.yc > 0 ? 1.0 / (fit.c.yc * peaks.flops_per_s) : compute_default;
+        f.per_row_us = fit.c.r * 1e6;
+      }
+    }
+    model.ops[op] = f;
+  }
+  if (model.ops.empty()) return InvalidArgument("no op measurements to fit");
+  return model;
+}
+
+StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& table) {
+  Evaluation e;
+  e.file = table.path;
+  e.device = table.rows.empty() ? model.device : table.rows.front().device;
+  auto gpu = DeviceSpec(e.device);
+  if (!gpu.ok()) return gpu.status();
+  struct Sums {
+    double measured = 0, predicted = 0;
+  };
+  std::map<std::string, std::vector<double>> errors;  // op -> signed relative errors
+  std::map<std::tuple<int64_t, int64_t, int64_t, int32_t, int32_t, int32_t, int32_t>, Sums> totals;
+  std::set<std::string> missing;
+  for (const ProfileRow& row : table.rows) {
+    if (row.op == "step" || row.median_ms <= 0) continue;
+    const Op op = *OpByName(row.op);
+    auto fit = model.ops.find(op);
+    if (fit == model.ops.end()) {
+      missing.insert(row.op);
+      continue;
+    }
+    const OpShape shape = ShapeOf(row);
+    const double predicted_ms =
+        1e3 * OpSeconds(fit->second.On(*gpu, shape),
+                        ProfiledWork(op, shape, static_cast<double>(row.tokens),
+                                     static_cast<double>(row.batch),
+                                     static_cast<double>(row.context)));
+    errors[row.op].push_back((predicted_ms - row.median_ms) / row.median_ms);
+    e.points.push_back(PointPrediction{row.op, row.tokens, row.batch, row.context, row.tp,
+                                       row.median_ms, predicted_ms});
+    if (InfoOf(op).scope == OpScope::kPerLayer) {
+      Sums& s = totals[{row.tokens, row.batch, row.context, row.tp, row.shape.hidden_size,
+                        row.shape.num_attention_heads, row.shape.intermediate_size}];
+      s.measured += row.median_ms;
+      s.predicted += predicted_ms;
+    }
+  }
+  auto stats = [](const std::vector<double>& rel) {
+    ErrorStats s;
+    s.points = static_cast<int64_t>(rel.size());
+    for (double r : rel) {
+      s.mape += std::abs(r);
+      s.bias += r;
+      s.max_error = std::max(s.max_error, std::abs(r));
+    }
+    if (s.points > 0) {
+      s.mape *= 100.0 / static_cast<double>(s.points);
+      s.bias *= 100.0 / static_cast<double>(s.points);
+    }
+    s.max_error *= 100.0;
+    return s;
+  };
+  for (const auto& [op, rel] : errors) e.ops[op] = stats(rel);
+  std::vector<double> total_rel;
+  std::map<int32_t, std::vector<double>> by_tp;
+  for (const auto& [key, s] : totals) {
+    const double rel = (s.predicted - s.measured) / s.measured;
+    total_rel.push_back(rel);
+    by_tp[std::get<3>(key)].push_back(rel);
+  }
+  e.total = stats(total_rel);
+  for (const auto& [tp, rel] : by_tp) e.total_by_tp[tp] = stats(rel);
+  e.not_modelled.assign(missing.begin(), missing.end());
+  return e;
+}
+
+std::string CalibratedModelYaml(const CalibratedModel& model,
+                                const std::map<std::string, ErrorStats>& in_sample) {
+  std::ostringstream out;
+  out << "# servelab calibrated cost model, written by `servelab calibrate`.\n"
+         "# Per op, per layer (or per step) and per GPU:\n"
+         "#   roofline ops: fixed_us + max(bytes / (bandwidth x memory_efficiency),\n"
+         "#                                flops / (peak x compute_efficiency))\n"
+         "#   stream ops:   fixed_us + bytes / (bandwidth x memory_efficiency)\n"
+         "# with the work of sim/op_model.h and the peaks of `device` (a catalog GPU; for\n"
+         "# cpu, 1 GB/s and 1 GFLOP/s). An efficiency marked `fitted: false` kept the\n"
+         "# datasheet roofline's value: no measurement was bound by that term.\n";
+  out << "device: " << model.device << "\n";
+  out << "fitted_from:\n";
+  for (const std::string& f : model.fitted_from) out << "  - \"" << f << "\"\n";
+  if (model.has_step_overhead) out << "step_overhead_us: " << FormatDouble(model.step_overhead_us) << "\n";
+  out << "ops:\n";
+  for (const auto& [op, f] : model.ops) {
+    const OpInfo& info = InfoOf(op);
+    out << "  " << info.name << ":\n";
+    out << "    form: " << (info.form == OpForm::kRoofline ? "roofline" : "stream") << "\n";
+    out << "    fixed_us: " << FormatDouble(f.fixed_us) << "\n";
+    out << "    memory_efficiency: " << FormatDouble(f.memory_efficiency) << "\n";
+    if (!f.memory_fitted) out << "    memory_fitted: false\n";
+    if (info.form == OpForm::kRoofline) {
+      out << "    compute_efficiency: " << FormatDouble(f.compute_efficiency) << "\n";
+      if (!f.compute_fitted) out << "    compute_fitted: false\n";
+    }
+    if (op == Op::kAttentionPrefill) {
+      out << "    causal_efficiency: " << FormatDouble(f.causal_efficiency) << "\n";
+      out << "    per_row_us: " << FormatDouble(f.per_row_us) << "\n";
+    }
+    out << "    points: " << f.points << "\n";
+    auto it = in_sample.find(std::string(info.name));
+    if (it != in_sample.end()) out << "    in_sample_mape_pct: " << Percent(it->second.mape) << "\n";
+  }
+  return out.str();
+}
+
+namespace {
+
+struct YamlError {
+  std::string message;
+};
+
+[[noreturn]] void Fail(const std::string& path, const YAML::Node& node, const std::string& key,
+                       const std::string& what) {
+  const std::string line = node.Mark().is_null() ? "" : ":" + std::to_string(node.Mark().line + 1);
+  throw YamlError{path + line + ": " + key + ": " + what};
+}
+
+double Number(const std::string& path, const YAML::Node& node, const std::string& key, double lo,
+              double hi) {
+  double v = 0;
+  try {
+    v = node.as<double>();
+  } catch (const YAML::Exception&) {
+    Fail(path, node, key, "expected a number");
+  }
+  if (!std::isfinite(v) || v < lo || v > hi) {
+    Fail(path, node, key, "value out of range: must be in [" + FormatDouble(lo) + ", " +
+                              FormatDouble(hi) + "]");
+  }
+  return v;
+}
+
+void CheckKeys(const std::string& path, const YAML::Node& map, const std::string& where,
+               const std::vector<std::string>& allowed) {
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      Fail(path, it->first, where.empty() ? key : where + "." + key,
+           "unknown key '" + key + "'" + DidYouMean(key, allowed));
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": cannot open the calibrated model");
+  std::ostringstream text;
+  text << in.rdbuf();
+  YAML::Node root;
+  try {
+    root = YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                           std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
+  }
+  CalibratedModel model;
+  try {
+    if (!root.IsMap()) Fail(path, root, "(top)", "expected a mapping");
+    CheckKeys(path, root, "", {"device", "fitted_from", "step_overhead_us", "ops"});
+    if (!root["device"] || !root["device"].IsScalar()) Fail(path, root, "device", "missing");
+    model.device = root["device"].Scalar();
+    if (auto status = DeviceSpec(model.device); !status.ok()) {
+      Fail(path, root["device"], "device", status.status().message());
+    }
+    if (root["fitted_from"]) {
+      for (const auto& f : root["fitted_from"]) model.fitted_from.push_back(f.Scalar());
+    }
+    if (root["step_overhead_us"]) {
+      model.has_step_overhead = true;
+      model.step_overhead_us = Number(path, root["step_overhead_us"], "step_overhead_us", 0, 1e9);
+    }
+    const YAML::Node ops = root["ops"];
+    if (!ops || !ops.IsMap() || ops.size() == 0) Fail(path, root, "ops", "missing or empty");
+    for (auto it = ops.begin(); it != ops.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      const std::string where = "ops." + name;
+      const auto op = OpByName(name);
+      if (!op) {
+        Fail(path, it->first, where, "unknown op '" + name + "'" + DidYouMean(name, OpNames()));
+      }
+      const YAML::Node n = it->second;
+      if (!n.IsMap()) Fail(path, n, where, "expected a mapping");
+      CheckKeys(path, n, where,
+                {"form", "fixed_us", "memory_efficiency", "memory_fitted", "compute_efficiency",
+                 "compute_fitted", "causal_efficiency", "per_row_us", "points",
+                 "in_sample_mape_pct"});
+      const OpInfo& info = InfoOf(*op);
+      OpFit f;
+      f.op = *op;
+      const std::string form = info.form == OpForm::kRoofline ? "roofline" : "stream";
+      if (n["form"] && n["form"].Scalar() != form) {
+        Fail(path, n["form"], where + ".form", name + " is a " + form + " op");
+      }
+      for (const char* key : {"fixed_us", "memory_efficiency"}) {
+        if (!n[key]) Fail(path, n, where + "." + key, "missing");
+      }
+      f.fixed_us = Number(path, n["fixed_us"], where + ".fixed_us", 0, 1e9);
+      f.memory_efficiency =
+          Number(path, n["memory_efficiency"], where + ".memory_efficiency", 1e-9, 1e9);
+      f.memory_fitted = !n["memory_fitted"] || n["memory_fitted"].as<bool>();
+      if (info.form == OpForm::kRoofline) {
+        if (!n["compute_efficiency"]) Fail(path, n, where + ".compute_efficiency", "missing");
+        f.compute_efficiency =
+            Number(path, n["compute_efficiency"], where + ".compute_efficiency", 1e-9, 1e9);
+        f.compute_fitted = !n["compute_fitted"] || n["compute_fitted"].as<bool>();
+      }
+      if (*op == Op::kAttentionPrefill) {
+        f.causal_efficiency = n["causal_efficiency"]
+                                  ? Number(path, n["causal_efficiency"],
+                                           where + ".causal_efficiency", 1e-9, 1e9)
+                                  : f.compute_efficiency;
+        if (n["per_row_us"]) {
+          f.per_row_us = Number(path, n["per_row_us"], where + ".per_row_us", 0, 1e9);
+        }
+      } else {
+        for (const char* key : {"causal_efficiency", "per_row_us"}) {
+          if (n[key]) Fail(path, n[key], where + "." + key, "only attention_prefill has it");
+        }
+      }
+      if (n["points"]) f.points = static_cast<int64_t>(Number(path, n["points"], where + ".points", 0, 1e15));
+      model.ops[*op] = f;
+    }
+  } catch (const YamlError& e) {
+    return InvalidArgument(e.message);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(path + ": " + e.what());
+  }
+  return model;
+}
+
+}  // namespace servelab

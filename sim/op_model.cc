@@ -1,0 +1,146 @@
+#include "sim/op_model.h"
+
+#include <algorithm>
+#include <array>
+
+#include "core/status.h"
+#include "sim/memory.h"
+#include "sim/roofline_cost_model.h"
+
+namespace servelab {
+namespace {
+
+constexpr std::array<OpInfo, 17> kOps = {{
+    {Op::kEmbedding, "embedding", OpForm::kStream, OpScope::kPerStep, true},
+    {Op::kInputNorm, "input_norm", OpForm::kStream, OpScope::kPerLayer, true},
+    {Op::kQkvProj, "qkv_proj", OpForm::kRoofline, OpScope::kPerLayer, true},
+    {Op::kRope, "rope", OpForm::kStream, OpScope::kPerLayer, true},
+    {Op::kKvCacheWrite, "kv_cache_write", OpForm::kStream, OpScope::kPerLayer, true},
+    {Op::kAttentionDecode, "attention_decode", OpForm::kRoofline, OpScope::kPerLayer, true},
+    {Op::kAttentionPrefill, "attention_prefill", OpForm::kRoofline, OpScope::kPerLayer, true},
+    {Op::kOProj, "o_proj", OpForm::kRoofline, OpScope::kPerLayer, true},
+    {Op::kPostAttentionNorm, "post_attention_norm", OpForm::kStream, OpScope::kPerLayer, true},
+    {Op::kGateUpProj, "gate_up_proj", OpForm::kRoofline, OpScope::kPerLayer, true},
+    {Op::kSiluAndMul, "silu_and_mul", OpForm::kStream, OpScope::kPerLayer, true},
+    {Op::kDownProj, "down_proj", OpForm::kRoofline, OpScope::kPerLayer, true},
+    {Op::kResidualAdd, "residual_add", OpForm::kStream, OpScope::kPerLayer, false},
+    {Op::kAllReduce, "allreduce", OpForm::kStream, OpScope::kPerLayer, true},
+    {Op::kFinalNorm, "final_norm", OpForm::kStream, OpScope::kPerStep, true},
+    {Op::kLmHead, "lm_head", OpForm::kRoofline, OpScope::kPerStep, true},
+    {Op::kSampling, "sampling", OpForm::kStream, OpScope::kPerStep, true},
+}};
+
+struct Dims {
+  double h, q, kv, inter, vocab, qh, kvh, head_dim, w, a, c, tp;
+};
+
+Dims DimsOf(const OpShape& s) {
+  const ModelSpec& m = s.model;
+  const double tp = s.tensor_parallel;
+  Dims d{};
+  d.h = m.hidden_size;
+  d.head_dim = m.HeadDim();
+  d.qh = m.num_attention_heads / tp;
+  d.kvh = KvHeadsPerGpu(m, s.tensor_parallel);
+  d.q = d.qh * d.head_dim;
+  d.kv = d.kvh * d.head_dim;
+  d.inter = m.intermediate_size / tp;
+  d.vocab = m.vocab_size / tp;
+  d.w = DTypeBytes(s.weight_dtype);
+  d.a = DTypeBytes(s.activation_dtype);
+  d.c = DTypeBytes(s.kv_dtype);
+  d.tp = tp;
+  return d;
+}
+
+OpWork Gemm(double rows, double k, double n, double w, double a_in, double a_out) {
+  return OpWork{k * n * w + rows * (k * a_in + n * a_out), 2.0 * rows * k * n, 0, 0};
+}
+
+OpWork Bytes(double bytes) { return OpWork{bytes, 0, 0, 0}; }
+
+}  // namespace
+
+std::span<const OpInfo> AllOps() { return kOps; }
+
+const OpInfo& InfoOf(Op op) {
+  for (const OpInfo& info : kOps) {
+    if (info.op == op) return info;
+  }
+  SERVELAB_CHECK(false);
+  return kOps[0];
+}
+
+std::optional<Op> OpByName(std::string_view name) {
+  for (const OpInfo& info : kOps) {
+    if (info.name == name) return info.op;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> OpNames() {
+  std::vector<std::string> names;
+  for (const OpInfo& info : kOps) names.emplace_back(info.name);
+  return names;
+}
+
+OpWork RowsWork(Op op, const OpShape& shape, double t) {
+  const Dims d = DimsOf(shape);
+  switch (op) {
+    case Op::kQkvProj: return Gemm(t, d.h, d.q + 2 * d.kv, d.w, d.a, d.a);
+    case Op::kOProj: return Gemm(t, d.q, d.h, d.w, d.a, d.a);
+    case Op::kGateUpProj: return Gemm(t, d.h, 2 * d.inter, d.w, d.a, d.a);
+    case Op::kDownProj: return Gemm(t, d.inter, d.h, d.w, d.a, d.a);
+    case Op::kLmHead: return Gemm(t, d.h, d.vocab, d.w, d.a, 4.0);  // f32 logits
+    case Op::kInputNorm:
+    case Op::kPostAttentionNorm: return Bytes(4.0 * t * d.h * d.a);
+    case Op::kResidualAdd: return Bytes(3.0 * t * d.h * d.a);
+    case Op::kRope: return Bytes(2.0 * t * (d.q + d.kv) * d.a);
+    case Op::kKvCacheWrite: return Bytes(2.0 * t * d.kv * (d.a + d.c));
+    case Op::kSiluAndMul: return Bytes(3.0 * t * d.inter * d.a);
+    case Op::kEmbedding: return Bytes(t * d.h * (d.w + d.a));
+    case Op::kFinalNorm: return Bytes(2.0 * t * d.h * d.a);
+    case Op::kSampling: return Bytes(4.0 * t * d.vocab);
+    case Op::kAllReduce: return Bytes(2.0 * (d.tp - 1) / d.tp * t * d.h * d.a);
+    case Op::kAttentionDecode:
+    case Op::kAttentionPrefill: break;
+  }
+  SERVELAB_CHECK_MSG(false, "attention work depends on contexts: DecodeWork, PrefillWork");
+  return {};
+}
+
+OpWork DecodeWork(const OpShape& shape, double context) {
+  const Dims d = DimsOf(shape);
+  const double attended = context + 1.0;
+  return OpWork{attended * 2.0 * d.kv * d.c + 2.0 * d.q * d.a, 4.0 * d.q * attended, 0, 0};
+}
+
+OpWork PrefillWork(const OpShape& shape, double chunk, double context) {
+  const Dims d = DimsOf(shape);
+  return OpWork{(context + chunk) * 2.0 * d.kv * d.c + 2.0 * chunk * d.q * d.a,
+                4.0 * d.q * chunk * context, 4.0 * d.q * chunk * (chunk + 1.0) / 2.0, chunk};
+}
+
+OpWork ProfiledWork(Op op, const OpShape& shape, double tokens, double batch, double context) {
+  if (op == Op::kAttentionDecode) return DecodeWork(shape, context) * batch;
+  if (op == Op::kAttentionPrefill) return PrefillWork(shape, tokens, context);
+  return RowsWork(op, shape, tokens);
+}
+
+double OpSeconds(const OpCoefficients& c, const OpWork& work) {
+  return c.fixed_s +
+         std::max(work.bytes * c.s_per_byte,
+                  work.flops * c.s_per_flop + work.causal_flops * c.s_per_causal_flop) +
+         work.rows * c.s_per_row;
+}
+
+OpPeaks PeaksOf(Op op, const GpuSpec& gpu, const OpShape& shape) {
+  OpPeaks p;
+  p.bytes_per_s = (op == Op::kAllReduce ? gpu.interconnect_gbps : gpu.mem_bandwidth_gbps) * 1e9;
+  const bool attention = op == Op::kAttentionDecode || op == Op::kAttentionPrefill;
+  p.flops_per_s =
+      TensorPeakTflops(gpu, attention ? shape.activation_dtype : shape.weight_dtype) * 1e12;
+  return p;
+}
+
+}  // namespace servelab

@@ -1,0 +1,140 @@
+#pragma once
+// The ops of one decoder step as servelab times and predicts them, per GPU of a tensor-
+// parallel group, and the work (bytes moved, FLOPs) each does. The calibration fit
+// (sim/calibration.h) and the calibrated cost model share these definitions, so a
+// coefficient fitted on one model shape, token count or TP degree means the same on
+// another.
+//
+// Every op's time has one of two forms, with per-op coefficients:
+//   roofline  fixed + max(bytes / (bandwidth x memory_efficiency),
+//                         flops / (peak x compute_efficiency)
+//                         + causal_flops / (peak x causal_efficiency))
+//             + rows x per_row
+//   stream    fixed + bytes / (bandwidth x memory_efficiency)
+// `fixed` is what a kernel costs whatever its size (launch, synchronisation, the tail of
+// a wave): the term a datasheet roofline lacks, which dominates small ops and high TP.
+// Only prefill attention has causal FLOPs (the new tokens attending to each other, which
+// a tiled kernel computes with masked, part-empty tiles, at its own rate) and a per-row
+// cost (per query token: its softmax state, its output write).
+//
+// Work, with h = hidden, q = heads x head_dim / tp (per GPU), kv = kv heads per GPU x
+// head_dim, I = intermediate / tp, V = vocab / tp, a = activation bytes, w = weight
+// bytes, c = KV-cache bytes, T = tokens in the step, E = rows that emit a token:
+//   qkv_proj, o_proj, gate_up_proj, down_proj  [T, K] x [K, N]: flops 2TKN,
+//       bytes KN w + T (K + N) a   (K, N: h x (q + 2 kv), q x h, h x 2I, I x h)
+//   lm_head  [E, h] x [h, V], f32 logits: flops 2EhV, bytes hV w + E (h a + 4V)
+//   input_norm, post_attention_norm (residual add fused, as servelab's runners do it):
+//       bytes 4Th a; residual_add (a separate add, as Vidur profiles vLLM): 3Th a;
+//       rope: 2T(q + kv) a; kv_cache_write: 2T kv (a + c); silu_and_mul: 3TI a;
+//       embedding: Th (w + a); final_norm: 2Th a; sampling: 4EV; allreduce (ring, once
+//       per call, two per layer): 2 (tp - 1) / tp x Th a over the link bandwidth
+//   attention_decode  one new token over `context` cached ones, per sequence:
+//       flops 4 q (context + 1), bytes (context + 1) 2 kv c + 2 q a; a batch sums them
+//   attention_prefill  a chunk of n new tokens after `context` cached ones: flops
+//       4 q n context (to the cached tokens), causal_flops 4 q n (n + 1) / 2, rows n,
+//       bytes (context + n) 2 kv c + 2 n q a
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "driver/gpu_spec.h"
+
+namespace servelab {
+
+enum class Op : uint8_t {
+  kEmbedding,
+  kInputNorm,
+  kQkvProj,
+  kRope,
+  kKvCacheWrite,
+  kAttentionDecode,
+  kAttentionPrefill,
+  kOProj,
+  kPostAttentionNorm,
+  kGateUpProj,
+  kSiluAndMul,
+  kDownProj,
+  kResidualAdd,
+  kAllReduce,
+  kFinalNorm,
+  kLmHead,
+  kSampling,
+};
+
+enum class OpForm : uint8_t { kRoofline, kStream };
+enum class OpScope : uint8_t { kPerLayer, kPerStep };
+
+struct OpInfo {
+  Op op;
+  std::string_view name;  // as in profiles and MODEL.yaml
+  OpForm form;
+  OpScope scope;
+  // Part of servelab's own step (the runners and the roofline run it); false for ops
+  // other engines run separately (Vidur's residual add), counted only when fitted.
+  bool canonical;
+};
+
+// Every op, in step order.
+std::span<const OpInfo> AllOps();
+const OpInfo& InfoOf(Op op);
+std::optional<Op> OpByName(std::string_view name);
+std::vector<std::string> OpNames();
+
+// What an op's work depends on besides token counts: the model, the TP degree, dtypes.
+struct OpShape {
+  ModelSpec model;
+  int32_t tensor_parallel = 1;
+  DType weight_dtype = DType::kBf16;
+  DType activation_dtype = DType::kBf16;
+  DType kv_dtype = DType::kBf16;
+};
+
+struct OpWork {
+  double bytes = 0;
+  double flops = 0;
+  double causal_flops = 0;  // prefill attention only
+  double rows = 0;          // prefill attention only: query tokens
+  OpWork& operator+=(const OpWork& o) {
+    bytes += o.bytes;
+    flops += o.flops;
+    causal_flops += o.causal_flops;
+    rows += o.rows;
+    return *this;
+  }
+  OpWork operator*(double k) const { return OpWork{bytes * k, flops * k, causal_flops * k, rows * k}; }
+};
+
+// An op that scales with the step's tokens or emitting rows (everything but attention):
+// `rows` is T, or E for lm_head and sampling.
+OpWork RowsWork(Op op, const OpShape& shape, double rows);
+// Attention, one sequence.
+OpWork DecodeWork(const OpShape& shape, double context);
+OpWork PrefillWork(const OpShape& shape, double chunk, double context);
+// One profile row's work: `tokens` rows (or, for attention_decode, `batch` sequences at
+// `context`; attention_prefill: one chunk of `tokens` after `context`).
+OpWork ProfiledWork(Op op, const OpShape& shape, double tokens, double batch, double context);
+
+// An op's coefficients in seconds: per kernel, per byte, per FLOP, per causal FLOP, per
+// row (the last three 0 for stream ops).
+struct OpCoefficients {
+  double fixed_s = 0;
+  double s_per_byte = 0;
+  double s_per_flop = 0;
+  double s_per_causal_flop = 0;
+  double s_per_row = 0;
+};
+double OpSeconds(const OpCoefficients& c, const OpWork& work);
+
+// The peaks an op's efficiencies refer to: memory bandwidth (the link's for allreduce),
+// and the tensor peak of the weight dtype (attention: of the activation dtype).
+struct OpPeaks {
+  double bytes_per_s = 0;
+  double flops_per_s = 0;
+};
+OpPeaks PeaksOf(Op op, const GpuSpec& gpu, const OpShape& shape);
+
+}  // namespace servelab

@@ -1,0 +1,343 @@
+#include "sim/profile_table.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string_view>
+
+#include "core/text.h"
+#include "driver/gpu_catalog.h"
+#include "driver/trace_reader.h"
+#include "sim/op_model.h"
+
+namespace servelab {
+namespace {
+
+constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kVidurMlpOps = {{
+    {"emb", "embedding"},
+    {"input_layernorm", "input_norm"},
+    {"attn_pre_proj", "qkv_proj"},
+    {"attn_rope", "rope"},
+    {"attn_post_proj", "o_proj"},
+    {"post_attention_layernorm", "post_attention_norm"},
+    {"mlp_up_proj", "gate_up_proj"},
+    {"mlp_act", "silu_and_mul"},
+    {"mlp_down_proj", "down_proj"},
+    {"add", "residual_add"},
+}};
+
+bool HasColumn(const std::vector<std::string_view>& header, std::string_view name) {
+  return std::find(header.begin(), header.end(), name) != header.end();
+}
+
+// Reads the named cells of one line: numbers, counts, strings, each naming its column.
+class Cells {
+ public:
+  Cells(const std::string& path, int64_t line, const std::vector<std::string_view>& fields)
+      : path_(path), line_(line), fields_(fields) {}
+
+  Status Number(size_t column, std::string_view name, double& out) const {
+    SERVELAB_RETURN_IF_ERROR(Present(column, name));
+    if (!ParseDouble(fields_[column], out) || out < 0) {
+      return LineError(path_, line_, "expected a number >= 0, got '" +
+                                         std::string(fields_[column]) + "'", name);
+    }
+    return Status::Ok();
+  }
+  Status Count(size_t column, std::string_view name, int64_t& out, int64_t min = 0) const {
+    SERVELAB_RETURN_IF_ERROR(Present(column, name));
+    int32_t value = 0;
+    if (!ParseCount(fields_[column], value) || value < min) {
+      return LineError(path_, line_, "expected a whole number >= " + std::to_string(min) +
+                                         ", got '" + std::string(fields_[column]) + "'", name);
+    }
+    out = value;
+    return Status::Ok();
+  }
+  bool Empty(size_t column) const { return column < fields_.size() && fields_[column].empty(); }
+  std::string_view Text(size_t column) const { return fields_[column]; }
+  Status Present(size_t column, std::string_view name) const {
+    if (column >= fields_.size()) {
+      return LineError(path_, line_,
+                       "missing field (" + std::to_string(fields_.size()) + " fields)", name);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const std::string& path_;
+  int64_t line_;
+  const std::vector<std::string_view>& fields_;
+};
+
+// A catalog GPU named by a token of the file name: "vidur_a100_x.csv" -> "a100-80gb".
+std::string DeviceFromName(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::vector<std::string> tokens;
+  std::string token;
+  for (const char ch : name + "_") {
+    if (ch == '_' || ch == '-' || ch == '.') {
+      if (!token.empty()) tokens.push_back(token);
+      token.clear();
+    } else {
+      token += ch;
+    }
+  }
+  for (const GpuSpec& gpu : GpuCatalog()) {
+    const std::string family = gpu.name.substr(0, gpu.name.find('-'));
+    if (std::find(tokens.begin(), tokens.end(), family) != tokens.end()) return gpu.name;
+  }
+  return "";
+}
+
+using Columns = std::map<std::string, size_t>;
+
+StatusOr<Columns> Find(const std::vector<std::string_view>& header,
+                       const std::vector<std::string>& names, const std::string& path) {
+  Columns columns;
+  for (const std::string& name : names) {
+    auto at = FindColumn(header, name, path, 1);
+    if (!at.ok()) return at.status();
+    columns[name] = *at;
+  }
+  return columns;
+}
+
+Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
+                    ProfileTable& table) {
+  auto c = Find(header,
+                {"device", "hidden_size", "num_heads", "num_kv_heads", "head_dim",
+                 "intermediate_size", "vocab_size", "op", "tokens", "batch", "context", "tp",
+                 "median_ms", "p10_ms", "p90_ms", "repeats"},
+                file.path());
+  if (!c.ok()) return c.status();
+  const Columns& col = *c;
+  std::vector<std::string> ops = OpNames();
+  ops.push_back("step");
+  std::string line;
+  std::vector<std::string_view> fields;
+  while (file.Next(line)) {
+    if (line.empty()) continue;
+    SplitCsvLine(line, fields);
+    const Cells cells(file.path(), file.line_number(), fields);
+    ProfileRow r;
+    r.line = file.line_number();
+    SERVELAB_RETURN_IF_ERROR(cells.Present(col.at("device"), "device"));
+    r.device = std::string(cells.Text(col.at("device")));
+    if (r.device.empty()) return LineError(file.path(), r.line, "empty device", "device");
+    int64_t v = 0;
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("hidden_size"), "hidden_size", v, 1));
+    r.shape.hidden_size = static_cast<int32_t>(v);
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("num_heads"), "num_heads", v, 1));
+    r.shape.num_attention_heads = static_cast<int32_t>(v);
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("num_kv_heads"), "num_kv_heads", v, 1));
+    r.shape.num_key_value_heads = static_cast<int32_t>(v);
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("head_dim"), "head_dim", v, 1));
+    r.shape.head_dim = static_cast<int32_t>(v);
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("intermediate_size"), "intermediate_size", v));
+    r.shape.intermediate_size = static_cast<int32_t>(v);
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("vocab_size"), "vocab_size", v));
+    r.shape.vocab_size = static_cast<int32_t>(v);
+    SERVELAB_RETURN_IF_ERROR(cells.Present(col.at("op"), "op"));
+    r.op = std::string(cells.Text(col.at("op")));
+    if (std::find(ops.begin(), ops.end(), r.op) == ops.end()) {
+      return LineError(file.path(), r.line,
+                       "unknown op '" + r.op + "'" + DidYouMean(r.op, ops) + " (ops: " +
+                           Join(ops, ", ") + ")",
+                       "op");
+    }
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("tokens"), "tokens", r.tokens, 1));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("batch"), "batch", r.batch, 1));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("context"), "context", r.context));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("tp"), "tp", v, 1));
+    r.tp = static_cast<int32_t>(v);
+    SERVELAB_RETURN_IF_ERROR(cells.Number(col.at("median_ms"), "median_ms", r.median_ms));
+    SERVELAB_RETURN_IF_ERROR(cells.Number(col.at("p10_ms"), "p10_ms", r.p10_ms));
+    SERVELAB_RETURN_IF_ERROR(cells.Number(col.at("p90_ms"), "p90_ms", r.p90_ms));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("repeats"), "repeats", v));
+    r.repeats = static_cast<int32_t>(v);
+    table.rows.push_back(std::move(r));
+  }
+  return Status::Ok();
+}
+
+// The model-shape columns both Vidur layouts share.
+struct VidurShape {
+  size_t embd, heads, kv_heads, tp;
+};
+
+Status ReadVidurShape(const Cells& cells, const VidurShape& c, const char* heads_name,
+                      ProfileRow& r) {
+  int64_t v = 0;
+  SERVELAB_RETURN_IF_ERROR(cells.Count(c.embd, "n_embd", v, 1));
+  r.shape.hidden_size = static_cast<int32_t>(v);
+  SERVELAB_RETURN_IF_ERROR(cells.Count(c.heads, heads_name, v, 1));
+  r.shape.num_attention_heads = static_cast<int32_t>(v);
+  SERVELAB_RETURN_IF_ERROR(cells.Count(c.kv_heads, "n_kv_head", v, 1));
+  r.shape.num_key_value_heads = static_cast<int32_t>(v);
+  SERVELAB_RETURN_IF_ERROR(cells.Count(c.tp, "num_tensor_parallel_workers", v, 1));
+  r.tp = static_cast<int32_t>(v);
+  r.shape.head_dim = r.shape.hidden_size / r.shape.num_attention_heads;
+  return Status::Ok();
+}
+
+Status ReadVidurMlp(LineFile& file, const std::vector<std::string_view>& header,
+                    const std::string& device, ProfileTable& table) {
+  auto c = Find(header,
+                {"n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size", "num_tokens",
+                 "num_tensor_parallel_workers"},
+                file.path());
+  if (!c.ok()) return c.status();
+  const Columns& col = *c;
+  struct OpColumns {
+    std::string_view op;
+    std::string median, min, max;
+    size_t median_at = 0, min_at = 0, max_at = 0;
+  };
+  std::vector<OpColumns> ops;
+  for (const auto& [vidur, ours] : kVidurMlpOps) {
+    OpColumns o{ours, "time_stats." + std::string(vidur) + ".median",
+                "time_stats." + std::string(vidur) + ".min",
+                "time_stats." + std::string(vidur) + ".max"};
+    if (!HasColumn(header, o.median)) continue;
+    auto m = Find(header, {o.median, o.min, o.max}, file.path());
+    if (!m.ok()) return m.status();
+    o.median_at = m->at(o.median);
+    o.min_at = m->at(o.min);
+    o.max_at = m->at(o.max);
+    ops.push_back(std::move(o));
+  }
+  const VidurShape shape{col.at("n_embd"), col.at("n_head"), col.at("n_kv_head"),
+                         col.at("num_tensor_parallel_workers")};
+  std::string line;
+  std::vector<std::string_view> fields;
+  while (file.Next(line)) {
+    if (line.empty()) continue;
+    SplitCsvLine(line, fields);
+    const Cells cells(file.path(), file.line_number(), fields);
+    ProfileRow base;
+    base.line = file.line_number();
+    base.device = device;
+    SERVELAB_RETURN_IF_ERROR(ReadVidurShape(cells, shape, "n_head", base));
+    int64_t v = 0;
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("n_expanded_embd"), "n_expanded_embd", v, 1));
+    base.shape.intermediate_size = static_cast<int32_t>(v);
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("vocab_size"), "vocab_size", v, 1));
+    base.shape.vocab_size = static_cast<int32_t>(v);
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("num_tokens"), "num_tokens", base.tokens, 1));
+    for (const OpColumns& o : ops) {
+      if (cells.Empty(o.median_at)) continue;
+      ProfileRow r = base;
+      r.op = std::string(o.op);
+      SERVELAB_RETURN_IF_ERROR(cells.Number(o.median_at, o.median, r.median_ms));
+      SERVELAB_RETURN_IF_ERROR(cells.Number(o.min_at, o.min, r.p10_ms));
+      SERVELAB_RETURN_IF_ERROR(cells.Number(o.max_at, o.max, r.p90_ms));
+      table.rows.push_back(std::move(r));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& header,
+                          const std::string& device, ProfileTable& table) {
+  auto c = Find(header,
+                {"n_embd", "n_q_head", "n_kv_head", "num_tensor_parallel_workers", "batch_size",
+                 "prefill_chunk_size", "kv_cache_size", "is_prefill",
+                 "time_stats.attn_decode.median", "time_stats.attn_decode.min",
+                 "time_stats.attn_decode.max", "time_stats.attn_prefill.median",
+                 "time_stats.attn_prefill.min", "time_stats.attn_prefill.max"},
+                file.path());
+  if (!c.ok()) return c.status();
+  const Columns& col = *c;
+  const VidurShape shape{col.at("n_embd"), col.at("n_q_head"), col.at("n_kv_head"),
+                         col.at("num_tensor_parallel_workers")};
+  std::string line;
+  std::vector<std::string_view> fields;
+  while (file.Next(line)) {
+    if (line.empty()) continue;
+    SplitCsvLine(line, fields);
+    const Cells cells(file.path(), file.line_number(), fields);
+    ProfileRow r;
+    r.line = file.line_number();
+    r.device = device;
+    SERVELAB_RETURN_IF_ERROR(ReadVidurShape(cells, shape, "n_q_head", r));
+    SERVELAB_RETURN_IF_ERROR(cells.Present(col.at("is_prefill"), "is_prefill"));
+    const std::string_view prefill = cells.Text(col.at("is_prefill"));
+    if (prefill != "True" && prefill != "False") {
+      return LineError(file.path(), r.line,
+                       "expected True or False, got '" + std::string(prefill) + "'",
+                       "is_prefill");
+    }
+    const std::string kind = prefill == "True" ? "prefill" : "decode";
+    r.op = "attention_" + kind;
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("kv_cache_size"), "kv_cache_size", r.context));
+    if (kind == "decode") {
+      SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("batch_size"), "batch_size", r.batch, 1));
+      r.tokens = r.batch;
+    } else {
+      SERVELAB_RETURN_IF_ERROR(
+          cells.Count(col.at("prefill_chunk_size"), "prefill_chunk_size", r.tokens, 1));
+    }
+    const std::string stat = "time_stats.attn_" + kind;
+    SERVELAB_RETURN_IF_ERROR(cells.Number(col.at(stat + ".median"), stat + ".median", r.median_ms));
+    SERVELAB_RETURN_IF_ERROR(cells.Number(col.at(stat + ".min"), stat + ".min", r.p10_ms));
+    SERVELAB_RETURN_IF_ERROR(cells.Number(col.at(stat + ".max"), stat + ".max", r.p90_ms));
+    table.rows.push_back(std::move(r));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ProfileTable> ReadProfile(const std::string& path, const std::string& device) {
+  auto file = LineFile::Open(path);
+  if (!file.ok()) return file.status();
+  ProfileTable table;
+  table.path = path;
+  std::string header_line;
+  if (!file->Next(header_line)) return InvalidArgument(path + ": empty profile");
+  std::vector<std::string_view> header;
+  SplitCsvLine(header_line, header);
+  const bool vidur_mlp = HasColumn(header, "time_stats.attn_pre_proj.median") ||
+                         HasColumn(header, "time_stats.mlp_up_proj.median");
+  const bool vidur_attention = HasColumn(header, "time_stats.attn_decode.median") ||
+                               HasColumn(header, "time_stats.attn_prefill.median");
+  if (vidur_mlp || vidur_attention) {
+    const std::string gpu = device.empty() ? DeviceFromName(path) : device;
+    if (gpu.empty()) {
+      return InvalidArgument(path + ": a Vidur profile does not name its GPU and its file "
+                             "name holds no catalog GPU (a100, h100, ...): pass --device");
+    }
+    table.layout = vidur_mlp ? "vidur-mlp" : "vidur-attention";
+    SERVELAB_RETURN_IF_ERROR(vidur_mlp ? ReadVidurMlp(*file, header, gpu, table)
+                                       : ReadVidurAttention(*file, header, gpu, table));
+  } else {
+    table.layout = "servelab";
+    SERVELAB_RETURN_IF_ERROR(ReadServelab(*file, header, table));
+  }
+  if (table.rows.empty()) return InvalidArgument(path + ": no measurements in the profile");
+  return table;
+}
+
+std::string ProfileCsvHeader() {
+  return "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,op,"
+         "tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats\n";
+}
+
+void WriteProfileRow(std::ostream& out, const ProfileRow& r) {
+  char times[96];
+  std::snprintf(times, sizeof times, "%.6f,%.6f,%.6f", r.median_ms, r.p10_ms, r.p90_ms);
+  out << r.device << ',' << r.shape.hidden_size << ',' << r.shape.num_attention_heads << ','
+      << r.shape.num_key_value_heads << ',' << r.shape.HeadDim() << ','
+      << r.shape.intermediate_size << ',' << r.shape.vocab_size << ',' << r.op << ','
+      << r.tokens << ',' << r.batch << ',' << r.context << ',' << r.tp << ',' << times << ','
+      << r.repeats << '\n';
+}
+
+}  // namespace servelab

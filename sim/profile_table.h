@@ -1,0 +1,62 @@
+#pragma once
+// Measured op times, one row per (op, sizes): what `servelab profile` writes and
+// `servelab calibrate` fits. Three layouts are read, told apart by their header:
+//
+//   servelab  CSV  device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,
+//                  vocab_size,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats
+//             device: a catalog GPU ("a100-80gb") or "cpu"; op: an op of sim/op_model.h or
+//             "step" (a whole step); times per layer (per-layer ops) or per step, per GPU.
+//   vidur mlp CSV  Vidur's data/profiling/compute/<gpu>/<model>/mlp.csv: one row per
+//             (num_tokens, num_tensor_parallel_workers) with time_stats.<op>.median for
+//             emb, input_layernorm, attn_pre_proj, attn_rope, attn_post_proj,
+//             post_attention_layernorm, mlp_up_proj, mlp_act, mlp_down_proj, add
+//             (read as embedding, input_norm, qkv_proj, rope, o_proj, post_attention_norm,
+//             gate_up_proj, silu_and_mul, down_proj, residual_add); p10/p90 are its min and
+//             max (it has no percentiles).
+//   vidur attention CSV  Vidur's attention.csv: time_stats.attn_decode.median (batch_size
+//             sequences, kv_cache_size cached tokens each, one new token) and
+//             time_stats.attn_prefill.median (one chunk of prefill_chunk_size tokens after
+//             kv_cache_size cached ones), as attention_decode / attention_prefill.
+// Vidur's files do not name their GPU: it comes from `device`, else from a catalog name in
+// the file name ("vidur_a100_..." -> a100-80gb).
+//
+// A malformed file is an InvalidArgument "path:LINE: what, column 'X'".
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/status.h"
+
+namespace servelab {
+
+struct ProfileRow {
+  std::string device;
+  ModelSpec shape;  // hidden_size, heads, kv heads, head_dim, intermediate_size, vocab_size
+  std::string op;   // an OpInfo name, or "step"
+  int64_t tokens = 0;
+  int64_t batch = 1;
+  int64_t context = 0;
+  int32_t tp = 1;
+  double median_ms = 0;
+  double p10_ms = 0;
+  double p90_ms = 0;
+  int32_t repeats = 0;
+  int64_t line = 0;  // in its file, for messages
+};
+
+struct ProfileTable {
+  std::string path;
+  std::string layout;  // "servelab", "vidur-mlp", "vidur-attention"
+  std::vector<ProfileRow> rows;
+};
+
+// `device`: the GPU of a Vidur file ("" = from its name). Errors name file, line, column.
+StatusOr<ProfileTable> ReadProfile(const std::string& path, const std::string& device = "");
+
+// The servelab layout.
+std::string ProfileCsvHeader();  // with its newline
+void WriteProfileRow(std::ostream& out, const ProfileRow& row);
+
+}  // namespace servelab

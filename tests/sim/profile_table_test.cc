@@ -1,0 +1,162 @@
+// Reading profiles: servelab's layout and Vidur's two (fixtures written here, in Vidur's
+// layout, never copies of the shared data), and malformed files named by line and column.
+#include "sim/profile_table.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace servelab {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ProfileTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("servelab_profile_table_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::filesystem::path dir_;
+};
+
+// Vidur's mlp.csv layout: per op min,max,mean,median,std; then the shape columns.
+std::string VidurMlp(const std::string& second_median = "0.0630") {
+  std::string header, row1, row2;
+  const char* ops[] = {"emb", "attn_pre_proj", "add"};
+  for (const char* op : ops) {
+    for (const char* stat : {"min", "max", "mean", "median", "std"}) {
+      header += std::string("time_stats.") + op + "." + stat + ",";
+    }
+  }
+  header += "n_head,n_kv_head,n_embd,n_expanded_embd,vocab_size,use_gated_mlp,num_tokens,"
+            "num_tensor_parallel_workers\n";
+  row1 = "0.003,0.004,0.0035,0.003,0.0,0.060,0.070,0.065,0.065,0.001,0.002,0.002,0.002,0.002,0.0,"
+         "32,32,4096,11008,32768,True,1,1\n";
+  row2 = "0.004,0.005,0.0045,0.004,0.0,0.061,0.066,0.063," + second_median +
+         ",0.001,0.002,0.003,0.002,0.002,0.0,32,32,4096,11008,32768,True,2,8\n";
+  return header + row1 + row2;
+}
+
+TEST_F(ProfileTableTest, ReadsVidurMlpWithTheDeviceFromTheFileName) {
+  auto t = ReadProfile(Write("vidur_a100_Tiny_mlp.csv", VidurMlp()));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->layout, "vidur-mlp");
+  ASSERT_EQ(t->rows.size(), 6u);  // 2 lines x 3 ops
+  const ProfileRow& qkv = t->rows[1];
+  EXPECT_EQ(qkv.device, "a100-80gb");
+  EXPECT_EQ(qkv.op, "qkv_proj");
+  EXPECT_EQ(qkv.tokens, 1);
+  EXPECT_EQ(qkv.tp, 1);
+  EXPECT_DOUBLE_EQ(qkv.median_ms, 0.065);
+  EXPECT_DOUBLE_EQ(qkv.p10_ms, 0.060);  // Vidur's min
+  EXPECT_DOUBLE_EQ(qkv.p90_ms, 0.070);  // and max
+  EXPECT_EQ(qkv.shape.hidden_size, 4096);
+  EXPECT_EQ(qkv.shape.HeadDim(), 128);
+  EXPECT_EQ(qkv.shape.intermediate_size, 11008);
+  EXPECT_EQ(t->rows[2].op, "residual_add");
+  EXPECT_EQ(t->rows[5].tp, 8);
+  EXPECT_EQ(t->rows[5].line, 3);
+}
+
+TEST_F(ProfileTableTest, ADeviceMustBeKnown) {
+  const std::string path = Write("profile_mlp.csv", VidurMlp());
+  auto unnamed = ReadProfile(path);
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_THAT(unnamed.status().message(), HasSubstr("pass --device"));
+  auto given = ReadProfile(path, "h100-80gb");
+  ASSERT_TRUE(given.ok()) << given.status().message();
+  EXPECT_EQ(given->rows[0].device, "h100-80gb");
+}
+
+TEST_F(ProfileTableTest, ReadsVidurAttention) {
+  const std::string header =
+      "time_stats.attn_decode.min,time_stats.attn_decode.max,time_stats.attn_decode.mean,"
+      "time_stats.attn_decode.median,time_stats.attn_decode.std,time_stats.attn_prefill.min,"
+      "time_stats.attn_prefill.max,time_stats.attn_prefill.mean,time_stats.attn_prefill.median,"
+      "time_stats.attn_prefill.std,n_embd,n_q_head,n_kv_head,block_size,"
+      "num_tensor_parallel_workers,max_model_len,batch_size,prefill_chunk_size,kv_cache_size,"
+      "is_prefill,attention_backend,profile_method\n";
+  const std::string text = header +
+      "0.014,0.016,0.015,0.015,0.0,,,,,,8192,64,8,16,2,4096,4,0,512,False,FA,KINETO\n"
+      ",,,,,0.2,0.3,0.25,0.25,0.0,8192,64,8,16,2,4096,1,1024,256,True,FA,KINETO\n";
+  auto t = ReadProfile(Write("vidur_a100_attention.csv", text));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->rows.size(), 2u);
+  EXPECT_EQ(t->rows[0].op, "attention_decode");
+  EXPECT_EQ(t->rows[0].batch, 4);
+  EXPECT_EQ(t->rows[0].tokens, 4);
+  EXPECT_EQ(t->rows[0].context, 512);
+  EXPECT_EQ(t->rows[0].shape.num_key_value_heads, 8);
+  EXPECT_EQ(t->rows[1].op, "attention_prefill");
+  EXPECT_EQ(t->rows[1].tokens, 1024);
+  EXPECT_EQ(t->rows[1].context, 256);
+  EXPECT_DOUBLE_EQ(t->rows[1].median_ms, 0.25);
+}
+
+TEST_F(ProfileTableTest, ServelabLayoutRoundTrips) {
+  ProfileRow r;
+  r.device = "cpu";
+  r.shape.hidden_size = 256;
+  r.shape.num_attention_heads = 4;
+  r.shape.num_key_value_heads = 2;
+  r.shape.intermediate_size = 704;
+  r.shape.vocab_size = 8000;
+  r.op = "attention_decode";
+  r.tokens = 8;
+  r.batch = 8;
+  r.context = 300;
+  r.median_ms = 1.25;
+  r.p10_ms = 1.0;
+  r.p90_ms = 1.5;
+  r.repeats = 9;
+  std::ostringstream csv;
+  csv << ProfileCsvHeader();
+  WriteProfileRow(csv, r);
+  auto t = ReadProfile(Write("p.csv", csv.str()));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->layout, "servelab");
+  ASSERT_EQ(t->rows.size(), 1u);
+  const ProfileRow& b = t->rows[0];
+  EXPECT_EQ(b.device, "cpu");
+  EXPECT_EQ(b.shape.HeadDim(), 64);
+  EXPECT_EQ(b.op, "attention_decode");
+  EXPECT_EQ(b.context, 300);
+  EXPECT_DOUBLE_EQ(b.median_ms, 1.25);
+  EXPECT_EQ(b.repeats, 9);
+}
+
+TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {
+  auto number = ReadProfile(Write("vidur_a100_bad.csv", VidurMlp("fast")));
+  ASSERT_FALSE(number.ok());
+  EXPECT_TRUE(number.status().IsBadInput());
+  EXPECT_THAT(number.status().message(),
+              HasSubstr("vidur_a100_bad.csv:3: expected a number >= 0, got 'fast', column "
+                        "'time_stats.attn_pre_proj.median'"));
+  auto op = ReadProfile(Write("p.csv", ProfileCsvHeader() +
+                                           "cpu,256,4,2,64,704,8000,qkv_prj,1,1,0,1,1,1,1,3\n"));
+  EXPECT_THAT(op.status().message(),
+              HasSubstr("p.csv:2: unknown op 'qkv_prj' (did you mean 'qkv_proj'?)"));
+  EXPECT_THAT(op.status().message(), HasSubstr("column 'op'"));
+  auto column = ReadProfile(Write("q.csv", "device,op,tokens\ncpu,rope,3\n"));
+  EXPECT_THAT(column.status().message(), HasSubstr("q.csv:1: missing column 'hidden_size'"));
+  auto short_line = ReadProfile(Write("r.csv", ProfileCsvHeader() + "cpu,256,4\n"));
+  EXPECT_THAT(short_line.status().message(), HasSubstr("r.csv:2: missing field"));
+  auto empty = ReadProfile(Write("e.csv", ""));
+  EXPECT_THAT(empty.status().message(), HasSubstr("empty profile"));
+  EXPECT_EQ(ReadProfile((dir_ / "none.csv").string()).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace servelab
