@@ -30,7 +30,7 @@ void BM_SchedulerIterationPerPolicy(benchmark::State& state, const std::string& 
   SchedulerConfig config;
   config.max_num_seqs = batch;
   KvCacheManager kv(batch * 100, 16, 0);
-  auto policy = BuiltinPolicies().Make(NamedParams{policy_name, {}, "policy", ""}, TwoClients());
+  auto policy = BuiltinPolicies().Make(NamedParams{policy_name, {}, "policy", "", ""}, TwoClients());
   if (!policy.ok()) {
     state.SkipWithError(policy.status().message().c_str());
     return;

@@ -4,6 +4,7 @@
 // pool they hold, the context they serve); the scheduler owns mechanics.
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "core/status.h"
@@ -44,6 +45,9 @@ class Backend {
   virtual std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const {
     return std::nullopt;
   }
+  // What the backend is made of, when its name does not say it all (the simulator's
+  // calibrated cost model: which ops are fitted). Empty by default.
+  virtual std::string Describe() const { return ""; }
 };
 
 }  // namespace servelab

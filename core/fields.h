@@ -82,6 +82,7 @@ struct NamedParams {
   std::vector<Param> params;
   std::string path;    // dotted config path of this value, for messages
   std::string where;   // source location of the name
+  std::string base_dir;  // relative path parameters resolve against (the YAML's folder)
 };
 
 }  // namespace servelab

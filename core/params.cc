@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 
 #include "core/text.h"
 
@@ -96,6 +97,27 @@ std::string ParamReader::GetString(const std::string& key, const std::string& fa
     } else {
       Fail(*p, "'" + p->value + "' is not one of: " + Join(allowed, ", ") +
                    DidYouMean(p->value, allowed));
+    }
+  }
+  Record(key, value, p);
+  return value;
+}
+
+std::string ParamReader::GetPath(const std::string& key, const std::string& fallback) {
+  const Param* p = Find(key);
+  std::string value = fallback;
+  if (p == nullptr && fallback.empty()) {
+    if (status_.ok()) {
+      status_ = InvalidArgument((named_.where.empty() ? "" : named_.where + ": ") + named_.path +
+                                ": '" + named_.name + "' needs the parameter '" + key + "'");
+    }
+  } else if (p != nullptr) {
+    if (p->value.empty()) {
+      Fail(*p, "empty path");
+    } else {
+      std::filesystem::path path(p->value);
+      if (path.is_relative() && !named_.base_dir.empty()) path = named_.base_dir / path;
+      value = std::filesystem::absolute(path).lexically_normal().string();
     }
   }
   Record(key, value, p);

@@ -21,11 +21,16 @@ class ParamReader {
   bool GetBool(const std::string& key, bool fallback);
   std::string GetString(const std::string& key, const std::string& fallback,
                         const std::vector<std::string>& allowed = {});
+  // A file path: relative ones resolve against NamedParams::base_dir (the experiment's
+  // folder); the result is absolute. `fallback` "" means the key is required.
+  std::string GetPath(const std::string& key, const std::string& fallback = "");
   // Whether `key` was given (a default was not used). Does not mark it as known.
   bool Has(const std::string& key) const;
 
   // The first error met, or unknown keys. Call after all Get*.
   Status Finish();
+  // The first error met so far (a bad or missing value); unknown keys are not checked.
+  const Status& Error() const { return status_; }
   // The name and every parameter read so far with the value in force (the given one, or
   // the default), in reading order; numbers in canonical form (FormatDouble).
   NamedParams Resolved() const;

@@ -61,7 +61,7 @@ struct SlaControlConfig {
 struct SchedulerConfig {
   Batching batching = Batching::kContinuous;
   // Ordering policy: "fcfs" or {name: ..., <its parameters>}. Default fcfs.
-  NamedParams policy{"fcfs", {}, "scheduler.policy", ""};
+  NamedParams policy{"fcfs", {}, "scheduler.policy", "", ""};
   int32_t max_num_seqs = 256;              // running requests per replica
   int32_t max_num_batched_tokens = 8192;   // token budget per iteration
   bool chunked_prefill = true;             // split prompts across iterations to fit budget

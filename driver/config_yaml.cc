@@ -208,6 +208,7 @@ class Parser {
              bool name_required = true) {
     YAML::Node n = Child(key);
     value.path = Path(key);
+    value.base_dir = base_dir_;
     if (!n) return;
     value.where = Where(key, n);
     value.params.clear();

@@ -50,8 +50,8 @@ StatusOr<std::unique_ptr<Driver>> Driver::Create(const DriverOptions& options,
     auto policy = policies(context);
     if (!policy.ok()) return policy.status();
     if (i == 0) {
-      driver->served_ = ServedFacts{std::string(b.Name()), std::string((*policy)->Name()),
-                                    capacity, max_model_len};
+      driver->served_ = ServedFacts{std::string(b.Name()), b.Describe(),
+                                    std::string((*policy)->Name()), capacity, max_model_len};
       metrics.kv_blocks_per_replica = capacity.num_gpu_blocks;
       metrics.kv_bytes_per_block = capacity.bytes_per_block;
       if (const auto cost = (*policy)->Charges()) {

@@ -51,7 +51,7 @@ struct DriverOptions {
   // Its max_model_len is not read here: each backend folds it into MaxModelLen().
   SchedulerConfig scheduler;
   int32_t num_replicas = 1;
-  NamedParams router{"round_robin", {}, "cluster.router", ""};
+  NamedParams router{"round_robin", {}, "cluster.router", "", ""};
   PolicyContext policy_context;  // seed and clients; replica and prefill_time_s are set here
   // The run's metrics, less what the backends and policies tell (KV blocks, bytes per
   // block, the service cost): the driver fills those in.
@@ -62,6 +62,7 @@ struct DriverOptions {
 // alike; these are replica 0's).
 struct ServedFacts {
   std::string backend;     // Backend::Name()
+  std::string detail;      // Backend::Describe()
   std::string policy;      // Policy::Name()
   KvCapacity capacity;
   int32_t max_model_len = 0;

@@ -56,7 +56,7 @@ struct PrecisionConfig {
 
 struct ClusterConfig {
   int32_t replicas = 1;  // identical replicas (data parallel), each its own scheduler
-  NamedParams router{"round_robin", {}, "cluster.router", ""};  // round_robin | least_loaded
+  NamedParams router{"round_robin", {}, "cluster.router", "", ""};  // round_robin | least_loaded
 
   template <class V>
   void VisitFields(V& v) {
@@ -173,7 +173,7 @@ struct ExperimentConfig {
   // The simulator's cost model: "roofline" or {type: <name>, <its parameters>}
   // (`servelab list cost-models`); its registry (sim/cost_model.h) knows the parameters.
   // A mapping without `type` is the roofline's (--set cost_model.gemm_efficiency=0.6).
-  NamedParams cost_model{"roofline", {}, "cost_model", ""};
+  NamedParams cost_model{"roofline", {}, "cost_model", "", ""};
   WorkloadConfig workload;
   SloConfig slo;
   OutputConfig output;

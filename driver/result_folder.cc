@@ -46,6 +46,7 @@ nlohmann::ordered_json ExperimentHeader(const ExperimentConfig& c, const ServedF
   j["policy"] = c.scheduler.policy.name;
   j["batching"] = std::string(NameOf(EnumNames<Batching>(kBatchingNames), c.scheduler.batching));
   j["cost_model"] = c.cost_model.name;
+  if (!served.detail.empty()) j["backend_detail"] = served.detail;
   j["kv_blocks_per_replica"] = served.capacity.num_gpu_blocks;
   j["block_size"] = served.capacity.block_size;
   j["max_model_len"] = served.max_model_len;

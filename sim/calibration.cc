@@ -153,6 +153,9 @@ OpShape ShapeOf(const ProfileRow& row) {
   return shape;
 }
 
+// A YAML number: FormatDouble, and .inf for an unbounded efficiency.
+std::string YamlNumber(double v) { return std::isinf(v) ? ".inf" : FormatDouble(v); }
+
 std::string Percent(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", v);
@@ -352,14 +355,14 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
     out << "  " << info.name << ":\n";
     out << "    form: " << (info.form == OpForm::kRoofline ? "roofline" : "stream") << "\n";
     out << "    fixed_us: " << FormatDouble(f.fixed_us) << "\n";
-    out << "    memory_efficiency: " << FormatDouble(f.memory_efficiency) << "\n";
+    out << "    memory_efficiency: " << YamlNumber(f.memory_efficiency) << "\n";
     if (!f.memory_fitted) out << "    memory_fitted: false\n";
     if (info.form == OpForm::kRoofline) {
-      out << "    compute_efficiency: " << FormatDouble(f.compute_efficiency) << "\n";
+      out << "    compute_efficiency: " << YamlNumber(f.compute_efficiency) << "\n";
       if (!f.compute_fitted) out << "    compute_fitted: false\n";
     }
     if (op == Op::kAttentionPrefill) {
-      out << "    causal_efficiency: " << FormatDouble(f.causal_efficiency) << "\n";
+      out << "    causal_efficiency: " << YamlNumber(f.causal_efficiency) << "\n";
       out << "    per_row_us: " << FormatDouble(f.per_row_us) << "\n";
     }
     out << "    points: " << f.points << "\n";
@@ -389,7 +392,7 @@ double Number(const std::string& path, const YAML::Node& node, const std::string
   } catch (const YAML::Exception&) {
     Fail(path, node, key, "expected a number");
   }
-  if (!std::isfinite(v) || v < lo || v > hi) {
+  if (std::isnan(v) || v < lo || v > hi) {
     Fail(path, node, key, "value out of range: must be in [" + FormatDouble(lo) + ", " +
                               FormatDouble(hi) + "]");
   }
@@ -464,18 +467,18 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
       }
       f.fixed_us = Number(path, n["fixed_us"], where + ".fixed_us", 0, 1e9);
       f.memory_efficiency =
-          Number(path, n["memory_efficiency"], where + ".memory_efficiency", 1e-9, 1e9);
+          Number(path, n["memory_efficiency"], where + ".memory_efficiency", 1e-9, kInf);
       f.memory_fitted = !n["memory_fitted"] || n["memory_fitted"].as<bool>();
       if (info.form == OpForm::kRoofline) {
         if (!n["compute_efficiency"]) Fail(path, n, where + ".compute_efficiency", "missing");
         f.compute_efficiency =
-            Number(path, n["compute_efficiency"], where + ".compute_efficiency", 1e-9, 1e9);
+            Number(path, n["compute_efficiency"], where + ".compute_efficiency", 1e-9, kInf);
         f.compute_fitted = !n["compute_fitted"] || n["compute_fitted"].as<bool>();
       }
       if (*op == Op::kAttentionPrefill) {
         f.causal_efficiency = n["causal_efficiency"]
                                   ? Number(path, n["causal_efficiency"],
-                                           where + ".causal_efficiency", 1e-9, 1e9)
+                                           where + ".causal_efficiency", 1e-9, kInf)
                                   : f.compute_efficiency;
         if (n["per_row_us"]) {
           f.per_row_us = Number(path, n["per_row_us"], where + ".per_row_us", 0, 1e9);

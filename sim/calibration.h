@@ -105,7 +105,8 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
 StatusOr<GpuSpec> DeviceSpec(const std::string& device);
 
 // MODEL.yaml: every fitted op's coefficients and what they were fitted from. The text is
-// deterministic; ReadCalibratedModel reads it back (errors name file, line and key).
+// deterministic; ReadCalibratedModel reads it back (errors name file, line and key). An
+// efficiency of .inf makes its term free (a hand-written model of what costs nothing).
 std::string CalibratedModelYaml(const CalibratedModel& model,
                                 const std::map<std::string, ErrorStats>& in_sample);
 StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path);

@@ -1,5 +1,6 @@
 #include "sim/cost_model.h"
 
+#include "sim/calibrated_cost_model.h"
 #include "sim/roofline_cost_model.h"
 #include "sim/simple_cost_models.h"
 
@@ -16,6 +17,10 @@ void RegisterBuiltinCostModels(CostModelRegistry& registry) {
                     "base_ms + per_token_ms x new tokens + per_context_token_ms x context "
                     "tokens",
                     MakeLinearCostModel);
+  registry.Register("calibrated",
+                    "per-op models fitted to profiles (`servelab calibrate`): {path: "
+                    "MODEL.yaml};\nthe ops the profiles did not cover from the roofline",
+                    MakeCalibratedCostModel);
 }
 
 const CostModelRegistry& BuiltinCostModels() {

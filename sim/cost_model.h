@@ -36,6 +36,9 @@ class CostModel {
   virtual std::string_view Name() const = 0;
   // REQUIRES: !plan.empty(). Deterministic: the same plan gives the same time.
   virtual TimeNs StepTime(const StepPlan& plan) const = 0;
+  // What the model is made of, when more than its name says (the calibrated one: which
+  // ops come from the fit, which from the roofline). Empty otherwise.
+  virtual std::string Describe() const { return ""; }
 };
 
 // Tokens a scheduled seq costs this step: its num_new_tokens, except that a padding seq

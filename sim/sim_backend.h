@@ -60,6 +60,7 @@ class SimBackend final : public Backend {
   }
   // The cost model's time for one request's prefill of `num_tokens` alone.
   std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const override;
+  std::string Describe() const override { return cost_model_->Describe(); }
 
   TimeNs SwapTime(const StepPlan& plan) const;
 

@@ -33,7 +33,7 @@ TEST(FcfsPolicyTest, VictimIsTheLatestAdmitted) {
 }
 
 TEST(PolicyRegistryTest, UnknownNameListsValidOnes) {
-  NamedParams config{"fcfss", {}, "scheduler.policy", "exp.yaml:7"};
+  NamedParams config{"fcfss", {}, "scheduler.policy", "exp.yaml:7", ""};
   auto policy = BuiltinPolicies().Make(config, PolicyContext{});
   ASSERT_FALSE(policy.ok());
   const std::string& message = policy.status().message();
@@ -48,7 +48,7 @@ TEST(PolicyRegistryTest, UnknownNameListsValidOnes) {
 }
 
 TEST(PolicyRegistryTest, FcfsRejectsParameters) {
-  NamedParams config{"fcfs", {{"aging_s", "3", "exp.yaml:9"}}, "scheduler.policy", "exp.yaml:8"};
+  NamedParams config{"fcfs", {{"aging_s", "3", "exp.yaml:9"}}, "scheduler.policy", "exp.yaml:8", ""};
   auto policy = BuiltinPolicies().Make(config, PolicyContext{});
   ASSERT_FALSE(policy.ok());
   EXPECT_NE(policy.status().message().find("exp.yaml:9: scheduler.policy: unknown parameter 'aging_s'"),

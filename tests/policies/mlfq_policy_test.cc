@@ -17,7 +17,7 @@ namespace servelab {
 namespace {
 
 NamedParams Config(std::vector<std::pair<std::string, std::string>> params) {
-  NamedParams config{"mlfq", {}, "scheduler.policy", "x.yaml:2"};
+  NamedParams config{"mlfq", {}, "scheduler.policy", "x.yaml:2", ""};
   for (auto& [key, value] : params) config.params.push_back({key, value, "x.yaml:3"});
   return config;
 }

@@ -33,7 +33,7 @@ inline Request MakeRequest(int64_t id, TimeNs arrival, int32_t output_len, int32
 inline StatusOr<std::unique_ptr<Policy>> MakePolicy(
     const std::string& name, const std::vector<std::pair<std::string, std::string>>& params = {},
     uint64_t seed = 1) {
-  NamedParams config{name, {}, "scheduler.policy", "exp.yaml:3"};
+  NamedParams config{name, {}, "scheduler.policy", "exp.yaml:3", ""};
   int line = 4;
   for (const auto& [key, value] : params) {
     config.params.push_back({key, value, "exp.yaml:" + std::to_string(line++)});

@@ -186,7 +186,7 @@ TEST(VtcPolicyTest, VictimIsTheLatestAdmittedOfTheMostServedClient) {
 TEST(VtcPolicyTest, RegistryReadsWeightsAndRejectsUnknownOrBadParameters) {
   PolicyContext context;
   context.clients = {{"a", 0, 1.0}, {"b", 0, 1.0}};
-  NamedParams ok{"vtc", {{"input_weight", "0", "x.yaml:3"}}, "scheduler.policy", "x.yaml:2"};
+  NamedParams ok{"vtc", {{"input_weight", "0", "x.yaml:3"}}, "scheduler.policy", "x.yaml:2", ""};
   auto made = BuiltinPolicies().Make(ok, context);
   ASSERT_TRUE(made.ok()) << made.status().message();
   Request a = Make(1, 0, 100);
@@ -194,7 +194,7 @@ TEST(VtcPolicyTest, RegistryReadsWeightsAndRejectsUnknownOrBadParameters) {
   (*made)->Admitted(a, 0);
   EXPECT_EQ(static_cast<VtcPolicy&>(**made).Counter(0), 0.0) << "input_weight 0";
 
-  NamedParams typo{"vtc", {{"output_weigth", "3", "x.yaml:4"}}, "scheduler.policy", "x.yaml:2"};
+  NamedParams typo{"vtc", {{"output_weigth", "3", "x.yaml:4"}}, "scheduler.policy", "x.yaml:2", ""};
   auto bad = BuiltinPolicies().Make(typo, context);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("x.yaml:4: scheduler.policy: unknown parameter "
@@ -203,11 +203,11 @@ TEST(VtcPolicyTest, RegistryReadsWeightsAndRejectsUnknownOrBadParameters) {
             std::string::npos)
       << bad.status().message();
 
-  NamedParams negative{"vtc", {{"input_weight", "-1", "x.yaml:5"}}, "scheduler.policy", ""};
+  NamedParams negative{"vtc", {{"input_weight", "-1", "x.yaml:5"}}, "scheduler.policy", "", ""};
   EXPECT_FALSE(BuiltinPolicies().Make(negative, context).ok());
 
   context.clients[1].weight = 0.0;
-  NamedParams plain{"vtc", {}, "scheduler.policy", "x.yaml:2"};
+  NamedParams plain{"vtc", {}, "scheduler.policy", "x.yaml:2", ""};
   auto zero = BuiltinPolicies().Make(plain, context);
   ASSERT_FALSE(zero.ok());
   EXPECT_NE(zero.status().message().find("client 'b' has weight 0"), std::string::npos)

@@ -212,7 +212,7 @@ TEST(PolicyResultsTest, SwapChargesExactlyBytesOverPcieBandwidth) {
   ExperimentConfig c = Base("llama-2-7b", "a100-80gb");
   c.workload.num_requests = 1;
   c.scheduler.preemption = PreemptionMode::kSwap;
-  c.cost_model = NamedParams{"constant", {Param{"step_ms", "10", ""}}, "cost_model", ""};
+  c.cost_model = NamedParams{"constant", {Param{"step_ms", "10", ""}}, "cost_model", "", ""};
   auto replica = SimReplicaOf(c);
   ASSERT_TRUE(replica.ok()) << replica.status().message();
   EXPECT_EQ(replica->kv_bytes_per_block_per_gpu, 8'388'608);

@@ -241,17 +241,18 @@ TEST(RooflineCostModelTest, ValidateRejectsUncostableDeployments) {
 
 TEST(CostModelRegistryTest, NamesTypesAndResolvedParameters) {
   const CostModelRegistry& registry = BuiltinCostModels();
-  EXPECT_EQ(registry.Names(), (std::vector<std::string>{"constant", "linear", "roofline"}));
+  EXPECT_EQ(registry.Names(),
+            (std::vector<std::string>{"calibrated", "constant", "linear", "roofline"}));
   const DeploymentSpec d = Deployment("llama-3-8b", "h100-80gb");
-  for (const std::string& name : registry.Names()) {
+  for (const std::string& name : {"constant", "linear", "roofline"}) {  // no file needed
     StatusOr<std::unique_ptr<CostModel>> model =
-        registry.Make(NamedParams{name, {}, "cost_model", ""}, d);
+        registry.Make(NamedParams{name, {}, "cost_model", "", ""}, d);
     ASSERT_TRUE(model.ok()) << model.status().message();
     EXPECT_EQ((*model)->Name(), name);
   }
   // Defaults are filled in, in the order the factory reads them; numbers canonical.
   NamedParams resolved;
-  NamedParams linear{"linear", {Param{"per_token_ms", "0.10", "e.yaml:3"}}, "cost_model", ""};
+  NamedParams linear{"linear", {Param{"per_token_ms", "0.10", "e.yaml:3"}}, "cost_model", "", ""};
   ASSERT_TRUE(registry.Make(linear, d, &resolved).ok());
   ASSERT_EQ(resolved.params.size(), 3u);
   EXPECT_EQ(resolved.params[0].key, "base_ms");
@@ -262,14 +263,14 @@ TEST(CostModelRegistryTest, NamesTypesAndResolvedParameters) {
   EXPECT_EQ(resolved.params[2].value, "0.0");
 
   const StatusOr<std::unique_ptr<CostModel>> bad =
-      registry.Make(NamedParams{"roofline", {}, "cost_model", ""}, Deployment("llama-3-8b", "h100-80gb", 5));
+      registry.Make(NamedParams{"roofline", {}, "cost_model", "", ""}, Deployment("llama-3-8b", "h100-80gb", 5));
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  const auto unknown = registry.Make(NamedParams{"rooflin", {}, "cost_model", "e.yaml:7"}, d);
+  const auto unknown = registry.Make(NamedParams{"rooflin", {}, "cost_model", "e.yaml:7", ""}, d);
   EXPECT_EQ(unknown.status().message(),
             "e.yaml:7: cost_model: Unable to find cost model 'rooflin' (did you mean "
             "'roofline'?). Valid values are: constant, linear, roofline.");
   const auto typo = registry.Make(
-      NamedParams{"constant", {Param{"step_mss", "3", "e.yaml:8"}}, "cost_model", "e.yaml:7"}, d);
+      NamedParams{"constant", {Param{"step_mss", "3", "e.yaml:8"}}, "cost_model", "e.yaml:7", ""}, d);
   EXPECT_EQ(typo.status().message(),
             "e.yaml:8: cost_model: unknown parameter 'step_mss' for 'constant' (did you mean "
             "'step_ms'?). Its parameters are: step_ms");

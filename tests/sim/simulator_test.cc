@@ -65,7 +65,7 @@ TEST(SimulatorTest, MD1MeanSojournMatchesPollaczekKhinchine) {
   const double service_s = 0.010;
   const double rho = 0.8;
   c.cost_model = NamedParams{"constant", {Param{"step_ms", FormatDouble(service_s * 1e3), ""}},
-                             "cost_model", ""};
+                             "cost_model", "", ""};
   c.scheduler.max_num_seqs = 1;
   c.workload.num_requests = 1'000'000;
   c.workload.arrival.rate = rho / service_s;
