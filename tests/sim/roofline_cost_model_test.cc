@@ -268,7 +268,7 @@ TEST(CostModelRegistryTest, NamesTypesAndResolvedParameters) {
   const auto unknown = registry.Make(NamedParams{"rooflin", {}, "cost_model", "e.yaml:7", ""}, d);
   EXPECT_EQ(unknown.status().message(),
             "e.yaml:7: cost_model: Unable to find cost model 'rooflin' (did you mean "
-            "'roofline'?). Valid values are: constant, linear, roofline.");
+            "'roofline'?). Valid values are: calibrated, constant, linear, roofline.");
   const auto typo = registry.Make(
       NamedParams{"constant", {Param{"step_mss", "3", "e.yaml:8"}}, "cost_model", "e.yaml:7", ""}, d);
   EXPECT_EQ(typo.status().message(),
