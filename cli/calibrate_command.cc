@@ -12,7 +12,7 @@
 #include "cli/plot_script.h"
 #include "driver/output_dir.h"
 #include "sim/calibration.h"
-#include "sim/profile_table.h"
+#include "driver/profile_table.h"
 
 namespace servelab {
 namespace {

@@ -17,5 +17,6 @@ int SweepCommand(const std::vector<std::string>& args);
 int CompareCommand(const std::vector<std::string>& args);
 int MakeModelCommand(const std::vector<std::string>& args);
 int CalibrateCommand(const std::vector<std::string>& args);
+int ProfileCommand(const std::vector<std::string>& args);
 
 }  // namespace servelab

@@ -24,6 +24,8 @@ constexpr const char* kUsage =
     "                      weights + KV cache + activations + overhead: does it fit?\n"
     "  make-model --arch A --layers N --hidden H ... --out DIR | --from MODEL ... --out DIR\n"
     "                      a Hugging Face model folder with seeded random weights\n"
+    "  profile EXPERIMENT.yaml [--out PROFILE.csv] [--repeats N] ...\n"
+    "                      time the engine per op and per step over the steps it runs\n"
     "  calibrate PROFILE.csv... --out MODEL.yaml [--evaluate OTHER.csv ...]\n"
     "                      fit per-op time models to measured profiles; their errors\n"
     "\n"
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
   if (command == "memory") return servelab::MemoryCommand(args);
   if (command == "make-model") return servelab::MakeModelCommand(args);
   if (command == "calibrate") return servelab::CalibrateCommand(args);
+  if (command == "profile") return servelab::ProfileCommand(args);
   std::fprintf(stderr, "servelab: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return servelab::kExitBadInput;
 }

@@ -1,6 +1,7 @@
 #include "engine/cpu_model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -115,7 +116,28 @@ void CpuModelRunner::SwapIn(std::span<const BlockCopy> copies) {
              block_floats_);
 }
 
-void CpuModelRunner::Layer(int32_t index, int32_t num_tokens) {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+CpuModelRunner::Laps::Laps(OpTimer* timer) : timer_(timer) {
+  if (timer_ != nullptr) last_ns_ = NowNs();
+}
+
+void CpuModelRunner::Laps::Lap(Op op) {
+  if (timer_ == nullptr) return;
+  const int64_t now = NowNs();
+  timer_->Record(op, static_cast<double>(now - last_ns_) * 1e-9);
+  last_ns_ = now;
+}
+
+void CpuModelRunner::Layer(int32_t index, int32_t num_tokens, Laps& laps) {
   const ModelSpec& spec = weights_->config.spec;
   const LayerWeights& w = weights_->layers[static_cast<size_t>(index)];
   const int32_t h = spec.hidden_size, heads = spec.num_attention_heads;
@@ -128,30 +150,41 @@ void CpuModelRunner::Layer(int32_t index, int32_t num_tokens) {
     kcpu::FusedAddRmsNorm(hidden_.data(), residual_.data(), w.input_norm.data(), num_tokens, h,
                           eps);
   }
+  laps.Lap(Op::kInputNorm);
   Linear(hidden_.data(), num_tokens, w.q_proj, w.q_bias, q_);  // [T, heads * d]
   Linear(hidden_.data(), num_tokens, w.k_proj, w.k_bias, k_);  // [T, kv_heads * d]
   Linear(hidden_.data(), num_tokens, w.v_proj, w.v_bias, v_);  // [T, kv_heads * d]
+  laps.Lap(Op::kQkvProj);
   kcpu::ApplyRope(q_.data(), k_.data(), pack_.positions.data(), inv_freq_.data(), num_tokens, heads,
                   kv_heads, head_dim);
+  laps.Lap(Op::kRope);
   const kernels::KvCacheShape shape = CacheShape(spec, capacity_);
   float* k_cache = k_cache_[static_cast<size_t>(index)].data();
   float* v_cache = v_cache_[static_cast<size_t>(index)].data();
   kcpu::WriteKvCache(k_cache, v_cache, k_.data(), v_.data(), pack_.slot_mapping.data(), num_tokens,
                      shape);
+  laps.Lap(Op::kKvCacheWrite);
   attn_.resize(q_.size());
   kcpu::PagedPrefillAttention(attn_.data(), q_.data(), k_cache, v_cache, pack_.block_tables.data(),
                               pack_.query_start_loc.data(), pack_.context_lens.data(), pack_.num_seqs,
                               num_tokens, heads, pack_.block_table_stride, pack_.max_query_len,
                               pack_.max_context_len,
                               1.0f / std::sqrt(static_cast<float>(head_dim)), shape);
+  // The one attention kernel serves every step; a step of single tokens is a decode.
+  laps.Lap(pack_.AllSingleToken() ? Op::kAttentionDecode : Op::kAttentionPrefill);
   Linear(attn_.data(), num_tokens, w.o_proj, w.o_bias, hidden_);  // [T, h]
+  laps.Lap(Op::kOProj);
   kcpu::FusedAddRmsNorm(hidden_.data(), residual_.data(), w.post_attention_norm.data(), num_tokens,
                         h, eps);
+  laps.Lap(Op::kPostAttentionNorm);
   const Eigen::RowVectorXf no_bias;
   Linear(hidden_.data(), num_tokens, w.gate_up_proj, no_bias, gate_up_);  // [T, 2I]
+  laps.Lap(Op::kGateUpProj);
   act_.resize(static_cast<size_t>(num_tokens) * static_cast<size_t>(spec.intermediate_size));
   kcpu::SiluAndMul(act_.data(), gate_up_.data(), num_tokens, spec.intermediate_size);
+  laps.Lap(Op::kSiluAndMul);
   Linear(act_.data(), num_tokens, w.down_proj, no_bias, hidden_);  // [T, h]
+  laps.Lap(Op::kDownProj);
 }
 
 Status CpuModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
@@ -168,9 +201,11 @@ Status CpuModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
   const auto rows = static_cast<size_t>(num_tokens) * static_cast<size_t>(h);
   hidden_.resize(rows);
   residual_.resize(rows);
+  Laps laps(timer_);
   kcpu::EmbeddingGather(residual_.data(), weights_->embed_tokens.data(), pack_.token_ids.data(),
                         num_tokens, spec.vocab_size, h);
-  for (int32_t layer = 0; layer < spec.num_hidden_layers; ++layer) Layer(layer, num_tokens);
+  laps.Lap(Op::kEmbedding);
+  for (int32_t layer = 0; layer < spec.num_hidden_layers; ++layer) Layer(layer, num_tokens, laps);
   if (num_emitting == 0) return Status::Ok();
   // The final norm and the LM head only for each emitting seq's last token.
   last_hidden_.resize(static_cast<size_t>(num_emitting) * static_cast<size_t>(h));
@@ -185,7 +220,9 @@ Status CpuModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
   }
   kcpu::FusedAddRmsNorm(last_hidden_.data(), last_residual_.data(), weights_->final_norm.data(),
                         num_emitting, h, static_cast<float>(spec.rms_norm_eps));
+  laps.Lap(Op::kFinalNorm);  // with the gather of the emitting rows
   Linear(last_hidden_.data(), num_emitting, weights_->LmHead(), Eigen::RowVectorXf(), logits);
+  laps.Lap(Op::kLmHead);
   return Status::Ok();
 }
 

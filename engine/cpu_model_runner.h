@@ -48,6 +48,8 @@ class CpuModelRunner final : public ModelRunner {
   void SwapIn(std::span<const BlockCopy> copies) override;
   Status Execute(const StepPlan& plan, const TokenStore& tokens,
                  std::vector<float>& logits) override;
+  void SetOpTimer(OpTimer* timer) override { timer_ = timer; }
+  bool ProfilesOps() const override { return true; }
 
   // One layer's device K or V cache: [num_blocks, block_size, kv_heads, head_dim] f32.
   std::span<const float> KCache(int32_t layer) const { return k_cache_[layer]; }
@@ -56,8 +58,20 @@ class CpuModelRunner final : public ModelRunner {
   int64_t BlockFloats() const { return block_floats_; }
 
  private:
+  // Times the ops of a step when a timer is set: each Lap(op) charges op with the time
+  // since the previous lap.
+  class Laps {
+   public:
+    explicit Laps(OpTimer* timer);
+    void Lap(Op op);
+
+   private:
+    OpTimer* timer_;
+    int64_t last_ns_ = 0;
+  };
+
   CpuModelRunner(std::shared_ptr<const ModelWeights> weights, const KvCapacity& capacity);
-  void Layer(int32_t index, int32_t num_tokens);
+  void Layer(int32_t index, int32_t num_tokens, Laps& laps);
   static void CopyBlocks(std::span<const BlockCopy> copies,
                          const std::vector<std::vector<float>>& from,
                          std::vector<std::vector<float>>& to, int32_t from_blocks,
@@ -71,6 +85,7 @@ class CpuModelRunner final : public ModelRunner {
   std::vector<std::vector<float>> host_k_, host_v_;    // [layers][num_cpu_blocks * ...]
 
   StepPack pack_;  // the packed step (reused)
+  OpTimer* timer_ = nullptr;
   // Activations (reused; std::vector so a smaller step keeps the capacity), row-major.
   std::vector<float> hidden_, residual_;            // [T, h]
   std::vector<float> q_, attn_;                     // [T, heads * d]

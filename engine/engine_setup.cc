@@ -9,7 +9,6 @@
 #include "engine/cuda/cuda_model_runner.h"
 #endif
 #include "engine/engine_backend.h"
-#include "engine/model_weights.h"
 #include "engine/random_model.h"
 
 namespace servelab {
@@ -54,95 +53,7 @@ int64_t SwapSpaceBytes(const ExperimentConfig& config) {
   return static_cast<int64_t>(config.hardware.swap_space_gib * (1 << 30));
 }
 
-// Every replica's runner from one model, read or generated once (on the first Make).
-class EngineReplicas {
- public:
-  explicit EngineReplicas(ExperimentConfig config) : config_(std::move(config)) {
-    options_.seed = static_cast<uint64_t>(config_.seed);
-    options_.sampling.temperature = static_cast<float>(config_.engine.sampling.temperature);
-    options_.sampling.top_k = config_.engine.sampling.top_k;
-    options_.sampling.top_p = static_cast<float>(config_.engine.sampling.top_p);
-    options_.ignore_eos = config_.engine.ignore_eos;
-  }
-
-  StatusOr<std::unique_ptr<Backend>> Make(int32_t /*replica*/) {
-    if (!loaded_) {
-      SERVELAB_RETURN_IF_ERROR(Load());
-      loaded_ = true;
-    }
-    auto runner = MakeRunner();
-    if (!runner.ok()) return runner.status();
-    return std::unique_ptr<Backend>(
-        std::make_unique<EngineBackend>(std::move(runner).value(), options_, max_model_len_));
-  }
-
- private:
-  Status Load() {
-    const EngineConfig& engine = config_.engine;
-    if (engine.weights == EngineWeights::kRandom) {
-      model_config_ = RandomModelConfig(config_);
-      SERVELAB_RETURN_IF_ERROR(ValidateModelConfig(model_config_, config_.source_path));
-    } else if (engine.device == EngineDevice::kCuda) {
-      // The CUDA runner reads the checkpoint itself, straight to the device.
-      SERVELAB_RETURN_IF_ERROR(EnsureModel(config_));
-      auto model = LoadModelConfig(engine.model_path);
-      if (!model.ok()) return model.status();
-      model_config_ = std::move(model).value();
-    } else {
-      SERVELAB_RETURN_IF_ERROR(EnsureModel(config_));
-      auto loaded = LoadModelWeights(engine.model_path);
-      if (!loaded.ok()) return loaded.status();
-      weights_ = std::make_shared<const ModelWeights>(std::move(loaded).value());
-      model_config_ = weights_->config;
-    }
-    auto context = ServedContextLen(config_, model_config_.ServedContextLen(),
-                                    model_config_.spec.name);
-    if (!context.ok()) return context.status();
-    max_model_len_ = *context;
-    return Status::Ok();
-  }
-
-  StatusOr<std::unique_ptr<ModelRunner>> MakeRunner() const {
-    const EngineConfig& engine = config_.engine;
-#if SERVELAB_HAS_CUDA
-    if (engine.device == EngineDevice::kCuda) {
-      CudaRunnerOptions options;
-      options.block_size = config_.scheduler.block_size;
-      options.memory_utilization = config_.hardware.memory_utilization;
-      options.swap_space_bytes = SwapSpaceBytes(config_);
-      options.max_num_seqs = config_.scheduler.max_num_seqs;
-      options.max_num_batched_tokens = config_.scheduler.max_num_batched_tokens;
-      options.max_model_len = max_model_len_;
-      options.cuda_graphs = engine.cuda_graphs;
-      auto runner = engine.weights == EngineWeights::kRandom
-                        ? CudaModelRunner::CreateRandom(model_config_,
-                                                        static_cast<uint64_t>(engine.model_seed),
-                                                        0.02, options)
-                        : CudaModelRunner::CreateFromCheckpoint(engine.model_path, options);
-      if (!runner.ok()) return runner.status();
-      return std::unique_ptr<ModelRunner>(std::move(runner).value());
-    }
-#endif
-    CpuRunnerOptions options;
-    options.block_size = config_.scheduler.block_size;
-    options.kv_cache_bytes = static_cast<int64_t>(engine.kv_cache_gib * (1 << 30));
-    options.swap_space_bytes = SwapSpaceBytes(config_);
-    auto runner = CpuModelRunner::Create(weights_, options);
-    if (!runner.ok()) return runner.status();
-    return std::unique_ptr<ModelRunner>(std::move(runner).value());
-  }
-
-  ExperimentConfig config_;
-  EngineBackendOptions options_;
-  bool loaded_ = false;
-  ModelConfig model_config_;
-  std::shared_ptr<const ModelWeights> weights_;  // cpu: the checkpoint, as float32
-  int32_t max_model_len_ = 0;
-};
-
-}  // namespace
-
-StatusOr<BackendFactory> MakeEngineBackendFactory(const ExperimentConfig& config) {
+Status CheckEngineSection(const ExperimentConfig& config) {
   if (!config.has_engine) {
     return InvalidArgument(config.source_path + ": backend: engine needs an `engine` section "
                            "(engine.model_path at least)");
@@ -160,8 +71,106 @@ StatusOr<BackendFactory> MakeEngineBackendFactory(const ExperimentConfig& config
                            "device: cpu, or rebuild where /usr/local/cuda exists");
   }
 #endif
-  auto replicas = std::make_shared<EngineReplicas>(config);
-  return BackendFactory([replicas](int32_t replica) { return replicas->Make(replica); });
+  return Status::Ok();
+}
+
+EngineBackendOptions BackendOptions(const ExperimentConfig& config) {
+  EngineBackendOptions options;
+  options.seed = static_cast<uint64_t>(config.seed);
+  options.sampling.temperature = static_cast<float>(config.engine.sampling.temperature);
+  options.sampling.top_k = config.engine.sampling.top_k;
+  options.sampling.top_p = static_cast<float>(config.engine.sampling.top_p);
+  options.ignore_eos = config.engine.ignore_eos;
+  return options;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<EngineModel>> EngineModel::Load(const ExperimentConfig& config) {
+  SERVELAB_RETURN_IF_ERROR(CheckEngineSection(config));
+  std::shared_ptr<EngineModel> model(new EngineModel(config));
+  SERVELAB_RETURN_IF_ERROR(model->LoadModel());
+  return model;
+}
+
+Status EngineModel::LoadModel() {
+  const EngineConfig& engine = config_.engine;
+  if (engine.weights == EngineWeights::kRandom) {
+    model_config_ = RandomModelConfig(config_);
+    SERVELAB_RETURN_IF_ERROR(ValidateModelConfig(model_config_, config_.source_path));
+  } else if (engine.device == EngineDevice::kCuda) {
+    // The CUDA runner reads the checkpoint itself, straight to the device.
+    SERVELAB_RETURN_IF_ERROR(EnsureModel(config_));
+    auto model = LoadModelConfig(engine.model_path);
+    if (!model.ok()) return model.status();
+    model_config_ = std::move(model).value();
+  } else {
+    SERVELAB_RETURN_IF_ERROR(EnsureModel(config_));
+    auto loaded = LoadModelWeights(engine.model_path);
+    if (!loaded.ok()) return loaded.status();
+    weights_ = std::make_shared<const ModelWeights>(std::move(loaded).value());
+    model_config_ = weights_->config;
+  }
+  auto context = ServedContextLen(config_, model_config_.ServedContextLen(),
+                                  model_config_.spec.name);
+  if (!context.ok()) return context.status();
+  max_model_len_ = *context;
+  return Status::Ok();
+}
+
+std::string EngineModel::Device() const {
+  return config_.engine.device == EngineDevice::kCuda ? config_.hardware.gpu.name : "cpu";
+}
+
+StatusOr<std::unique_ptr<ModelRunner>> EngineModel::MakeRunner() const {
+  const EngineConfig& engine = config_.engine;
+#if SERVELAB_HAS_CUDA
+  if (engine.device == EngineDevice::kCuda) {
+    CudaRunnerOptions options;
+    options.block_size = config_.scheduler.block_size;
+    options.memory_utilization = config_.hardware.memory_utilization;
+    options.swap_space_bytes = SwapSpaceBytes(config_);
+    options.max_num_seqs = config_.scheduler.max_num_seqs;
+    options.max_num_batched_tokens = config_.scheduler.max_num_batched_tokens;
+    options.max_model_len = max_model_len_;
+    options.cuda_graphs = engine.cuda_graphs;
+    auto runner = engine.weights == EngineWeights::kRandom
+                      ? CudaModelRunner::CreateRandom(model_config_,
+                                                      static_cast<uint64_t>(engine.model_seed),
+                                                      0.02, options)
+                      : CudaModelRunner::CreateFromCheckpoint(engine.model_path, options);
+    if (!runner.ok()) return runner.status();
+    return std::unique_ptr<ModelRunner>(std::move(runner).value());
+  }
+#endif
+  CpuRunnerOptions options;
+  options.block_size = config_.scheduler.block_size;
+  options.kv_cache_bytes = static_cast<int64_t>(engine.kv_cache_gib * (1 << 30));
+  options.swap_space_bytes = SwapSpaceBytes(config_);
+  auto runner = CpuModelRunner::Create(weights_, options);
+  if (!runner.ok()) return runner.status();
+  return std::unique_ptr<ModelRunner>(std::move(runner).value());
+}
+
+StatusOr<BackendFactory> MakeEngineBackendFactory(const ExperimentConfig& config) {
+  SERVELAB_RETURN_IF_ERROR(CheckEngineSection(config));
+  struct Shared {
+    ExperimentConfig config;
+    EngineBackendOptions options;
+    std::shared_ptr<EngineModel> model;  // on the first replica
+  };
+  auto shared = std::make_shared<Shared>(Shared{config, BackendOptions(config), nullptr});
+  return BackendFactory([shared](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
+    if (shared->model == nullptr) {
+      auto model = EngineModel::Load(shared->config);
+      if (!model.ok()) return model.status();
+      shared->model = std::move(model).value();
+    }
+    auto runner = shared->model->MakeRunner();
+    if (!runner.ok()) return runner.status();
+    return std::unique_ptr<Backend>(std::make_unique<EngineBackend>(
+        std::move(runner).value(), shared->options, shared->model->MaxModelLen()));
+  });
 }
 
 }  // namespace servelab

@@ -8,11 +8,43 @@
 // is missing), or, on device: cuda with engine.weights: random, is generated on the
 // device. The context served is the checkpoint's window (capped by a sliding window,
 // which the runners do not implement), or scheduler.max_model_len when lower.
+#include <memory>
+#include <string>
+
 #include "core/status.h"
 #include "driver/driver.h"
 #include "driver/experiment_config.h"
+#include "engine/model_config.h"
+#include "engine/model_runner.h"
+#include "engine/model_weights.h"
 
 namespace servelab {
+
+// The engine's model for an experiment, read (or written, or generated) once, and the
+// runners made from it.
+class EngineModel {
+ public:
+  // Errors: the engine section's options (InvalidArgument), a missing or malformed
+  // model folder (NotFound, InvalidArgument naming file and key).
+  static StatusOr<std::shared_ptr<EngineModel>> Load(const ExperimentConfig& config);
+
+  const ModelConfig& Config() const { return model_config_; }
+  int32_t MaxModelLen() const { return max_model_len_; }  // the context served
+  // "cpu", or the experiment's GPU (hardware.gpu) for the CUDA runner: the device its
+  // profiles are measured on.
+  std::string Device() const;
+  // A runner with its own KV pool. Errors: device set-up, memory.
+  StatusOr<std::unique_ptr<ModelRunner>> MakeRunner() const;
+
+ private:
+  explicit EngineModel(ExperimentConfig config) : config_(std::move(config)) {}
+  Status LoadModel();
+
+  ExperimentConfig config_;
+  ModelConfig model_config_;
+  std::shared_ptr<const ModelWeights> weights_;  // cpu: the checkpoint, as float32
+  int32_t max_model_len_ = 0;
+};
 
 // Checks the engine section at once (what the options allow, without reading the
 // model: sweeps check every point before any runs); the model is read, or written, when

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/op.h"
 #include "core/status.h"
 #include "core/step_plan.h"
 #include "engine/model_config.h"
@@ -30,6 +31,15 @@
 #include "engine/token_store.h"
 
 namespace servelab {
+
+// Receives, while profiling, the time each op of a step took (core/op.h): per-layer ops
+// once per layer, per-step ops once. Times are the runner's own (host wall time on the
+// CPU runner; CUDA events on the CUDA runner).
+class OpTimer {
+ public:
+  virtual ~OpTimer() = default;
+  virtual void Record(Op op, double seconds) = 0;
+};
 
 class ModelRunner {
  public:
@@ -68,6 +78,11 @@ class ModelRunner {
                                   std::vector<int32_t>& /*token_ids*/) {
     return Internal(std::string(Name()) + " runner: ExecuteAndSample is not supported");
   }
+
+  // While `timer` is set (null: off), each step reports its ops' times to it. Whether a
+  // runner times ops at all: ProfilesOps().
+  virtual void SetOpTimer(OpTimer* /*timer*/) {}
+  virtual bool ProfilesOps() const { return false; }
 };
 
 }  // namespace servelab

@@ -103,6 +103,9 @@ FitResult FitOp(OpForm form, const std::vector<Sample>& samples, const Coefficie
   FitResult best{start, false, false};
   double best_objective = std::numeric_limits<double>::infinity();
   Coefficients c = start;
+  // Whether x and y have come from the data yet (a term keeps its last fitted value
+  // while no row is bound by it).
+  bool x_fitted = false, y_fitted = false;
   std::vector<bool> memory_bound(n, true), previous;
   for (int iteration = 0; iteration < 100; ++iteration) {
     bool any_memory = false, any_compute = false;
@@ -136,10 +139,12 @@ FitResult FitOp(OpForm form, const std::vector<Sample>& samples, const Coefficie
     if (compute_ok) next.y = theta[2];
     if (compute_ok && has_causal && theta[3] > 0) next.yc = theta[3];
     next.r = has_rows ? theta[4] : 0.0;
+    x_fitted = x_fitted || memory_ok;
+    y_fitted = y_fitted || compute_ok;
     const double objective = Objective(next, samples);
     if (objective < best_objective) {
       best_objective = objective;
-      best = FitResult{next, memory_ok, compute_ok};
+      best = FitResult{next, x_fitted, y_fitted};
     }
     c = next;
   }

@@ -22,7 +22,7 @@
 #include "core/status.h"
 #include "driver/gpu_spec.h"
 #include "sim/op_model.h"
-#include "sim/profile_table.h"
+#include "driver/profile_table.h"
 
 namespace servelab {
 

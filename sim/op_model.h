@@ -41,48 +41,10 @@
 #include <vector>
 
 #include "core/model_spec.h"
+#include "core/op.h"
 #include "driver/gpu_spec.h"
 
 namespace servelab {
-
-enum class Op : uint8_t {
-  kEmbedding,
-  kInputNorm,
-  kQkvProj,
-  kRope,
-  kKvCacheWrite,
-  kAttentionDecode,
-  kAttentionPrefill,
-  kOProj,
-  kPostAttentionNorm,
-  kGateUpProj,
-  kSiluAndMul,
-  kDownProj,
-  kResidualAdd,
-  kAllReduce,
-  kFinalNorm,
-  kLmHead,
-  kSampling,
-};
-
-enum class OpForm : uint8_t { kRoofline, kStream };
-enum class OpScope : uint8_t { kPerLayer, kPerStep };
-
-struct OpInfo {
-  Op op;
-  std::string_view name;  // as in profiles and MODEL.yaml
-  OpForm form;
-  OpScope scope;
-  // Part of servelab's own step (the runners and the roofline run it); false for ops
-  // other engines run separately (Vidur's residual add), counted only when fitted.
-  bool canonical;
-};
-
-// Every op, in step order.
-std::span<const OpInfo> AllOps();
-const OpInfo& InfoOf(Op op);
-std::optional<Op> OpByName(std::string_view name);
-std::vector<std::string> OpNames();
 
 // What an op's work depends on besides token counts: the model, the TP degree, dtypes.
 struct OpShape {

@@ -1,6 +1,6 @@
 // Reading profiles: servelab's layout and Vidur's two (fixtures written here, in Vidur's
 // layout, never copies of the shared data), and malformed files named by line and column.
-#include "sim/profile_table.h"
+#include "driver/profile_table.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -113,6 +113,7 @@ TEST_F(ProfileTableTest, ServelabLayoutRoundTrips) {
   r.shape.num_key_value_heads = 2;
   r.shape.intermediate_size = 704;
   r.shape.vocab_size = 8000;
+  r.shape.num_hidden_layers = 4;
   r.op = "attention_decode";
   r.tokens = 8;
   r.batch = 8;
@@ -131,6 +132,7 @@ TEST_F(ProfileTableTest, ServelabLayoutRoundTrips) {
   const ProfileRow& b = t->rows[0];
   EXPECT_EQ(b.device, "cpu");
   EXPECT_EQ(b.shape.HeadDim(), 64);
+  EXPECT_EQ(b.shape.num_hidden_layers, 4);
   EXPECT_EQ(b.op, "attention_decode");
   EXPECT_EQ(b.context, 300);
   EXPECT_DOUBLE_EQ(b.median_ms, 1.25);
@@ -145,7 +147,7 @@ TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {
               HasSubstr("vidur_a100_bad.csv:3: expected a number >= 0, got 'fast', column "
                         "'time_stats.attn_pre_proj.median'"));
   auto op = ReadProfile(Write("p.csv", ProfileCsvHeader() +
-                                           "cpu,256,4,2,64,704,8000,qkv_prj,1,1,0,1,1,1,1,3\n"));
+                                           "cpu,256,4,2,64,704,8000,4,qkv_prj,1,1,0,1,1,1,1,3\n"));
   EXPECT_THAT(op.status().message(),
               HasSubstr("p.csv:2: unknown op 'qkv_prj' (did you mean 'qkv_proj'?)"));
   EXPECT_THAT(op.status().message(), HasSubstr("column 'op'"));

@@ -3,9 +3,13 @@
 // `servelab calibrate` fits. Three layouts are read, told apart by their header:
 //
 //   servelab  CSV  device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,
-//                  vocab_size,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats
-//             device: a catalog GPU ("a100-80gb") or "cpu"; op: an op of sim/op_model.h or
+//                  vocab_size,layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,
+//                  repeats
+//             device: a catalog GPU ("a100-80gb") or "cpu"; op: an op of core/op.h or
 //             "step" (a whole step); times per layer (per-layer ops) or per step, per GPU.
+//             A decode row has tokens = batch sequences of one new token after `context`
+//             cached ones each; any other row is one sequence's chunk of `tokens` after
+//             `context` (its prefill). `layers` matters for step rows only.
 //   vidur mlp CSV  Vidur's data/profiling/compute/<gpu>/<model>/mlp.csv: one row per
 //             (num_tokens, num_tensor_parallel_workers) with time_stats.<op>.median for
 //             emb, input_layernorm, attn_pre_proj, attn_rope, attn_post_proj,
@@ -33,7 +37,8 @@ namespace servelab {
 
 struct ProfileRow {
   std::string device;
-  ModelSpec shape;  // hidden_size, heads, kv heads, head_dim, intermediate_size, vocab_size
+  ModelSpec shape;  // hidden_size, heads, kv heads, head_dim, intermediate_size, vocab_size,
+                    // num_hidden_layers
   std::string op;   // an OpInfo name, or "step"
   int64_t tokens = 0;
   int64_t batch = 1;

@@ -1,4 +1,4 @@
-#include "sim/profile_table.h"
+#include "driver/profile_table.h"
 
 #include <algorithm>
 #include <array>
@@ -12,7 +12,7 @@
 #include "core/text.h"
 #include "driver/gpu_catalog.h"
 #include "driver/trace_reader.h"
-#include "sim/op_model.h"
+#include "core/op.h"
 
 namespace servelab {
 namespace {
@@ -113,7 +113,7 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
                     ProfileTable& table) {
   auto c = Find(header,
                 {"device", "hidden_size", "num_heads", "num_kv_heads", "head_dim",
-                 "intermediate_size", "vocab_size", "op", "tokens", "batch", "context", "tp",
+                 "intermediate_size", "vocab_size", "layers", "op", "tokens", "batch", "context", "tp",
                  "median_ms", "p10_ms", "p90_ms", "repeats"},
                 file.path());
   if (!c.ok()) return c.status();
@@ -144,6 +144,8 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
     r.shape.intermediate_size = static_cast<int32_t>(v);
     SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("vocab_size"), "vocab_size", v));
     r.shape.vocab_size = static_cast<int32_t>(v);
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("layers"), "layers", v));
+    r.shape.num_hidden_layers = static_cast<int32_t>(v);
     SERVELAB_RETURN_IF_ERROR(cells.Present(col.at("op"), "op"));
     r.op = std::string(cells.Text(col.at("op")));
     if (std::find(ops.begin(), ops.end(), r.op) == ops.end()) {
@@ -326,8 +328,8 @@ StatusOr<ProfileTable> ReadProfile(const std::string& path, const std::string& d
 }
 
 std::string ProfileCsvHeader() {
-  return "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,op,"
-         "tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats\n";
+  return "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,"
+         "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats\n";
 }
 
 void WriteProfileRow(std::ostream& out, const ProfileRow& r) {
@@ -335,7 +337,8 @@ void WriteProfileRow(std::ostream& out, const ProfileRow& r) {
   std::snprintf(times, sizeof times, "%.6f,%.6f,%.6f", r.median_ms, r.p10_ms, r.p90_ms);
   out << r.device << ',' << r.shape.hidden_size << ',' << r.shape.num_attention_heads << ','
       << r.shape.num_key_value_heads << ',' << r.shape.HeadDim() << ','
-      << r.shape.intermediate_size << ',' << r.shape.vocab_size << ',' << r.op << ','
+      << r.shape.intermediate_size << ',' << r.shape.vocab_size << ','
+      << r.shape.num_hidden_layers << ',' << r.op << ','
       << r.tokens << ',' << r.batch << ',' << r.context << ',' << r.tp << ',' << times << ','
       << r.repeats << '\n';
 }

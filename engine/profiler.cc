@@ -1,0 +1,184 @@
+#include "engine/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <span>
+
+#include "core/percentile.h"
+#include "core/rng.h"
+#include "engine/engine_setup.h"
+#include "engine/sampler.h"
+
+namespace servelab {
+namespace {
+
+struct Config {
+  bool decode = false;
+  int32_t tokens = 0;   // prefill: the chunk; decode: the batch
+  int32_t context = 0;  // cached tokens per sequence
+};
+
+// 1, 2, 3, 4, 6, 8, 12, 16, ... up to `limit` (and `limit` itself).
+std::vector<int32_t> Sizes(int32_t limit) {
+  std::vector<int32_t> sizes;
+  for (int64_t p = 1; p <= limit; p *= 2) {
+    sizes.push_back(static_cast<int32_t>(p));
+    const int64_t between = p + p / 2;
+    if (p >= 2 && between <= limit && between < 2 * p) sizes.push_back(static_cast<int32_t>(between));
+  }
+  if (sizes.back() != limit) sizes.push_back(limit);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
+std::vector<Config> Grid(int32_t max_tokens, int32_t max_batch, int32_t max_context) {
+  std::vector<Config> grid;
+  for (int32_t context = 0; context < max_context; context = context == 0 ? 128 : context * 4) {
+    for (int32_t t : Sizes(max_tokens)) {
+      if (context + t <= max_context) grid.push_back(Config{false, t, context});
+    }
+  }
+  for (int32_t context = 15; context + 1 <= max_context; context = context * 4 + 3) {
+    for (int32_t b : Sizes(max_batch)) grid.push_back(Config{true, b, context});
+  }
+  return grid;
+}
+
+// Accumulates one step's op times.
+class StepTimes final : public OpTimer {
+ public:
+  void Record(Op op, double seconds) override { seconds_[op] += seconds; }
+  void Clear() { seconds_.clear(); }
+  const std::map<Op, double>& Seconds() const { return seconds_; }
+
+ private:
+  std::map<Op, double> seconds_;
+};
+
+double Percentile(std::vector<double> values, double p) {
+  std::sort(values.begin(), values.end());
+  return PercentileOfSorted(values, p);
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
+                                                const ProfileOptions& options) {
+  if (config.backend != BackendKind::kEngine) {
+    return InvalidArgument(config.source_path + ": profile needs an engine experiment "
+                           "(backend: engine)");
+  }
+  if (options.warmup < 0 || options.repeats < 1 || options.max_tokens < 0 ||
+      options.max_batch < 0 || options.max_context < 0) {
+    return InvalidArgument("profile: warmup >= 0, repeats >= 1, sizes >= 0 (0: the experiment's)");
+  }
+  auto model = EngineModel::Load(config);
+  if (!model.ok()) return model.status();
+  auto made = (*model)->MakeRunner();
+  if (!made.ok()) return made.status();
+  ModelRunner& runner = **made;
+  const ModelSpec& spec = (*model)->Config().spec;
+  const KvCapacity capacity = runner.Capacity();
+  const int32_t max_tokens =
+      options.max_tokens > 0 ? options.max_tokens : config.scheduler.max_num_batched_tokens;
+  const int32_t max_batch = options.max_batch > 0 ? options.max_batch : config.scheduler.max_num_seqs;
+  const int32_t max_context =
+      std::min(options.max_context > 0 ? options.max_context : (*model)->MaxModelLen(),
+               (*model)->MaxModelLen());
+  std::vector<Config> grid = Grid(max_tokens, max_batch, max_context);
+  std::erase_if(grid, [&](const Config& c) {
+    const int64_t per_seq = (int64_t{c.context} + (c.decode ? 1 : c.tokens) + capacity.block_size - 1) /
+                            capacity.block_size;
+    return per_seq * (c.decode ? c.tokens : 1) > capacity.num_gpu_blocks;
+  });
+
+  SamplingParams greedy;  // temperature 0: what the timed runs sample with
+  const bool on_device = runner.SamplesOnDevice(greedy);
+  StepTimes times;
+  runner.SetOpTimer(runner.ProfilesOps() ? &times : nullptr);
+  Sampler sampler;
+  std::vector<float> logits;
+  std::vector<int32_t> ids;
+  Rng rng(static_cast<uint64_t>(config.seed), 0x50524F46);  // "PROF"
+  std::vector<ProfileRow> rows;
+  int32_t done = 0;
+  for (const Config& c : grid) {
+    const int32_t seqs = c.decode ? c.tokens : 1;
+    const int32_t chunk = c.decode ? 1 : c.tokens;
+    std::deque<Request> requests(static_cast<size_t>(seqs));
+    TokenStore tokens;
+    StepPlan plan;
+    int32_t next_block = 0;
+    for (int32_t i = 0; i < seqs; ++i) {
+      Request& r = requests[static_cast<size_t>(i)];
+      r.id = i;
+      r.prompt_len = c.context + chunk;
+      r.target_output_len = 1;
+      r.num_computed_tokens = c.context;
+      const int32_t blocks = (r.prompt_len + capacity.block_size - 1) / capacity.block_size;
+      for (int32_t b = 0; b < blocks; ++b) r.block_table.push_back(next_block++);
+      std::vector<int32_t> prompt(static_cast<size_t>(r.prompt_len));
+      for (int32_t& id : prompt) id = static_cast<int32_t>(rng.Uniform() * spec.vocab_size) % spec.vocab_size;
+      tokens.AddPrompt(r.id, std::move(prompt));
+      plan.seqs.push_back(ScheduledRequest{&r, chunk, c.context, true, false});
+    }
+    plan.num_emitting = seqs;
+    if (c.decode) plan.num_decode_tokens = seqs; else plan.num_prefill_tokens = chunk;
+    std::map<Op, std::vector<double>> samples;
+    std::vector<double> steps;
+    for (int32_t run = 0; run < options.warmup + options.repeats; ++run) {
+      times.Clear();
+      const int64_t start = NowNs();
+      if (on_device) {
+        const std::vector<double> uniforms(static_cast<size_t>(seqs), 0.0);
+        SERVELAB_RETURN_IF_ERROR(runner.ExecuteAndSample(plan, tokens, greedy, uniforms, ids));
+      } else {
+        SERVELAB_RETURN_IF_ERROR(runner.Execute(plan, tokens, logits));
+        const int64_t sample_start = NowNs();
+        const auto vocab = static_cast<size_t>(spec.vocab_size);
+        for (int32_t e = 0; e < seqs; ++e) {
+          sampler.Sample(std::span<const float>(logits.data() + e * vocab, vocab), greedy, e, 0);
+        }
+        times.Record(Op::kSampling, static_cast<double>(NowNs() - sample_start) * 1e-9);
+      }
+      const double step = static_cast<double>(NowNs() - start) * 1e-9;
+      if (run < options.warmup) continue;
+      steps.push_back(step);
+      for (const auto& [op, seconds] : times.Seconds()) {
+        const bool per_layer = InfoOf(op).scope == OpScope::kPerLayer;
+        samples[op].push_back(per_layer ? seconds / spec.num_hidden_layers : seconds);
+      }
+    }
+    auto row = [&](const std::string& op, std::vector<double> values) {
+      ProfileRow r;
+      r.device = (*model)->Device();
+      r.shape = spec;
+      r.op = op;
+      r.tokens = c.tokens;
+      r.batch = seqs;
+      r.context = c.context;
+      r.tp = 1;
+      r.median_ms = 1e3 * Percentile(values, 50);
+      r.p10_ms = 1e3 * Percentile(values, 10);
+      r.p90_ms = 1e3 * Percentile(values, 90);
+      r.repeats = options.repeats;
+      rows.push_back(std::move(r));
+    };
+    for (auto& [op, values] : samples) row(std::string(InfoOf(op).name), std::move(values));
+    row("step", std::move(steps));
+    if (options.on_progress) options.on_progress(++done, static_cast<int32_t>(grid.size()));
+  }
+  runner.SetOpTimer(nullptr);
+  return rows;
+}
+
+}  // namespace servelab
