@@ -43,6 +43,7 @@ nlohmann::ordered_json EvaluationJson(const Evaluation& e) {
   nlohmann::ordered_json by_tp = nlohmann::ordered_json::object();
   for (const auto& [tp, stats] : e.total_by_tp) by_tp[std::to_string(tp)] = StatsJson(stats);
   j["total_by_tp"] = by_tp;
+  if (e.step.points > 0) j["step"] = StatsJson(e.step);
   nlohmann::ordered_json ops = nlohmann::ordered_json::object();
   for (const auto& [op, s] : e.ops) ops[op] = StatsJson(s);
   j["ops"] = ops;
@@ -66,8 +67,15 @@ std::string PointsCsv(const std::vector<Evaluation>& evaluations, const std::str
 }
 
 std::string ByTp(const Evaluation& e) {
-  if (e.total_by_tp.size() < 2) return "";
-  std::string text = " | by TP:";
+  std::string text;
+  if (e.step.points > 0) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " | whole steps: MAPE %.2f%% (bias %+.2f%%)", e.step.mape,
+                  e.step.bias);
+    text += buf;
+  }
+  if (e.total_by_tp.size() < 2) return text;
+  text += " | by TP:";
   for (const auto& [tp, stats] : e.total_by_tp) {
     char buf[48];
     std::snprintf(buf, sizeof buf, " %d: %.2f%%", tp, stats.mape);
@@ -123,8 +131,8 @@ StatusOr<HoldOut> ParseHoldOut(const std::string& text) {
 }
 
 void PrintFit(const CalibratedModel& model, const Evaluation& in_sample) {
-  std::printf("%-20s %7s %9s %8s %8s %9s %8s\n", "op", "points", "fixed_us", "mem_eff",
-              "comp_eff", "MAPE_%", "bias_%");
+  std::printf("%-20s %-9s %7s %9s %8s %8s %9s %8s\n", "op", "form", "points", "fixed_us",
+              "mem_eff", "comp_eff", "MAPE_%", "bias_%");
   for (const auto& [op, f] : model.ops) {
     const std::string name(InfoOf(op).name);
     const auto it = in_sample.ops.find(name);
@@ -133,9 +141,17 @@ void PrintFit(const CalibratedModel& model, const Evaluation& in_sample) {
     if (InfoOf(op).form == OpForm::kRoofline) {
       std::snprintf(comp, sizeof comp, "%.3f%s", f.compute_efficiency, f.compute_fitted ? "" : "*");
     }
-    std::printf("%-20s %7lld %9.2f %7.3f%s %8s %9.2f %+8.2f\n", name.c_str(),
+    const char* form = InfoOf(op).form == OpForm::kStream ? "stream"
+                       : f.additive                       ? "additive"
+                                                          : "roofline";
+    std::printf("%-20s %-9s %7lld %9.2f %7.3f%s %8s %9.2f %+8.2f\n", name.c_str(), form,
                 static_cast<long long>(f.points), f.fixed_us, f.memory_efficiency,
                 f.memory_fitted ? " " : "*", comp, s.mape, s.bias);
+    if (f.single_row_fitted) {
+      std::printf("  %-18s %-9s %7lld %9.2f %7.3f  %8s\n", "(single row)", "stream",
+                  static_cast<long long>(f.single_row_points), f.single_row_fixed_us,
+                  f.single_row_memory_efficiency, "-");
+    }
   }
 }
 
@@ -295,6 +311,10 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     std::printf("evaluate   %s: per-layer MAPE %.2f%% (bias %+.2f%%, worst %.1f%%)%s%s\n",
                 e.file.c_str(), e.total.mape, e.total.bias, e.total.max_error, ByTp(e).c_str(),
                 e.not_modelled.empty() ? "" : " (some ops not modelled)");
+  }
+  if (model->has_step_overhead) {
+    std::printf("step overhead (whole steps beyond their ops, median): %.2f us\n",
+                model->step_overhead_us);
   }
   std::printf("model: %s\n", out.c_str());
   if (!vm.count("no-plots")) {

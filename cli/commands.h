@@ -18,5 +18,6 @@ int CompareCommand(const std::vector<std::string>& args);
 int MakeModelCommand(const std::vector<std::string>& args);
 int CalibrateCommand(const std::vector<std::string>& args);
 int ProfileCommand(const std::vector<std::string>& args);
+int ValidateCommand(const std::vector<std::string>& args);
 
 }  // namespace servelab

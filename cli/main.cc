@@ -13,7 +13,7 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR]\n"
-    "                      run an experiment on the simulator\n"
+    "                      run an experiment (on the simulator, or backend: engine)\n"
     "  sweep EXPERIMENT.yaml [--set ...] [--out DIR] [--jobs N]\n"
     "                      run every point of the file's `sweep:` grid, and sweep.csv\n"
     "  compare EXPERIMENT.yaml --policies a,b,... [--set ...] [--out DIR] [--jobs N]\n"
@@ -28,6 +28,9 @@ constexpr const char* kUsage =
     "                      time the engine per op and per step over the steps it runs\n"
     "  calibrate PROFILE.csv... --out MODEL.yaml [--evaluate OTHER.csv ...]\n"
     "                      fit per-op time models to measured profiles; their errors\n"
+    "  validate EXPERIMENT.yaml [--cost-model MODEL.yaml] [--out DIR] [--set ...]\n"
+    "                      the same requests on the engine and the simulator, per load:\n"
+    "                      step-time and TTFT/TPOT/ITL/E2E errors\n"
     "\n"
     "`servelab <command> --help` describes each command's options.\n"
     "Exit status: 0 success, 2 bad input or usage, 1 runtime failure.\n";
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   if (command == "make-model") return servelab::MakeModelCommand(args);
   if (command == "calibrate") return servelab::CalibrateCommand(args);
   if (command == "profile") return servelab::ProfileCommand(args);
+  if (command == "validate") return servelab::ValidateCommand(args);
   std::fprintf(stderr, "servelab: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return servelab::kExitBadInput;
 }

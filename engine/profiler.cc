@@ -4,6 +4,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <memory>
 #include <span>
 
 #include "core/percentile.h"
@@ -105,21 +106,27 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
   const bool on_device = runner.SamplesOnDevice(greedy);
   StepTimes times;
   runner.SetOpTimer(runner.ProfilesOps() ? &times : nullptr);
-  Sampler sampler;
-  std::vector<float> logits;
-  std::vector<int32_t> ids;
   Rng rng(static_cast<uint64_t>(config.seed), 0x50524F46);  // "PROF"
-  std::vector<ProfileRow> rows;
-  int32_t done = 0;
-  for (const Config& c : grid) {
-    const int32_t seqs = c.decode ? c.tokens : 1;
-    const int32_t chunk = c.decode ? 1 : c.tokens;
-    std::deque<Request> requests(static_cast<size_t>(seqs));
+
+  // Every configuration's step, built up front.
+  struct Timed {
+    Config c;
+    std::deque<Request> requests;
     TokenStore tokens;
     StepPlan plan;
+    std::map<Op, std::vector<double>> samples;
+    std::vector<double> steps;
+  };
+  std::vector<std::unique_ptr<Timed>> timed;
+  for (const Config& c : grid) {
+    auto t = std::make_unique<Timed>();
+    t->c = c;
+    const int32_t seqs = c.decode ? c.tokens : 1;
+    const int32_t chunk = c.decode ? 1 : c.tokens;
+    t->requests.resize(static_cast<size_t>(seqs));
     int32_t next_block = 0;
     for (int32_t i = 0; i < seqs; ++i) {
-      Request& r = requests[static_cast<size_t>(i)];
+      Request& r = t->requests[static_cast<size_t>(i)];
       r.id = i;
       r.prompt_len = c.context + chunk;
       r.target_output_len = 1;
@@ -127,22 +134,33 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
       const int32_t blocks = (r.prompt_len + capacity.block_size - 1) / capacity.block_size;
       for (int32_t b = 0; b < blocks; ++b) r.block_table.push_back(next_block++);
       std::vector<int32_t> prompt(static_cast<size_t>(r.prompt_len));
-      for (int32_t& id : prompt) id = static_cast<int32_t>(rng.Uniform() * spec.vocab_size) % spec.vocab_size;
-      tokens.AddPrompt(r.id, std::move(prompt));
-      plan.seqs.push_back(ScheduledRequest{&r, chunk, c.context, true, false});
+      for (int32_t& id : prompt) {
+        id = static_cast<int32_t>(rng.UniformInt(0, spec.vocab_size - 1));
+      }
+      t->tokens.AddPrompt(r.id, std::move(prompt));
+      t->plan.seqs.push_back(ScheduledRequest{&r, chunk, c.context, true, false});
     }
-    plan.num_emitting = seqs;
-    if (c.decode) plan.num_decode_tokens = seqs; else plan.num_prefill_tokens = chunk;
-    std::map<Op, std::vector<double>> samples;
-    std::vector<double> steps;
-    for (int32_t run = 0; run < options.warmup + options.repeats; ++run) {
+    t->plan.num_emitting = seqs;
+    if (c.decode) t->plan.num_decode_tokens = seqs; else t->plan.num_prefill_tokens = chunk;
+    timed.push_back(std::move(t));
+  }
+
+  Sampler sampler;
+  std::vector<float> logits;
+  std::vector<int32_t> ids;
+  const int32_t runs = options.warmup + options.repeats;
+  int32_t done = 0;
+  for (const auto& timed_config : timed) {
+    Timed& t = *timed_config;
+    const int32_t seqs = static_cast<int32_t>(t.plan.seqs.size());
+    for (int32_t run = 0; run < runs; ++run) {
       times.Clear();
       const int64_t start = NowNs();
       if (on_device) {
         const std::vector<double> uniforms(static_cast<size_t>(seqs), 0.0);
-        SERVELAB_RETURN_IF_ERROR(runner.ExecuteAndSample(plan, tokens, greedy, uniforms, ids));
+        SERVELAB_RETURN_IF_ERROR(runner.ExecuteAndSample(t.plan, t.tokens, greedy, uniforms, ids));
       } else {
-        SERVELAB_RETURN_IF_ERROR(runner.Execute(plan, tokens, logits));
+        SERVELAB_RETURN_IF_ERROR(runner.Execute(t.plan, t.tokens, logits));
         const int64_t sample_start = NowNs();
         const auto vocab = static_cast<size_t>(spec.vocab_size);
         for (int32_t e = 0; e < seqs; ++e) {
@@ -152,20 +170,25 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
       }
       const double step = static_cast<double>(NowNs() - start) * 1e-9;
       if (run < options.warmup) continue;
-      steps.push_back(step);
+      t.steps.push_back(step);
       for (const auto& [op, seconds] : times.Seconds()) {
         const bool per_layer = InfoOf(op).scope == OpScope::kPerLayer;
-        samples[op].push_back(per_layer ? seconds / spec.num_hidden_layers : seconds);
+        t.samples[op].push_back(per_layer ? seconds / spec.num_hidden_layers : seconds);
       }
     }
+    if (options.on_progress) options.on_progress(++done, static_cast<int32_t>(timed.size()));
+  }
+
+  std::vector<ProfileRow> rows;
+  for (const auto& t : timed) {
     auto row = [&](const std::string& op, std::vector<double> values) {
       ProfileRow r;
       r.device = (*model)->Device();
       r.shape = spec;
       r.op = op;
-      r.tokens = c.tokens;
-      r.batch = seqs;
-      r.context = c.context;
+      r.tokens = t->c.tokens;
+      r.batch = static_cast<int64_t>(t->plan.seqs.size());
+      r.context = t->c.context;
       r.tp = 1;
       r.median_ms = 1e3 * Percentile(values, 50);
       r.p10_ms = 1e3 * Percentile(values, 10);
@@ -173,9 +196,8 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
       r.repeats = options.repeats;
       rows.push_back(std::move(r));
     };
-    for (auto& [op, values] : samples) row(std::string(InfoOf(op).name), std::move(values));
-    row("step", std::move(steps));
-    if (options.on_progress) options.on_progress(++done, static_cast<int32_t>(grid.size()));
+    for (auto& [op, values] : t->samples) row(std::string(InfoOf(op).name), std::move(values));
+    row("step", std::move(t->steps));
   }
   runner.SetOpTimer(nullptr);
   return rows;

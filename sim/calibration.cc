@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/percentile.h"
 #include "core/text.h"
 #include "driver/gpu_catalog.h"
 
@@ -24,12 +25,14 @@ struct Sample {
 
 struct Coefficients {
   double fixed = 0, x = 0, y = 0, yc = 0, r = 0;  // s, s/byte, s/flop, s/causal flop, s/row
+  bool additive = false;
 
   double Memory(const OpWork& w) const { return w.bytes * x; }
   double Compute(const OpWork& w) const { return w.flops * y + w.causal_flops * yc; }
 };
 
 double Predict(const Coefficients& c, const OpWork& w) {
+  if (c.additive) return c.fixed + c.Memory(w) + c.Compute(w) + w.rows * c.r;
   return c.fixed + std::max(c.Memory(w), c.Compute(w)) + w.rows * c.r;
 }
 
@@ -93,7 +96,11 @@ struct FitResult {
   bool memory_fitted = false, compute_fitted = false;
 };
 
-FitResult FitOp(OpForm form, const std::vector<Sample>& samples, const Coefficients& start) {
+// Alternates from `memory_bound` (the first assignment of rows to terms) between
+// solving the weighted least squares that assignment gives and reassigning each row to
+// the term that dominates it, until the assignment holds; the best iterate.
+FitResult Alternate(OpForm form, const std::vector<Sample>& samples, const Coefficients& start,
+                    std::vector<bool> memory_bound) {
   const size_t n = samples.size();
   bool has_causal = false, has_rows = false;
   for (const Sample& s : samples) {
@@ -106,17 +113,21 @@ FitResult FitOp(OpForm form, const std::vector<Sample>& samples, const Coefficie
   // Whether x and y have come from the data yet (a term keeps its last fitted value
   // while no row is bound by it).
   bool x_fitted = false, y_fitted = false;
-  std::vector<bool> memory_bound(n, true), previous;
+  std::vector<bool> previous;
   for (int iteration = 0; iteration < 100; ++iteration) {
-    bool any_memory = false, any_compute = false;
-    for (size_t i = 0; i < n; ++i) {
-      memory_bound[i] =
-          form == OpForm::kStream || c.Memory(samples[i].work) >= c.Compute(samples[i].work);
-      any_memory = any_memory || memory_bound[i];
-      any_compute = any_compute || !memory_bound[i];
+    if (iteration > 0) {
+      for (size_t i = 0; i < n; ++i) {
+        memory_bound[i] =
+            form == OpForm::kStream || c.Memory(samples[i].work) >= c.Compute(samples[i].work);
+      }
     }
     if (memory_bound == previous) break;
     previous = memory_bound;
+    bool any_memory = false, any_compute = false;
+    for (size_t i = 0; i < n; ++i) {
+      any_memory = any_memory || memory_bound[i];
+      any_compute = any_compute || !memory_bound[i];
+    }
     // Columns: fixed, bytes (memory-bound rows), flops and causal flops (compute-bound
     // rows), rows (every row).
     std::vector<std::vector<double>> columns(5, std::vector<double>(n, 0.0));
@@ -149,6 +160,94 @@ FitResult FitOp(OpForm form, const std::vector<Sample>& samples, const Coefficie
     c = next;
   }
   return best;
+}
+
+// The alternation finds a local optimum of the max(): it is started from the datasheet
+// roofline's assignment and from splits of the rows by arithmetic intensity (FLOPs per
+// byte; the max() puts every row below some intensity on the memory term), up to 64
+// evenly spaced ones, and the best result is kept.
+FitResult FitOp(OpForm form, const std::vector<Sample>& samples, const Coefficients& start) {
+  const size_t n = samples.size();
+  std::vector<bool> assignment(n);
+  for (size_t i = 0; i < n; ++i) {
+    assignment[i] =
+        form == OpForm::kStream || start.Memory(samples[i].work) >= start.Compute(samples[i].work);
+  }
+  FitResult best = Alternate(form, samples, start, assignment);
+  if (form == OpForm::kStream) return best;
+  double best_objective = Objective(best.c, samples);
+  std::vector<double> intensity(n);
+  for (size_t i = 0; i < n; ++i) {
+    const OpWork& w = samples[i].work;
+    intensity[i] = (w.flops + w.causal_flops) / std::max(w.bytes, 1.0);
+  }
+  std::vector<double> sorted = intensity;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  const size_t splits = std::min<size_t>(sorted.size(), 64);
+  for (size_t k = 0; k <= splits; ++k) {
+    // Rows at or below the threshold are memory-bound; k = 0: none, k = splits: all.
+    const double threshold = k == 0 ? -1.0 : sorted[(k * sorted.size()) / splits - 1];
+    for (size_t i = 0; i < n; ++i) assignment[i] = intensity[i] <= threshold;
+    const FitResult fit = Alternate(form, samples, start, assignment);
+    const double objective = Objective(fit.c, samples);
+    if (objective < best_objective) {
+      best_objective = objective;
+      best = fit;
+    }
+  }
+  return best;
+}
+
+// The additive form: one non-negative least squares over every term.
+FitResult FitAdditive(const std::vector<Sample>& samples, const Coefficients& start) {
+  const size_t n = samples.size();
+  std::vector<std::vector<double>> columns(5, std::vector<double>(n, 0.0));
+  bool has_causal = false, has_rows = false;
+  for (size_t i = 0; i < n; ++i) {
+    const OpWork& w = samples[i].work;
+    columns[0][i] = 1.0;
+    columns[1][i] = w.bytes;
+    columns[2][i] = w.flops;
+    columns[3][i] = w.causal_flops;
+    columns[4][i] = w.rows;
+    has_causal = has_causal || w.causal_flops > 0;
+    has_rows = has_rows || w.rows > 0;
+  }
+  const std::vector<double> theta =
+      SolveNonNegative(columns, samples, {true, true, true, has_causal, has_rows});
+  Coefficients c = start;
+  c.additive = true;
+  c.fixed = theta[0];
+  // A dropped term costs nothing in this form: an infinite efficiency.
+  c.x = theta[1];
+  c.y = theta[2];
+  c.yc = has_causal ? theta[3] : 0.0;
+  c.r = has_rows ? theta[4] : 0.0;
+  return FitResult{c, theta[1] > 0, theta[2] > 0};
+}
+
+// A stream fit (fixed + bytes) of a GEMM's single-row measurements; with fewer than
+// `min_sizes` distinct sizes the fixed cost cannot be told from the bytes' and the fit
+// is bytes alone.
+Coefficients FitSingleRow(const std::vector<Sample>& samples, const Coefficients& start,
+                          int32_t min_sizes) {
+  std::set<double> sizes;
+  for (const Sample& s : samples) sizes.insert(s.work.bytes);
+  if (sizes.size() >= static_cast<size_t>(min_sizes)) {
+    return FitOp(OpForm::kStream, samples, start).c;
+  }
+  // min sum ((x b - t) / t)^2: x = sum(b / t) / sum((b / t)^2).
+  double num = 0, den = 0;
+  for (const Sample& s : samples) {
+    const double q = s.work.bytes / s.t;
+    num += q;
+    den += q * q;
+  }
+  Coefficients c = start;
+  c.fixed = 0;
+  c.x = den > 0 ? num / den : start.x;
+  return c;
 }
 
 OpShape ShapeOf(const ProfileRow& row) {
@@ -188,11 +287,17 @@ OpCoefficients OpFit::On(const GpuSpec& gpu, const OpShape& shape) const {
   const OpPeaks peaks = PeaksOf(op, gpu, shape);
   OpCoefficients c;
   c.fixed_s = fixed_us * 1e-6;
+  c.additive = additive;
   c.s_per_byte = memory_efficiency > 0 ? 1.0 / (peaks.bytes_per_s * memory_efficiency) : 0;
   if (InfoOf(op).form == OpForm::kRoofline) {
     if (compute_efficiency > 0) c.s_per_flop = 1.0 / (peaks.flops_per_s * compute_efficiency);
     if (causal_efficiency > 0) c.s_per_causal_flop = 1.0 / (peaks.flops_per_s * causal_efficiency);
     c.s_per_row = per_row_us * 1e-6;
+  }
+  if (single_row_fitted) {
+    c.has_single_row = true;
+    c.single_row_fixed_s = single_row_fixed_us * 1e-6;
+    c.single_row_s_per_byte = 1.0 / (peaks.bytes_per_s * single_row_memory_efficiency);
   }
   return c;
 }
@@ -201,6 +306,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
                                       const FitOptions& options) {
   CalibratedModel model;
   std::map<Op, std::vector<const ProfileRow*>> by_op;
+  std::vector<const ProfileRow*> steps;
   for (const ProfileTable& table : tables) {
     model.fitted_from.push_back(table.path);
     for (const ProfileRow& row : table.rows) {
@@ -210,7 +316,10 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
                                row.device + "' differs from '" + model.device +
                                "': fit one device at a time");
       }
-      if (row.op == "step") continue;  // whole steps: for the step overhead (below)
+      if (row.op == "step") {  // whole steps: for the step overhead (below)
+        if (row.shape.num_hidden_layers > 0 && row.median_ms > 0) steps.push_back(&row);
+        continue;
+      }
       if (row.median_ms <= 0) continue;  // no relative error to weigh
       by_op[*OpByName(row.op)].push_back(&row);
     }
@@ -222,17 +331,22 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     const OpInfo& info = InfoOf(op);
     const int32_t coefficients = info.form == OpForm::kRoofline ? 3 : 2;
     std::set<double> sizes;
-    std::vector<Sample> samples;
+    std::vector<Sample> samples, single_row;
     OpShape first = ShapeOf(*rows.front());
     for (const ProfileRow* r : rows) {
       Sample s;
       s.t = r->median_ms * 1e-3;
       s.work = ProfiledWork(op, ShapeOf(*r), static_cast<double>(r->tokens),
                             static_cast<double>(r->batch), static_cast<double>(r->context));
-      sizes.insert(s.work.bytes);
-      samples.push_back(s);
+      (s.work.single_row ? single_row : samples).push_back(s);
     }
     const auto needed = static_cast<size_t>(coefficients * options.min_points_per_coefficient);
+    if (single_row.size() < static_cast<size_t>(options.min_points_per_coefficient) ||
+        samples.size() < needed) {
+      samples.insert(samples.end(), single_row.begin(), single_row.end());
+      single_row.clear();
+    }
+    for (const Sample& s : samples) sizes.insert(s.work.bytes);
     if (samples.size() < needed || sizes.size() < static_cast<size_t>(options.min_distinct_sizes)) {
       return InvalidArgument("op " + std::string(info.name) + ": " +
                              std::to_string(samples.size()) + " measurements of " +
@@ -252,26 +366,79 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     start.x = 1.0 / (peaks.bytes_per_s * memory_default);
     start.y = info.form == OpForm::kRoofline ? 1.0 / (peaks.flops_per_s * compute_default) : 0.0;
     start.yc = start.y;
-    const FitResult fit = FitOp(info.form, samples, start);
+    FitResult fit = FitOp(info.form, samples, start);
+    if (info.form == OpForm::kRoofline) {
+      // Whichever form explains the measurements better; a tie (within rounding: 1e-9
+      // of squared relative error per row) keeps the max().
+      const FitResult additive = FitAdditive(samples, start);
+      const double tolerance = 1e-9 * static_cast<double>(samples.size());
+      if (Objective(additive.c, samples) < Objective(fit.c, samples) - tolerance) fit = additive;
+    }
     OpFit f;
     f.op = op;
     f.points = static_cast<int64_t>(samples.size());
+    if (!single_row.empty()) {
+      const Coefficients gemv =
+          FitSingleRow(single_row, start, options.min_distinct_sizes);
+      f.single_row_fitted = true;
+      f.single_row_fixed_us = gemv.fixed * 1e6;
+      f.single_row_memory_efficiency = 1.0 / (gemv.x * peaks.bytes_per_s);
+      f.single_row_points = static_cast<int64_t>(single_row.size());
+    }
     f.fixed_us = fit.c.fixed * 1e6;
-    f.memory_efficiency = fit.memory_fitted ? 1.0 / (fit.c.x * peaks.bytes_per_s) : memory_default;
-    f.memory_fitted = fit.memory_fitted;
+    f.additive = fit.c.additive;
+    const double unbounded = std::numeric_limits<double>::infinity();
+    f.memory_efficiency = fit.memory_fitted ? 1.0 / (fit.c.x * peaks.bytes_per_s)
+                          : f.additive      ? unbounded
+                                            : memory_default;
+    f.memory_fitted = fit.memory_fitted || f.additive;
     if (info.form == OpForm::kRoofline) {
-      f.compute_efficiency =
-          fit.compute_fitted ? 1.0 / (fit.c.y * peaks.flops_per_s) : compute_default;
-      f.compute_fitted = fit.compute_fitted;
+      f.compute_efficiency = fit.compute_fitted ? 1.0 / (fit.c.y * peaks.flops_per_s)
+                             : f.additive       ? unbounded
+                                                : compute_default;
+      f.compute_fitted = fit.compute_fitted || f.additive;
       if (op == Op::kAttentionPrefill) {
-        f.causal_efficiency = fit.c.yc > 0 ? 1.0 / (fit.c.yc * peaks.flops_per_s) : compute_default;
-        f.per_row_us = fit.c.r * 1e6;
+        f.causal_efficiency = fit.c.yc > 0 ? 1.0 / (fit.c.yc * peaks.flops_per_s)
+                              : f.additive ? unbounded
+                                           : compute_default;
       }
+      f.per_row_us = fit.c.r * 1e6;  // attention only (other ops have no rows)
     }
     model.ops[op] = f;
   }
   if (model.ops.empty()) return InvalidArgument("no op measurements to fit");
+  std::vector<double> residuals;
+  for (const ProfileRow* row : steps) {
+    residuals.push_back(row->median_ms * 1e-3 - PredictOps(model, *gpu, *row));
+  }
+  if (!residuals.empty()) {
+    std::sort(residuals.begin(), residuals.end());
+    model.has_step_overhead = true;
+    model.step_overhead_us = std::max(0.0, PercentileOfSorted(residuals, 50)) * 1e6;
+  }
   return model;
+}
+
+double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row) {
+  const OpShape shape = ShapeOf(row);
+  const double tokens = static_cast<double>(row.tokens), batch = static_cast<double>(row.batch);
+  const double context = static_cast<double>(row.context);
+  const bool decode = row.tokens == row.batch;  // every sequence brings one token
+  double layer = 0, step = 0;
+  for (const auto& [op, fit] : model.ops) {
+    const OpCoefficients c = fit.On(gpu, shape);
+    if (op == Op::kAttentionDecode || op == Op::kAttentionPrefill) {
+      if ((op == Op::kAttentionDecode) != decode) continue;
+      layer += OpSeconds(c, ProfiledWork(op, shape, tokens, batch, context));
+    } else if (InfoOf(op).scope == OpScope::kPerLayer) {
+      if (op == Op::kAllReduce && row.tp == 1) continue;
+      const double calls = op == Op::kAllReduce ? 2.0 : 1.0;
+      layer += calls * OpSeconds(c, ProfiledWork(op, shape, tokens, batch, context));
+    } else {
+      step += OpSeconds(c, ProfiledWork(op, shape, tokens, batch, context));
+    }
+  }
+  return step + layer * row.shape.num_hidden_layers;
 }
 
 StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& table) {
@@ -286,7 +453,15 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
   std::map<std::string, std::vector<double>> errors;  // op -> signed relative errors
   std::map<std::tuple<int64_t, int64_t, int64_t, int32_t, int32_t, int32_t, int32_t>, Sums> totals;
   std::set<std::string> missing;
+  std::vector<double> step_rel;
   for (const ProfileRow& row : table.rows) {
+    if (row.op == "step" && row.shape.num_hidden_layers > 0 && row.median_ms > 0) {
+      const double predicted_ms =
+          1e3 * PredictOps(model, *gpu, row) + 1e-3 * model.step_overhead_us;
+      step_rel.push_back((predicted_ms - row.median_ms) / row.median_ms);
+      e.points.push_back(PointPrediction{row.op, row.tokens, row.batch, row.context, row.tp,
+                                         row.median_ms, predicted_ms});
+    }
     if (row.op == "step" || row.median_ms <= 0) continue;
     const Op op = *OpByName(row.op);
     auto fit = model.ops.find(op);
@@ -334,6 +509,7 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
     by_tp[std::get<3>(key)].push_back(rel);
   }
   e.total = stats(total_rel);
+  e.step = stats(step_rel);
   for (const auto& [tp, rel] : by_tp) e.total_by_tp[tp] = stats(rel);
   e.not_modelled.assign(missing.begin(), missing.end());
   return e;
@@ -347,6 +523,7 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "#   roofline ops: fixed_us + max(bytes / (bandwidth x memory_efficiency),\n"
          "#                                flops / (peak x compute_efficiency))\n"
          "#   stream ops:   fixed_us + bytes / (bandwidth x memory_efficiency)\n"
+         "#   additive:     the roofline's terms summed, not max()ed (no overlap)\n"
          "# with the work of sim/op_model.h and the peaks of `device` (a catalog GPU; for\n"
          "# cpu, 1 GB/s and 1 GFLOP/s). An efficiency marked `fitted: false` kept the\n"
          "# datasheet roofline's value: no measurement was bound by that term.\n";
@@ -358,7 +535,10 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
   for (const auto& [op, f] : model.ops) {
     const OpInfo& info = InfoOf(op);
     out << "  " << info.name << ":\n";
-    out << "    form: " << (info.form == OpForm::kRoofline ? "roofline" : "stream") << "\n";
+    out << "    form: " << (info.form != OpForm::kRoofline ? "stream"
+                            : f.additive                    ? "additive"
+                                                            : "roofline")
+        << "\n";
     out << "    fixed_us: " << FormatDouble(f.fixed_us) << "\n";
     out << "    memory_efficiency: " << YamlNumber(f.memory_efficiency) << "\n";
     if (!f.memory_fitted) out << "    memory_fitted: false\n";
@@ -368,9 +548,17 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
     }
     if (op == Op::kAttentionPrefill) {
       out << "    causal_efficiency: " << YamlNumber(f.causal_efficiency) << "\n";
+    }
+    if (op == Op::kAttentionPrefill || op == Op::kAttentionDecode) {
       out << "    per_row_us: " << FormatDouble(f.per_row_us) << "\n";
     }
     out << "    points: " << f.points << "\n";
+    if (f.single_row_fitted) {
+      out << "    single_row:  # one-row products: the matrix-vector kernel\n";
+      out << "      fixed_us: " << FormatDouble(f.single_row_fixed_us) << "\n";
+      out << "      memory_efficiency: " << YamlNumber(f.single_row_memory_efficiency) << "\n";
+      out << "      points: " << f.single_row_points << "\n";
+    }
     auto it = in_sample.find(std::string(info.name));
     if (it != in_sample.end()) out << "    in_sample_mape_pct: " << Percent(it->second.mape) << "\n";
   }
@@ -459,13 +647,19 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
       CheckKeys(path, n, where,
                 {"form", "fixed_us", "memory_efficiency", "memory_fitted", "compute_efficiency",
                  "compute_fitted", "causal_efficiency", "per_row_us", "points",
-                 "in_sample_mape_pct"});
+                 "single_row", "in_sample_mape_pct"});
       const OpInfo& info = InfoOf(*op);
       OpFit f;
       f.op = *op;
       const std::string form = info.form == OpForm::kRoofline ? "roofline" : "stream";
-      if (n["form"] && n["form"].Scalar() != form) {
-        Fail(path, n["form"], where + ".form", name + " is a " + form + " op");
+      if (n["form"]) {
+        const std::string given = n["form"].Scalar();
+        f.additive = given == "additive" && info.form == OpForm::kRoofline;
+        if (given != form && !f.additive) {
+          Fail(path, n["form"], where + ".form",
+               name + " is a " + form + " op" +
+                   (info.form == OpForm::kRoofline ? " (roofline or additive)" : ""));
+        }
       }
       for (const char* key : {"fixed_us", "memory_efficiency"}) {
         if (!n[key]) Fail(path, n, where + "." + key, "missing");
@@ -485,15 +679,34 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
                                   ? Number(path, n["causal_efficiency"],
                                            where + ".causal_efficiency", 1e-9, kInf)
                                   : f.compute_efficiency;
-        if (n["per_row_us"]) {
-          f.per_row_us = Number(path, n["per_row_us"], where + ".per_row_us", 0, 1e9);
+      } else if (n["causal_efficiency"]) {
+        Fail(path, n["causal_efficiency"], where + ".causal_efficiency",
+             "only attention_prefill has it");
+      }
+      if (n["per_row_us"]) {
+        if (*op != Op::kAttentionPrefill && *op != Op::kAttentionDecode) {
+          Fail(path, n["per_row_us"], where + ".per_row_us", "only attention has rows");
         }
-      } else {
-        for (const char* key : {"causal_efficiency", "per_row_us"}) {
-          if (n[key]) Fail(path, n[key], where + "." + key, "only attention_prefill has it");
-        }
+        f.per_row_us = Number(path, n["per_row_us"], where + ".per_row_us", 0, 1e9);
       }
       if (n["points"]) f.points = static_cast<int64_t>(Number(path, n["points"], where + ".points", 0, 1e15));
+      if (const YAML::Node one = n["single_row"]) {
+        const std::string at = where + ".single_row";
+        if (!IsGemm(*op)) Fail(path, one, at, "only GEMMs have a single-row kernel");
+        if (!one.IsMap()) Fail(path, one, at, "expected a mapping");
+        CheckKeys(path, one, at, {"fixed_us", "memory_efficiency", "points"});
+        for (const char* key : {"fixed_us", "memory_efficiency"}) {
+          if (!one[key]) Fail(path, one, at + "." + key, "missing");
+        }
+        f.single_row_fitted = true;
+        f.single_row_fixed_us = Number(path, one["fixed_us"], at + ".fixed_us", 0, 1e9);
+        f.single_row_memory_efficiency =
+            Number(path, one["memory_efficiency"], at + ".memory_efficiency", 1e-9, kInf);
+        if (one["points"]) {
+          f.single_row_points =
+              static_cast<int64_t>(Number(path, one["points"], at + ".points", 0, 1e15));
+        }
+      }
       model.ops[*op] = f;
     }
   } catch (const YamlError& e) {

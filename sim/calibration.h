@@ -7,9 +7,21 @@
 // RELATIVE error (rows weighted by 1 / measured time). The max() of the roofline form
 // splits the rows into memory- and compute-bound ones; the fit alternates between
 // assigning each row to the term that dominates it and solving the weighted linear least
-// squares problem that assignment gives (Eigen), until the assignment holds, starting
-// from the datasheet roofline. Coefficients stay >= 0. A term no row is bound by cannot
-// be identified: it keeps the roofline's default efficiency, and the model says so.
+// squares problem that assignment gives (Eigen), until the assignment holds. The
+// alternation finds a local optimum, so it starts from the datasheet roofline's
+// assignment and from up to 64 splits of the rows by arithmetic intensity, and keeps the
+// best. Coefficients stay >= 0. A term no row is bound by cannot be identified: it keeps
+// the roofline's default efficiency, and the model says so.
+//
+// Two refinements, each kept only where the measurements ask for it:
+//   additive    the roofline form's terms summed instead of max()ed (a kernel that does
+//               not overlap memory traffic with compute: the CPU's blocked GEMM packs,
+//               then multiplies), chosen per op when it fits better;
+//   single row  a GEMM of one row is a matrix-vector product, another kernel (cuBLAS's
+//               gemv, Eigen's GEMV path): its rows get a stream fit of their own.
+// To tell a GEMM's fixed cost from its weight reads the profiles need two or more weight
+// sizes (model shapes, or TP degrees): with one, the two are collinear, and a fit that
+// folds weight reads into `fixed` does not transfer to another shape.
 //
 // Coefficients are kept as the fixed cost and efficiencies against the device's peaks,
 // so a fit carries to another GPU (its peaks) and to other shapes and TP degrees (the
@@ -45,7 +57,14 @@ struct OpFit {
   double per_row_us = 0;          // prefill attention: per query token
   bool memory_fitted = false;     // false: no row was memory-bound, the default was kept
   bool compute_fitted = false;
+  bool additive = false;          // roofline ops: terms summed, not max()ed (op_model.h)
   int64_t points = 0;
+  // GEMMs: the matrix-vector kernel of single-row products, when the profile measured
+  // enough of them (op_model.h's OpCoefficients::has_single_row).
+  bool single_row_fitted = false;
+  double single_row_fixed_us = 0;
+  double single_row_memory_efficiency = 0;
+  int64_t single_row_points = 0;
   // The coefficients on `gpu` for `shape`'s dtypes.
   OpCoefficients On(const GpuSpec& gpu, const OpShape& shape) const;
 };
@@ -66,9 +85,20 @@ struct FitOptions {
 
 // Fits every op the tables measure. All rows must come from one device (a catalog GPU or
 // "cpu"). InvalidArgument naming the op when it has too few rows or too few distinct
-// sizes to fit its coefficients, instead of fitting noise.
+// sizes to fit its coefficients, instead of fitting noise. A GEMM's single-row rows get
+// their own (matrix-vector) fit when there are min_points_per_coefficient of them and
+// enough other rows for the main fit; else they join it.
+//
+// The step overhead: with "step" rows from a profile that gives `layers`, the median over
+// them of the measured step minus the fitted ops' sum (every per-layer op times the
+// layers, the per-step ops once), clamped at 0; has_step_overhead says whether it was
+// fitted.
 StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
                                       const FitOptions& options = {});
+
+// A "step" row's ops as the model predicts them, in seconds (without the step
+// overhead): the configuration is a decode when tokens == batch, else one prefill chunk.
+double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row);
 
 // Relative errors in percent: mean of |predicted - measured| / measured, the largest one,
 // and the mean signed error (bias; negative = predicted too low).
@@ -92,6 +122,8 @@ struct Evaluation {
   // tp), the sum of its per-layer ops, predicted against measured.
   ErrorStats total;
   std::map<int32_t, ErrorStats> total_by_tp;  // the same, per TP degree
+  // Whole steps ("step" rows with `layers`): PredictOps plus the model's step overhead.
+  ErrorStats step;
   std::vector<std::string> not_modelled;  // ops in the file the model has no fit for
   std::vector<PointPrediction> points;
 };

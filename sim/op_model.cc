@@ -34,10 +34,11 @@ Dims DimsOf(const OpShape& s) {
 }
 
 OpWork Gemm(double rows, double k, double n, double w, double a_in, double a_out) {
-  return OpWork{k * n * w + rows * (k * a_in + n * a_out), 2.0 * rows * k * n, 0, 0};
+  return OpWork{k * n * w + rows * (k * a_in + n * a_out), 2.0 * rows * k * n, 0, 0,
+                rows == 1.0};
 }
 
-OpWork Bytes(double bytes) { return OpWork{bytes, 0, 0, 0}; }
+OpWork Bytes(double bytes) { return OpWork{bytes, 0, 0, 0, false}; }
 
 }  // namespace
 
@@ -69,22 +70,39 @@ OpWork RowsWork(Op op, const OpShape& shape, double t) {
 OpWork DecodeWork(const OpShape& shape, double context) {
   const Dims d = DimsOf(shape);
   const double attended = context + 1.0;
-  return OpWork{attended * 2.0 * d.kv * d.c + 2.0 * d.q * d.a, 4.0 * d.q * attended, 0, 0};
+  return OpWork{attended * 2.0 * d.kv * d.c + 2.0 * d.q * d.a, 4.0 * d.q * attended, 0, 1.0, false};
 }
 
 OpWork PrefillWork(const OpShape& shape, double chunk, double context) {
   const Dims d = DimsOf(shape);
   return OpWork{(context + chunk) * 2.0 * d.kv * d.c + 2.0 * chunk * d.q * d.a,
-                4.0 * d.q * chunk * context, 4.0 * d.q * chunk * (chunk + 1.0) / 2.0, chunk};
+                4.0 * d.q * chunk * context, 4.0 * d.q * chunk * (chunk + 1.0) / 2.0, chunk,
+                false};
 }
 
 OpWork ProfiledWork(Op op, const OpShape& shape, double tokens, double batch, double context) {
   if (op == Op::kAttentionDecode) return DecodeWork(shape, context) * batch;
   if (op == Op::kAttentionPrefill) return PrefillWork(shape, tokens, context);
-  return RowsWork(op, shape, tokens);
+  return RowsWork(op, shape, ScalesWithEmittingRows(op) ? batch : tokens);
+}
+
+bool IsGemm(Op op) {
+  return op == Op::kQkvProj || op == Op::kOProj || op == Op::kGateUpProj ||
+         op == Op::kDownProj || op == Op::kLmHead;
+}
+
+bool ScalesWithEmittingRows(Op op) {
+  return op == Op::kFinalNorm || op == Op::kLmHead || op == Op::kSampling;
 }
 
 double OpSeconds(const OpCoefficients& c, const OpWork& work) {
+  if (work.single_row && c.has_single_row) {
+    return c.single_row_fixed_s + work.bytes * c.single_row_s_per_byte;
+  }
+  if (c.additive) {
+    return c.fixed_s + work.bytes * c.s_per_byte + work.flops * c.s_per_flop +
+           work.causal_flops * c.s_per_causal_flop + work.rows * c.s_per_row;
+  }
   return c.fixed_s +
          std::max(work.bytes * c.s_per_byte,
                   work.flops * c.s_per_flop + work.causal_flops * c.s_per_causal_flop) +

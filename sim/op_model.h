@@ -11,6 +11,9 @@
 //                         + causal_flops / (peak x causal_efficiency))
 //             + rows x per_row
 //   stream    fixed + bytes / (bandwidth x memory_efficiency)
+//   additive  the roofline form's terms summed instead of max()ed, for a kernel that
+//             does not overlap memory traffic with compute (a fit chooses it per op
+//             when it explains the measurements better: the CPU's GEMMs)
 // `fixed` is what a kernel costs whatever its size (launch, synchronisation, the tail of
 // a wave): the term a datasheet roofline lacks, which dominates small ops and high TP.
 // Only prefill attention has causal FLOPs (the new tokens attending to each other, which
@@ -60,6 +63,9 @@ struct OpWork {
   double flops = 0;
   double causal_flops = 0;  // prefill attention only
   double rows = 0;          // prefill attention only: query tokens
+  // A GEMM of one row (one token; for lm_head, one emitting row): BLAS libraries run it
+  // as a matrix-vector product, a kernel of its own (cuBLAS's gemv, Eigen's GEMV path).
+  bool single_row = false;
   OpWork& operator+=(const OpWork& o) {
     bytes += o.bytes;
     flops += o.flops;
@@ -67,7 +73,9 @@ struct OpWork {
     rows += o.rows;
     return *this;
   }
-  OpWork operator*(double k) const { return OpWork{bytes * k, flops * k, causal_flops * k, rows * k}; }
+  OpWork operator*(double k) const {
+    return OpWork{bytes * k, flops * k, causal_flops * k, rows * k, false};
+  }
 };
 
 // An op that scales with the step's tokens or emitting rows (everything but attention):
@@ -76,19 +84,33 @@ OpWork RowsWork(Op op, const OpShape& shape, double rows);
 // Attention, one sequence.
 OpWork DecodeWork(const OpShape& shape, double context);
 OpWork PrefillWork(const OpShape& shape, double chunk, double context);
-// One profile row's work: `tokens` rows (or, for attention_decode, `batch` sequences at
-// `context`; attention_prefill: one chunk of `tokens` after `context`).
+// One profile row's work: `tokens` rows, or `batch` emitting rows for final_norm, lm_head
+// and sampling (a prefill chunk emits one row, a decode batch one per sequence); for
+// attention_decode, `batch` sequences at `context`; attention_prefill: one chunk of
+// `tokens` after `context`.
 OpWork ProfiledWork(Op op, const OpShape& shape, double tokens, double batch, double context);
 
 // An op's coefficients in seconds: per kernel, per byte, per FLOP, per causal FLOP, per
-// row (the last three 0 for stream ops).
+// row (the last three 0 for stream ops). A GEMM's single-row work, when its matrix-
+// vector kernel was fitted (has_single_row), takes single_row_fixed_s +
+// bytes x single_row_s_per_byte instead: memory-bound, at that kernel's own rate.
 struct OpCoefficients {
   double fixed_s = 0;
   double s_per_byte = 0;
   double s_per_flop = 0;
   double s_per_causal_flop = 0;
   double s_per_row = 0;
+  bool has_single_row = false;
+  double single_row_fixed_s = 0;
+  double single_row_s_per_byte = 0;
+  // A kernel that does not overlap its memory traffic with its compute (the CPU's
+  // blocked GEMM packs its operands, then multiplies): the terms add instead of max().
+  bool additive = false;
 };
+// Whether `op` is a GEMM (its single-row work can have a kernel of its own).
+bool IsGemm(Op op);
+// Whether a profile row's rows are emitting rows (`batch`), not tokens.
+bool ScalesWithEmittingRows(Op op);
 double OpSeconds(const OpCoefficients& c, const OpWork& work);
 
 // The peaks an op's efficiencies refer to: memory bandwidth (the link's for allreduce),

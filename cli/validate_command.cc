@@ -1,0 +1,164 @@
+// `servelab validate`: the same requests on the engine and on the simulator, at every
+// load of the experiment's sweep, and the simulator's errors (sim/validation.h).
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/command_line.h"
+#include "cli/commands.h"
+#include "cli/plot_script.h"
+#include "cli/run_experiment.h"
+#include "driver/config_yaml.h"
+#include "driver/output_dir.h"
+#include "driver/sweep_config.h"
+#include "engine/engine_setup.h"
+#include "sim/validation.h"
+
+namespace servelab {
+namespace {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+int Report(const Status& status) {
+  std::fprintf(stderr, "servelab validate: %s\n", status.message().c_str());
+  return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
+}
+
+// A YAML double-quoted scalar.
+std::string Quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string StepsCsv(const LoadValidation& v) {
+  std::string csv = "tokens,seqs,decode_only,measured_ms,predicted_ms\n";
+  for (const StepComparison& s : v.steps) {
+    char row[128];
+    std::snprintf(row, sizeof row, "%d,%d,%d,%.6f,%.6f\n", s.tokens, s.seqs, s.decode_only ? 1 : 0,
+                  s.measured_s * 1e3, s.predicted_s * 1e3);
+    csv += row;
+  }
+  return csv;
+}
+
+}  // namespace
+
+constexpr const char* kValidateHelp = R"(
+Runs the experiment (backend: engine; for validation keep engine.clock: virtual) on the
+engine, and the same requests on the simulator with the engine's KV pool and context,
+at every point of the file's `sweep:` block (the loads: BLIS validates at three or more,
+up to about 90% of capacity), or once when it has none. --cost-model replaces the
+experiment's cost_model with {type: calibrated, path: MODEL.yaml}.
+
+Writes DIR/<load>/engine/ and DIR/<load>/sim/ (the files of `servelab run`),
+DIR/<load>/steps_compared.csv (each step the engine executed: measured and predicted),
+DIR/validation.csv (load,quantity,statistic,engine,sim,error_pct: the step-time MAPE,
+bias and worst error over all, decode-only and mixed steps, then TTFT, TPOT, ITL and
+E2E at mean, p50, p90, p99 and the throughputs), DIR/validation.md, and
+DIR/validation_cdf.png (measured and predicted latency CDFs per load).
+Exit status: 0 success, 2 bad input (nothing ran), 1 a runtime failure.
+)";
+
+int ValidateCommand(const std::vector<std::string>& args) {
+  po::options_description options("servelab validate EXPERIMENT.yaml [options]");
+  std::vector<std::string> sets;
+  std::string out_dir, cost_model;
+  options.add_options()
+      ("help,h", "show this help")
+      ("set", po::value<std::vector<std::string>>(&sets)->composing(),
+       "override a key at every load: --set workload.num_requests=64 (repeatable)")
+      ("cost-model", po::value<std::string>(&cost_model),
+       "MODEL.yaml from `servelab calibrate` for the simulator")
+      ("out", po::value<std::string>(&out_dir),
+       "validation folder (default results/<name>-validation)")
+      ("no-plots", "skip the CDF plot")
+      ("no-progress", "never draw the progress line");
+  std::string experiment_path;
+  po::variables_map vm;
+  if (auto exit = ParseExperimentCommandLine("validate", args, options, kValidateHelp, vm,
+                                             experiment_path)) {
+    return *exit;
+  }
+  if (!cost_model.empty()) {
+    std::error_code ec;
+    const fs::path absolute = fs::absolute(cost_model, ec);
+    if (ec || !fs::is_regular_file(absolute, ec)) {
+      return Report(InvalidArgument("--cost-model " + cost_model + ": not a readable file"));
+    }
+    sets.push_back("cost_model={type: calibrated, path: " + Quoted(absolute.string()) + "}");
+  }
+
+  LoadNotes notes;
+  auto base = LoadExperiment(experiment_path, sets, &notes);
+  if (!base.ok()) return Report(base.status());
+  std::vector<std::pair<std::string, ExperimentConfig>> loads;
+  if (notes.sweep_line > 0) {
+    auto sweep = LoadSweep(experiment_path, sets);
+    if (!sweep.ok()) return Report(sweep.status());
+    for (SweepPoint& p : sweep->points) loads.emplace_back(p.folder, std::move(p.config));
+  } else {
+    loads.emplace_back(base->name, *base);
+  }
+  for (const auto& [label, config] : loads) {
+    if (config.backend != BackendKind::kEngine) {
+      return Report(InvalidArgument(experiment_path + ": backend: validate compares the engine "
+                                    "with the simulator; set backend: engine"));
+    }
+    if (Status checked = CheckExperiment(config); !checked.ok()) {
+      return Report(Status(checked.code(), label + ": " + checked.message()));
+    }
+  }
+  if (loads.size() < 3) {
+    std::fprintf(stderr, "servelab validate: note: %zu load%s; BLIS's method validates at three "
+                 "or more (a sweep: block over workload.arrival.rate)\n", loads.size(),
+                 loads.size() == 1 ? "" : "s");
+  }
+  const std::string dir = out_dir.empty() ? "results/" + base->name + "-validation" : out_dir;
+  const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
+
+  std::vector<LoadValidation> results;
+  for (const auto& [label, config] : loads) {
+    auto engine = MakeEngineBackendFactory(config);
+    if (!engine.ok()) return Report(engine.status());
+    const std::string load_dir = (fs::path(dir) / label).string();
+    auto v = ValidateLoad(config, *engine, load_dir, progress);
+    if (!v.ok()) return Report(Status(v.status().code(), label + ": " + v.status().message()));
+    v->label = label;
+    auto folder = OutputDir::Open(load_dir);
+    if (!folder.ok()) return Report(folder.status());
+    Status written = (*folder)->WriteFile("steps_compared.csv", StepsCsv(*v));
+    if (written.ok()) written = (*folder)->Commit();
+    if (!written.ok()) return Report(written);
+    std::printf("%s: %lld steps, step-time MAPE %.2f%% (bias %+.2f%%); TTFT p50 %+.2f%%, "
+                "E2E p50 %+.2f%%, p99 %+.2f%%\n", label.c_str(),
+                static_cast<long long>(v->step_error.points), v->step_error.mape,
+                v->step_error.bias, v->ErrorPct("ttft", "p50"), v->ErrorPct("e2e", "p50"),
+                v->ErrorPct("e2e", "p99"));
+    results.push_back(std::move(v).value());
+  }
+
+  auto folder = OutputDir::Open(dir);
+  if (!folder.ok()) return Report(folder.status());
+  const std::string md = ValidationMarkdown(base->name, results);
+  Status written = (*folder)->WriteFile("validation.csv", ValidationCsv(results));
+  if (written.ok()) written = (*folder)->WriteFile("validation.md", md);
+  if (written.ok()) written = (*folder)->Commit();
+  if (!written.ok()) return Report(written);
+  std::cout << "\n" << md << "\nvalidation: " << dir << "\n";
+  if (!vm.count("no-plots")) {
+    std::vector<std::string> plot_args = {dir, "--out", (fs::path(dir) / "validation_cdf.png").string()};
+    for (const LoadValidation& v : results) plot_args.push_back(v.label);
+    RunPlotScript("validate", "validation.py", plot_args);
+  }
+  return kExitOk;
+}
+
+}  // namespace servelab

@@ -1,0 +1,266 @@
+#include "sim/validation.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "core/text.h"
+#include "driver/experiment.h"
+#include "driver/result_folder.h"
+#include "sim/sim_backend.h"
+
+namespace servelab {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Forwards every call to the engine's backend, and costs each plan it executes on the
+// simulator's backend too (before the engine runs it: the plan's requests are as
+// scheduled).
+class RecordingBackend final : public Backend {
+ public:
+  RecordingBackend(std::unique_ptr<Backend> engine, std::unique_ptr<Backend> sim,
+                   std::vector<StepComparison>* steps, std::mutex* mutex)
+      : engine_(std::move(engine)), sim_(std::move(sim)), steps_(steps), mutex_(mutex) {}
+
+  std::string_view Name() const override { return engine_->Name(); }
+  KvCapacity Capacity() const override { return engine_->Capacity(); }
+  int32_t MaxModelLen() const override { return engine_->MaxModelLen(); }
+  std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const override {
+    return engine_->PredictPrefillTime(num_tokens);
+  }
+  std::string Describe() const override { return engine_->Describe(); }
+  void OnRequestFinished(int64_t request_id) override { engine_->OnRequestFinished(request_id); }
+
+  StatusOr<StepResult> Execute(const StepPlan& plan) override {
+    StepComparison step;
+    bool decode_only = true;
+    for (const ScheduledRequest& seq : plan.seqs) {
+      step.tokens += seq.num_new_tokens;
+      decode_only = decode_only && seq.IsDecode();
+    }
+    step.seqs = static_cast<int32_t>(plan.seqs.size());
+    step.decode_only = decode_only && !plan.seqs.empty();
+    auto predicted = sim_->Execute(plan);
+    if (!predicted.ok()) return predicted.status();
+    auto result = engine_->Execute(plan);
+    if (!result.ok()) return result;
+    step.measured_s = ToSeconds(result->elapsed);
+    step.predicted_s = ToSeconds(predicted->elapsed);
+    if (step.tokens > 0) {  // swap-only steps: nothing computed to compare
+      std::lock_guard<std::mutex> lock(*mutex_);
+      steps_->push_back(step);
+    }
+    return result;
+  }
+
+ private:
+  std::unique_ptr<Backend> engine_, sim_;
+  std::vector<StepComparison>* steps_;
+  std::mutex* mutex_;
+};
+
+ErrorStats StatsOf(const std::vector<StepComparison>& steps, int which) {
+  ErrorStats s;
+  for (const StepComparison& step : steps) {
+    if (which == 1 && !step.decode_only) continue;
+    if (which == 2 && step.decode_only) continue;
+    if (step.measured_s <= 0) continue;
+    const double rel = (step.predicted_s - step.measured_s) / step.measured_s;
+    ++s.points;
+    s.mape += std::abs(rel);
+    s.bias += rel;
+    s.max_error = std::max(s.max_error, std::abs(rel));
+  }
+  if (s.points > 0) {
+    s.mape *= 100.0 / static_cast<double>(s.points);
+    s.bias *= 100.0 / static_cast<double>(s.points);
+  }
+  s.max_error *= 100.0;
+  return s;
+}
+
+double MeanStep(const std::vector<StepComparison>& steps, bool predicted) {
+  if (steps.empty()) return 0;
+  double sum = 0;
+  for (const StepComparison& s : steps) sum += predicted ? s.predicted_s : s.measured_s;
+  return sum / static_cast<double>(steps.size());
+}
+
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string Pct(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.2f", v);
+  return buf;
+}
+
+}  // namespace
+
+double LoadValidation::ErrorPct(const std::string& metric, const std::string& statistic) const {
+  for (const MetricComparison& m : metrics) {
+    if (m.metric == metric && m.statistic == statistic) return m.error_pct;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+ExperimentConfig SimulatedTwin(const ExperimentConfig& engine_config, const KvCapacity& capacity,
+                               int32_t max_model_len) {
+  ExperimentConfig sim = engine_config;
+  sim.backend = BackendKind::kSim;
+  sim.hardware.num_gpu_blocks = capacity.num_gpu_blocks;
+  sim.scheduler.block_size = capacity.block_size;
+  sim.scheduler.max_model_len = max_model_len;
+  return sim;
+}
+
+std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSummary& sim) {
+  std::vector<MetricComparison> out;
+  auto add = [&](const std::string& metric, const std::string& statistic, double e, double s) {
+    MetricComparison m{metric, statistic, e, s, 0};
+    if (e != 0) {
+      m.error_pct = (s - e) / e * 100.0;
+    } else if (s != 0) {
+      m.error_pct = std::numeric_limits<double>::infinity();
+    }
+    out.push_back(m);
+  };
+  const char* names[] = {"ttft", "tpot", "itl", "e2e"};
+  const Distribution* engine_d[] = {&engine.ttft_s, &engine.tpot_s, &engine.itl_s, &engine.e2e_s};
+  const Distribution* sim_d[] = {&sim.ttft_s, &sim.tpot_s, &sim.itl_s, &sim.e2e_s};
+  for (size_t i = 0; i < 4; ++i) {
+    const Distribution& e = *engine_d[i];
+    const Distribution& s = *sim_d[i];
+    add(names[i], "mean", e.mean, s.mean);
+    add(names[i], "p50", e.p50, s.p50);
+    add(names[i], "p90", e.p90, s.p90);
+    add(names[i], "p99", e.p99, s.p99);
+  }
+  add("output_throughput", "value", engine.output_throughput, sim.output_throughput);
+  add("request_throughput", "value", engine.request_throughput, sim.request_throughput);
+  return out;
+}
+
+StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const BackendFactory& engine,
+                                      const std::string& dir, bool progress) {
+  LoadValidation v;
+  ExperimentConfig engine_config = config;
+  engine_config.output.dir = (fs::path(dir) / "engine").string();
+  auto prepared = PrepareExperiment(engine_config);
+  if (!prepared.ok()) return prepared.status();
+  // The simulator's side is checked before anything runs, on the experiment as given
+  // (the engine's pool is known only once its backend exists).
+  ExperimentConfig checked = engine_config;
+  checked.backend = BackendKind::kSim;
+  SERVELAB_RETURN_IF_ERROR(ResolveCostModel(checked));
+
+  std::mutex mutex;
+  std::optional<ExperimentConfig> twin;
+  BackendFactory recording = [&](int32_t replica) -> StatusOr<std::unique_ptr<Backend>> {
+    auto real = engine(replica);
+    if (!real.ok()) return real.status();
+    ExperimentConfig sim_config =
+        SimulatedTwin(checked, (*real)->Capacity(), (*real)->MaxModelLen());
+    auto sims = MakeSimBackendFactory(sim_config);
+    if (!sims.ok()) return sims.status();
+    auto sim = (*sims)(replica);
+    if (!sim.ok()) return sim.status();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!twin) twin = sim_config;
+      v.sim_cost_model = (*sim)->Describe();
+    }
+    return std::unique_ptr<Backend>(std::make_unique<RecordingBackend>(
+        std::move(real).value(), std::move(sim).value(), &v.steps, &mutex));
+  };
+  auto engine_summary = RunToFolder(*prepared, recording, progress);
+  if (!engine_summary.ok()) return engine_summary.status();
+  v.engine = *engine_summary;
+  if (!twin) return Internal("validate: the engine built no backend");
+
+  twin->output.dir = (fs::path(dir) / "sim").string();
+  auto sim_prepared = PrepareExperiment(*twin);
+  if (!sim_prepared.ok()) return sim_prepared.status();
+  auto sim_backends = MakeSimBackendFactory(sim_prepared->config);
+  if (!sim_backends.ok()) return sim_backends.status();
+  auto sim_summary = RunToFolder(*sim_prepared, *sim_backends, progress);
+  if (!sim_summary.ok()) return sim_summary.status();
+  v.sim = *sim_summary;
+
+  v.step_error = StatsOf(v.steps, 0);
+  v.decode_step_error = StatsOf(v.steps, 1);
+  v.mixed_step_error = StatsOf(v.steps, 2);
+  v.metrics = CompareRuns(v.engine, v.sim);
+  return v;
+}
+
+std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
+  std::string csv = "load,quantity,statistic,engine,sim,error_pct\n";
+  for (const LoadValidation& v : loads) {
+    const std::string e = Number(MeanStep(v.steps, false)), s = Number(MeanStep(v.steps, true));
+    const std::pair<const char*, const ErrorStats*> kinds[] = {
+        {"all", &v.step_error}, {"decode", &v.decode_step_error}, {"mixed", &v.mixed_step_error}};
+    for (const auto& [kind, stats] : kinds) {
+      if (stats->points == 0) continue;
+      const std::string q = std::string("step_time_") + kind;
+      csv += v.label + "," + q + ",mape," + e + "," + s + "," + Number(stats->mape) + "\n";
+      csv += v.label + "," + q + ",bias," + e + "," + s + "," + Number(stats->bias) + "\n";
+      csv += v.label + "," + q + ",max," + e + "," + s + "," + Number(stats->max_error) + "\n";
+    }
+    for (const MetricComparison& m : v.metrics) {
+      csv += v.label + "," + m.metric + "," + m.statistic + "," + Number(m.engine) + "," +
+             Number(m.sim) + "," + Number(m.error_pct) + "\n";
+    }
+  }
+  return csv;
+}
+
+std::string ValidationMarkdown(const std::string& experiment,
+                               const std::vector<LoadValidation>& loads) {
+  std::string md = "# Validation: " + experiment + "\n\n";
+  if (!loads.empty()) md += "Simulator: " + loads.front().sim_cost_model + "\n\n";
+  md += "Errors are (simulated - measured) / measured. Step time: the simulator's cost of "
+        "each step plan the engine executed.\n\n";
+  md += "| load | engine busy | steps | step MAPE % | step bias % | worst step % | decode MAPE % "
+        "| mixed MAPE % |\n|---|---|---|---|---|---|---|---|\n";
+  for (const LoadValidation& v : loads) {
+    char row[512];
+    std::snprintf(row, sizeof row, "| %s | %.0f%% | %lld | %.2f | %+.2f | %.1f | %.2f | %.2f |\n",
+                  v.label.c_str(), 100.0 * v.engine.gpu_busy_fraction,
+                  static_cast<long long>(v.step_error.points), v.step_error.mape,
+                  v.step_error.bias, v.step_error.max_error, v.decode_step_error.mape,
+                  v.mixed_step_error.mape);
+    md += row;
+  }
+  md += "\nEnd to end, error % of the simulated run:\n\n| metric |";
+  for (const LoadValidation& v : loads) md += " " + v.label + " |";
+  md += "\n|---|";
+  for (size_t i = 0; i < loads.size(); ++i) md += "---|";
+  md += "\n";
+  if (!loads.empty()) {
+    for (size_t m = 0; m < loads.front().metrics.size(); ++m) {
+      const MetricComparison& first = loads.front().metrics[m];
+      std::string name = first.metric;
+      if (first.statistic != "value") name += " " + first.statistic;
+      md += "| " + name + " |";
+      for (const LoadValidation& v : loads) {
+        md += ' ';
+        md += Pct(v.metrics[m].error_pct);
+        md += " |";
+      }
+      md += "\n";
+    }
+  }
+  return md;
+}
+
+}  // namespace servelab

@@ -1,0 +1,79 @@
+#pragma once
+// Validating the simulator against the engine, the way BLIS and Vidur report fidelity:
+// the same experiment (same seed, so the same requests, scheduler and policy) runs on
+// the engine and on the simulator, and the simulator's errors are measured twice:
+//
+//   step time   on the engine's own step plans: each plan the engine executed is also
+//               costed by the simulator's backend (its cost model plus its swap
+//               copies), so scheduling differences cannot hide or create error;
+//   end to end  TTFT, TPOT, ITL and E2E (mean, p50, p90, p99) and throughput of the
+//               simulated run against the engine's, as relative errors
+//               (simulated - measured) / measured.
+//
+// The simulated run gets the engine's KV pool (hardware.num_gpu_blocks = the runner's
+// blocks) and the context it serves (scheduler.max_model_len), so both schedule over the
+// same memory. For validation the engine should run on `engine.clock: virtual` (each
+// step advances time by its measured duration): with `wall`, host time between steps
+// (the driver, the scheduler) also passes, which the simulator does not model.
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/status.h"
+#include "driver/driver.h"
+#include "driver/experiment_config.h"
+#include "driver/metrics.h"
+#include "sim/calibration.h"
+
+namespace servelab {
+
+// One step the engine executed: what it measured and what the simulator predicts.
+struct StepComparison {
+  int32_t tokens = 0;  // new tokens in the step
+  int32_t seqs = 0;
+  bool decode_only = false;  // every sequence brought one token
+  double measured_s = 0, predicted_s = 0;
+};
+
+struct MetricComparison {
+  std::string metric;     // ttft, tpot, itl, e2e, output_throughput, request_throughput
+  std::string statistic;  // mean, p50, p90, p99 (throughputs: value)
+  double engine = 0, sim = 0;  // seconds (throughputs: per second)
+  double error_pct = 0;        // (sim - engine) / engine x 100; 0 when both are 0
+};
+
+struct LoadValidation {
+  std::string label;  // the sweep point's folder name
+  RunSummary engine, sim;
+  std::vector<StepComparison> steps;
+  ErrorStats step_error, decode_step_error, mixed_step_error;  // percent
+  std::vector<MetricComparison> metrics;
+  std::string sim_cost_model;  // what the simulated backend describes itself as
+
+  // The error of `metric` at `statistic` (CompareRuns' names); NaN when absent.
+  double ErrorPct(const std::string& metric, const std::string& statistic) const;
+};
+
+// The simulator's experiment for `engine_config`: backend sim, with the engine's KV pool
+// and served context.
+ExperimentConfig SimulatedTwin(const ExperimentConfig& engine_config, const KvCapacity& capacity,
+                               int32_t max_model_len);
+
+// Runs `config` on `engine` (one Backend per replica; the real engine's factory, or a
+// test's) into dir/engine and on the simulator into dir/sim, and compares them.
+// Errors: the runs' (bad input is caught before anything runs).
+StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const BackendFactory& engine,
+                                      const std::string& dir, bool progress);
+
+// Relative errors of the two runs' latency distributions and throughputs.
+std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSummary& sim);
+
+// validation.csv: one row per load and quantity:
+//   load,quantity,statistic,engine,sim,error_pct
+// (step_time rows: statistic mape|bias|max over all|decode|mixed steps, engine and sim
+// the mean step in seconds); validation.md: the same as tables, with the loads' busy
+// fractions.
+std::string ValidationCsv(const std::vector<LoadValidation>& loads);
+std::string ValidationMarkdown(const std::string& experiment, const std::vector<LoadValidation>& loads);
+
+}  // namespace servelab
