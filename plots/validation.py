@@ -98,7 +98,7 @@ def main(argv):
     parser.add_argument("directory", metavar="DIR")
     parser.add_argument("loads", metavar="LOAD", nargs="*")
     parser.add_argument("--out", metavar="PNG", help="output file (default DIR/validation_cdf.png)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     return draw(args.directory, args.loads, args.out)
 
 

@@ -288,6 +288,7 @@ OpCoefficients OpFit::On(const GpuSpec& gpu, const OpShape& shape) const {
   OpCoefficients c;
   c.fixed_s = fixed_us * 1e-6;
   c.additive = additive;
+  c.row_tile = row_tile;
   c.s_per_byte = memory_efficiency > 0 ? 1.0 / (peaks.bytes_per_s * memory_efficiency) : 0;
   if (InfoOf(op).form == OpForm::kRoofline) {
     if (compute_efficiency > 0) c.s_per_flop = 1.0 / (peaks.flops_per_s * compute_efficiency);
@@ -366,16 +367,38 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     start.x = 1.0 / (peaks.bytes_per_s * memory_default);
     start.y = info.form == OpForm::kRoofline ? 1.0 / (peaks.flops_per_s * compute_default) : 0.0;
     start.yc = start.y;
-    FitResult fit = FitOp(info.form, samples, start);
-    if (info.form == OpForm::kRoofline) {
-      // Whichever form explains the measurements better; a tie (within rounding: 1e-9
-      // of squared relative error per row) keeps the max().
-      const FitResult additive = FitAdditive(samples, start);
-      const double tolerance = 1e-9 * static_cast<double>(samples.size());
-      if (Objective(additive.c, samples) < Objective(fit.c, samples) - tolerance) fit = additive;
+    // A tie (within rounding: 1e-9 of squared relative error per row) keeps the simpler
+    // model: the max() form, the smaller tile.
+    const double tolerance = 1e-9 * static_cast<double>(samples.size());
+    auto fit_form = [&](const std::vector<Sample>& rows_fitted) {
+      FitResult best = FitOp(info.form, rows_fitted, start);
+      if (info.form == OpForm::kRoofline) {
+        const FitResult additive = FitAdditive(rows_fitted, start);
+        if (Objective(additive.c, rows_fitted) < Objective(best.c, rows_fitted) - tolerance) {
+          best = additive;
+        }
+      }
+      return best;
+    };
+    FitResult fit = fit_form(samples);
+    int32_t row_tile = 1;
+    if (IsGemm(op)) {
+      double best_objective = Objective(fit.c, samples);
+      for (int32_t tile = 2; tile <= 128; tile *= 2) {
+        std::vector<Sample> tiled = samples;
+        for (Sample& t : tiled) t.work = TileQuantized(t.work, tile);
+        const FitResult candidate = fit_form(tiled);
+        const double objective = Objective(candidate.c, tiled);
+        if (objective < best_objective - tolerance) {
+          best_objective = objective;
+          fit = candidate;
+          row_tile = tile;
+        }
+      }
     }
     OpFit f;
     f.op = op;
+    f.row_tile = row_tile;
     f.points = static_cast<int64_t>(samples.size());
     if (!single_row.empty()) {
       const Coefficients gemv =
@@ -552,6 +575,7 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
     if (op == Op::kAttentionPrefill || op == Op::kAttentionDecode) {
       out << "    per_row_us: " << FormatDouble(f.per_row_us) << "\n";
     }
+    if (f.row_tile > 1) out << "    row_tile: " << f.row_tile << "\n";
     out << "    points: " << f.points << "\n";
     if (f.single_row_fitted) {
       out << "    single_row:  # one-row products: the matrix-vector kernel\n";
@@ -647,7 +671,7 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
       CheckKeys(path, n, where,
                 {"form", "fixed_us", "memory_efficiency", "memory_fitted", "compute_efficiency",
                  "compute_fitted", "causal_efficiency", "per_row_us", "points",
-                 "single_row", "in_sample_mape_pct"});
+                 "single_row", "row_tile", "in_sample_mape_pct"});
       const OpInfo& info = InfoOf(*op);
       OpFit f;
       f.op = *op;
@@ -690,6 +714,10 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
         f.per_row_us = Number(path, n["per_row_us"], where + ".per_row_us", 0, 1e9);
       }
       if (n["points"]) f.points = static_cast<int64_t>(Number(path, n["points"], where + ".points", 0, 1e15));
+      if (n["row_tile"]) {
+        if (!IsGemm(*op)) Fail(path, n["row_tile"], where + ".row_tile", "only GEMMs have row tiles");
+        f.row_tile = static_cast<int32_t>(Number(path, n["row_tile"], where + ".row_tile", 1, 4096));
+      }
       if (const YAML::Node one = n["single_row"]) {
         const std::string at = where + ".single_row";
         if (!IsGemm(*op)) Fail(path, one, at, "only GEMMs have a single-row kernel");

@@ -17,6 +17,9 @@
 //   additive    the roofline form's terms summed instead of max()ed (a kernel that does
 //               not overlap memory traffic with compute: the CPU's blocked GEMM packs,
 //               then multiplies), chosen per op when it fits better;
+//   row tile    a GEMM computes its rows in tiles (cuBLAS's 64 or 128 rows, Eigen's
+//               register blocks): M rows cost ceil(M / tile) tiles' FLOPs. The tile, a
+//               power of two up to 128, is chosen per GEMM when one explains better;
 //   single row  a GEMM of one row is a matrix-vector product, another kernel (cuBLAS's
 //               gemv, Eigen's GEMV path): its rows get a stream fit of their own.
 // To tell a GEMM's fixed cost from its weight reads the profiles need two or more weight
@@ -58,6 +61,7 @@ struct OpFit {
   bool memory_fitted = false;     // false: no row was memory-bound, the default was kept
   bool compute_fitted = false;
   bool additive = false;          // roofline ops: terms summed, not max()ed (op_model.h)
+  int32_t row_tile = 1;           // GEMMs: rows computed in tiles of this many (op_model.h)
   int64_t points = 0;
   // GEMMs: the matrix-vector kernel of single-row products, when the profile measured
   // enough of them (op_model.h's OpCoefficients::has_single_row).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "core/status.h"
 #include "sim/memory.h"
@@ -35,10 +36,10 @@ Dims DimsOf(const OpShape& s) {
 
 OpWork Gemm(double rows, double k, double n, double w, double a_in, double a_out) {
   return OpWork{k * n * w + rows * (k * a_in + n * a_out), 2.0 * rows * k * n, 0, 0,
-                rows == 1.0};
+                rows == 1.0, rows};
 }
 
-OpWork Bytes(double bytes) { return OpWork{bytes, 0, 0, 0, false}; }
+OpWork Bytes(double bytes) { return OpWork{bytes, 0, 0, 0, false, 0}; }
 
 }  // namespace
 
@@ -70,14 +71,14 @@ OpWork RowsWork(Op op, const OpShape& shape, double t) {
 OpWork DecodeWork(const OpShape& shape, double context) {
   const Dims d = DimsOf(shape);
   const double attended = context + 1.0;
-  return OpWork{attended * 2.0 * d.kv * d.c + 2.0 * d.q * d.a, 4.0 * d.q * attended, 0, 1.0, false};
+  return OpWork{attended * 2.0 * d.kv * d.c + 2.0 * d.q * d.a, 4.0 * d.q * attended, 0, 1.0, false, 0};
 }
 
 OpWork PrefillWork(const OpShape& shape, double chunk, double context) {
   const Dims d = DimsOf(shape);
   return OpWork{(context + chunk) * 2.0 * d.kv * d.c + 2.0 * chunk * d.q * d.a,
                 4.0 * d.q * chunk * context, 4.0 * d.q * chunk * (chunk + 1.0) / 2.0, chunk,
-                false};
+                false, 0};
 }
 
 OpWork ProfiledWork(Op op, const OpShape& shape, double tokens, double batch, double context) {
@@ -95,7 +96,16 @@ bool ScalesWithEmittingRows(Op op) {
   return op == Op::kFinalNorm || op == Op::kLmHead || op == Op::kSampling;
 }
 
-double OpSeconds(const OpCoefficients& c, const OpWork& work) {
+OpWork TileQuantized(const OpWork& work, int32_t row_tile) {
+  if (row_tile <= 1 || work.gemm_rows <= 0) return work;
+  OpWork w = work;
+  const double tiles = std::ceil(work.gemm_rows / row_tile);
+  w.flops = work.flops * tiles * row_tile / work.gemm_rows;
+  return w;
+}
+
+double OpSeconds(const OpCoefficients& c, const OpWork& raw) {
+  const OpWork work = TileQuantized(raw, c.row_tile);
   if (work.single_row && c.has_single_row) {
     return c.single_row_fixed_s + work.bytes * c.single_row_s_per_byte;
   }

@@ -66,6 +66,7 @@ struct OpWork {
   // A GEMM of one row (one token; for lm_head, one emitting row): BLAS libraries run it
   // as a matrix-vector product, a kernel of its own (cuBLAS's gemv, Eigen's GEMV path).
   bool single_row = false;
+  double gemm_rows = 0;  // a GEMM's M (its rows), for tile quantization; 0 otherwise
   OpWork& operator+=(const OpWork& o) {
     bytes += o.bytes;
     flops += o.flops;
@@ -74,7 +75,7 @@ struct OpWork {
     return *this;
   }
   OpWork operator*(double k) const {
-    return OpWork{bytes * k, flops * k, causal_flops * k, rows * k, false};
+    return OpWork{bytes * k, flops * k, causal_flops * k, rows * k, false, 0};
   }
 };
 
@@ -106,7 +107,12 @@ struct OpCoefficients {
   // A kernel that does not overlap its memory traffic with its compute (the CPU's
   // blocked GEMM packs its operands, then multiplies): the terms add instead of max().
   bool additive = false;
+  // A GEMM computes its rows in tiles of row_tile (1: no quantization): M rows cost
+  // the FLOPs of ceil(M / row_tile) x row_tile.
+  int32_t row_tile = 1;
 };
+// `work` with its GEMM rows rounded up to whole tiles of `row_tile`.
+OpWork TileQuantized(const OpWork& work, int32_t row_tile);
 // Whether `op` is a GEMM (its single-row work can have a kernel of its own).
 bool IsGemm(Op op);
 // Whether a profile row's rows are emitting rows (`batch`), not tokens.

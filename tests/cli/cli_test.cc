@@ -242,5 +242,71 @@ TEST_F(CliTest, EngineBackendWritesTheSameFilesAsTheSimulator) {
   EXPECT_THAT(bad.err, HasSubstr("engine.model_path"));
 }
 
+// The calibration loop on the CPU engine, end to end: profile the engine, fit a cost
+// model to the profile, validate the simulator against the engine at two loads.
+TEST_F(CliTest, ProfileCalibrateValidate) {
+  const std::string model =
+      "model: {base: llama-3-8b, name: t, hidden_size: 64, num_hidden_layers: 2,\n"
+      "        num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 128,\n"
+      "        vocab_size: 97, max_position_embeddings: 512}\n";
+  const fs::path exp = Write("engine.yaml", "name: loop\nseed: 4\nbackend: engine\n"
+                                            "engine: {model_path: model, create_model: true, kv_cache_gib: 0.02}\n" +
+                                                model +
+                                                "hardware: {gpu: a10}\n"
+                                                "scheduler: {max_num_seqs: 4, max_num_batched_tokens: 16}\n"
+                                                "workload:\n"
+                                                "  num_requests: 10\n"
+                                                "  arrival: {process: poisson, rate: 50}\n"
+                                                "  input_tokens: {dist: uniform, min: 5, max: 40}\n"
+                                                "  output_tokens: {dist: uniform, min: 2, max: 12}\n"
+                                                "sweep:\n  workload.arrival.rate: [50, 400]\n");
+  const fs::path profile = dir_ / "p" / "profile.csv";
+  const CliResult p = Run("profile " + exp.string() + " --out " + profile.string() +
+                          " --max-context 300 --repeats 3 --warmup 1");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const std::string csv = ReadFile(profile);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,"
+            "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats");
+  EXPECT_THAT(csv, HasSubstr("\ncpu,64,4,2,16,128,97,2,attention_prefill,16,1,128,1,"));
+  EXPECT_THAT(p.out, HasSubstr("measurements of t on cpu"));
+
+  const fs::path fitted = dir_ / "m" / "MODEL.yaml";
+  const CliResult c = Run("calibrate " + profile.string() + " --out " + fitted.string() + " --no-plots");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_THAT(c.out, HasSubstr("whole steps: MAPE"));
+  EXPECT_THAT(ReadFile(dir_ / "m" / "calibration.json"), HasSubstr("\"step\""));
+
+  const fs::path out = dir_ / "v";
+  const CliResult v = Run("validate " + exp.string() + " --cost-model " + fitted.string() +
+                          " --out " + out.string() + " --no-plots");
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_THAT(v.err, HasSubstr("2 loads; BLIS's method validates at three or more"));
+  const std::string table = ReadFile(out / "validation.csv");
+  EXPECT_EQ(table.substr(0, table.find('\n')), "load,quantity,statistic,engine,sim,error_pct");
+  for (const char* load : {"rate-50", "rate-400"}) {
+    EXPECT_THAT(table, HasSubstr(std::string("\n") + load + ",step_time_all,mape,")) << load;
+    EXPECT_THAT(table, HasSubstr(std::string("\n") + load + ",ttft,p99,")) << load;
+    EXPECT_TRUE(fs::exists(out / load / "engine" / "requests.csv")) << load;
+    EXPECT_TRUE(fs::exists(out / load / "sim" / "requests.csv")) << load;
+    EXPECT_THAT(ReadFile(out / load / "sim" / "summary.json"),
+                HasSubstr("calibrated on cpu"));
+    const std::string steps = ReadFile(out / load / "steps_compared.csv");
+    EXPECT_EQ(steps.substr(0, steps.find('\n')), "tokens,seqs,decode_only,measured_ms,predicted_ms");
+  }
+  EXPECT_THAT(ReadFile(out / "validation.md"), HasSubstr("| metric | rate-50 | rate-400 |"));
+
+  // Bad input: a simulator experiment, a missing model file.
+  const CliResult sim = Run("validate " + exp.string() + " --set backend=sim --out " +
+                            (dir_ / "x").string());
+  EXPECT_EQ(sim.exit_code, 2);
+  EXPECT_THAT(sim.err, HasSubstr("set backend: engine"));
+  const CliResult missing = Run("validate " + exp.string() + " --cost-model " +
+                                (dir_ / "none.yaml").string());
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("none.yaml: not a readable file"));
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
+}
+
 }  // namespace
 }  // namespace servelab

@@ -158,6 +158,94 @@ TEST(CalibrationTest, OneDeviceAtATime) {
               HasSubstr("other.csv:5: device 'h100-80gb' differs from 'a100-80gb'"));
 }
 
+// A GEMM that does not overlap memory and compute (terms summed) and whose one-row
+// products run on a matrix-vector kernel of their own: both recovered exactly, and the
+// additive form chosen over the max() because it explains the rows better.
+TEST(CalibrationTest, RecoversTheAdditiveFormAndTheSingleRowKernel) {
+  OpFit truth = Truth(Op::kDownProj, 9.0, 0.7, 0.6);
+  truth.additive = true;
+  truth.single_row_fitted = true;
+  truth.single_row_fixed_us = 4.0;
+  truth.single_row_memory_efficiency = 0.5;
+  auto model = FitProfiles({Generate(truth, 0.0)});
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const OpFit& fit = model->ops.at(Op::kDownProj);
+  EXPECT_TRUE(fit.additive);
+  EXPECT_NEAR(fit.fixed_us, 9.0, 1e-6);
+  EXPECT_NEAR(fit.memory_efficiency, 0.7, 1e-8);
+  EXPECT_NEAR(fit.compute_efficiency, 0.6, 1e-8);
+  ASSERT_TRUE(fit.single_row_fitted);
+  EXPECT_EQ(fit.single_row_points, 4);  // tokens = 1 at TP 1, 2, 4, 8: four weight sizes
+  EXPECT_NEAR(fit.single_row_fixed_us, 4.0, 1e-6);
+  EXPECT_NEAR(fit.single_row_memory_efficiency, 0.5, 1e-8);
+  // Data from the max() form keeps the max().
+  auto roofline = FitProfiles({Generate(Truth(Op::kDownProj, 9.0, 0.7, 0.6), 0.0)});
+  ASSERT_TRUE(roofline.ok());
+  EXPECT_FALSE(roofline->ops.at(Op::kDownProj).additive);
+  // Both survive the model file.
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("servelab_additive_" + std::to_string(::getpid()) + ".yaml"))
+          .string();
+  std::ofstream(path) << CalibratedModelYaml(*model, {});
+  auto back = ReadCalibratedModel(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->ops.at(Op::kDownProj).additive);
+  EXPECT_EQ(back->ops.at(Op::kDownProj).single_row_fixed_us, fit.single_row_fixed_us);
+}
+
+// final_norm, lm_head and sampling work on the rows that emit a token: a prefill chunk
+// of 512 tokens emits one, a decode batch of 8 emits 8.
+TEST(CalibrationTest, EmittingOpsScaleWithTheBatchNotTheTokens) {
+  OpShape s;
+  s.model = *FindModel("llama-2-7b");
+  for (Op op : {Op::kFinalNorm, Op::kLmHead, Op::kSampling}) {
+    EXPECT_EQ(ProfiledWork(op, s, 512, 1, 0).bytes, RowsWork(op, s, 1).bytes) << InfoOf(op).name;
+    EXPECT_EQ(ProfiledWork(op, s, 8, 8, 100).bytes, RowsWork(op, s, 8).bytes) << InfoOf(op).name;
+  }
+  EXPECT_EQ(ProfiledWork(Op::kQkvProj, s, 512, 1, 0).flops, RowsWork(Op::kQkvProj, s, 512).flops);
+  EXPECT_TRUE(ProfiledWork(Op::kLmHead, s, 512, 1, 0).single_row);
+  EXPECT_FALSE(ProfiledWork(Op::kLmHead, s, 8, 8, 0).single_row);
+}
+
+// Whole-step rows: the fitted step overhead is what a step takes beyond its ops (here
+// exactly 30 us on every one), and the whole steps are then predicted exactly.
+TEST(CalibrationTest, TheStepOverheadIsWhatWholeStepsTakeBeyondTheirOps) {
+  const OpFit norm = Truth(Op::kInputNorm, 3.0, 0.6, 0);
+  const OpFit gemm = Truth(Op::kQkvProj, 11.0, 0.78, 0.71);
+  ProfileTable table = Generate(norm, 0.0);
+  const ProfileTable gemms = Generate(gemm, 0.0);
+  table.rows.insert(table.rows.end(), gemms.rows.begin(), gemms.rows.end());
+  const GpuSpec gpu = *FindGpu("a100-80gb");
+  CalibratedModel truth;
+  truth.ops[Op::kInputNorm] = norm;
+  truth.ops[Op::kQkvProj] = gemm;
+  for (const ProfileRow& r : gemms.rows) {
+    if (r.tp != 1) continue;
+    ProfileRow step = r;
+    step.op = "step";
+    step.median_ms = 1e3 * PredictOps(truth, gpu, r) + 0.030;
+    table.rows.push_back(step);
+  }
+  auto model = FitProfiles({table});
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ASSERT_TRUE(model->has_step_overhead);
+  EXPECT_NEAR(model->step_overhead_us, 30.0, 1e-6);
+  auto e = Evaluate(*model, table);
+  ASSERT_TRUE(e.ok());
+  EXPECT_GT(e->step.points, 20);
+  EXPECT_LT(e->step.max_error, 1e-6);
+  // PredictOps: 32 layers of both ops (llama-2-7b), at 64 tokens on TP 1.
+  ProfileRow at = gemms.rows.front();
+  at.tokens = 64;
+  OpShape s;
+  s.model = at.shape;
+  const double per_layer =
+      OpSeconds(norm.On(gpu, s), RowsWork(Op::kInputNorm, s, 64)) +
+      OpSeconds(gemm.On(gpu, s), RowsWork(Op::kQkvProj, s, 64));
+  EXPECT_NEAR(PredictOps(truth, gpu, at), 32 * per_layer, 1e-15);
+}
+
 class ModelFileTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -1,0 +1,118 @@
+// The engine profiler: the grid the scheduler produces, every op the CPU runner times,
+// per-layer ops per layer, and the parts of a step never more than the step.
+#include "engine/profiler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "core/op.h"
+#include "driver/config_yaml.h"
+
+namespace servelab {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class ProfilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("servelab_profiler_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  ExperimentConfig Config(const std::string& backend = "engine") {
+    auto c = ParseExperiment(
+        "name: p\nbackend: " + backend + "\n"
+        "engine: {model_path: model, create_model: true, kv_cache_gib: 0.01}\n"
+        "model: {base: llama-3-8b, name: t, hidden_size: 64, num_hidden_layers: 2,\n"
+        "        num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 128,\n"
+        "        vocab_size: 97, max_position_embeddings: 512}\n"
+        "hardware: {gpu: a10}\n"
+        "scheduler: {max_num_seqs: 4, max_num_batched_tokens: 8}\n",
+        (dir_ / "exp.yaml").string(), dir_.string());
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    return *c;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ProfilerTest, TimesEveryOpOverTheSchedulersGrid) {
+  ProfileOptions options;
+  options.warmup = 0;
+  options.repeats = 1;  // each row is then one run's time, so a step's parts add up
+  options.max_context = 40;
+  auto rows = ProfileEngine(Config(), options);
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  // Prefill chunks 1, 2, 3, 4, 6, 8 (the scheduler's 8-token budget) at context 0 (128
+  // is past max_context); decodes of 1, 2, 3, 4 sequences (max_num_seqs) at context 15.
+  std::set<std::tuple<int64_t, int64_t, int64_t>> steps;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, double> parts, whole;
+  for (const ProfileRow& r : *rows) {
+    EXPECT_EQ(r.device, "cpu");
+    EXPECT_EQ(r.shape.hidden_size, 64);
+    EXPECT_EQ(r.shape.num_hidden_layers, 2);
+    EXPECT_EQ(r.repeats, 1);
+    EXPECT_EQ(r.tp, 1);
+    EXPECT_GE(r.median_ms, 0.0);
+    const auto key = std::make_tuple(r.tokens, r.batch, r.context);
+    if (r.op == "step") {
+      steps.insert(key);
+      whole[key] = r.median_ms;
+      continue;
+    }
+    const auto op = OpByName(r.op);
+    ASSERT_TRUE(op.has_value()) << r.op;
+    parts[key] += r.median_ms * (InfoOf(*op).scope == OpScope::kPerLayer ? 2 : 1);
+  }
+  const std::set<std::tuple<int64_t, int64_t, int64_t>> expected = {
+      {1, 1, 0}, {2, 1, 0}, {3, 1, 0}, {4, 1, 0}, {6, 1, 0}, {8, 1, 0},
+      {1, 1, 15}, {2, 2, 15}, {3, 3, 15}, {4, 4, 15}};
+  EXPECT_EQ(steps, expected);
+  // Every op of the runner's step but the all-reduce (one GPU) and the attention it does
+  // not run, once per configuration: 14 ops and the step.
+  EXPECT_EQ(rows->size(), expected.size() * 15);
+  for (const auto& key : expected) {
+    EXPECT_GT(parts[key], 0.0);
+    // The laps partition the forward pass; sampling is timed inside the step too.
+    EXPECT_LE(parts[key], whole[key] * (1 + 1e-9));
+  }
+  // A step of single tokens runs decode attention; a chunk runs prefill attention.
+  int decode = 0, prefill = 0;
+  for (const ProfileRow& r : *rows) {
+    if (r.op == "attention_decode") {
+      ++decode;
+      EXPECT_EQ(r.tokens, r.batch);
+    }
+    if (r.op == "attention_prefill") {
+      ++prefill;
+      EXPECT_GT(r.tokens, 1);
+    }
+  }
+  EXPECT_EQ(decode, 5);
+  EXPECT_EQ(prefill, 5);
+}
+
+TEST_F(ProfilerTest, BadInputIsSaid) {
+  ProfileOptions options;
+  auto sim = ProfileEngine(Config("sim"), options);
+  ASSERT_FALSE(sim.ok());
+  EXPECT_THAT(sim.status().message(), HasSubstr("profile needs an engine experiment"));
+  options.repeats = 0;
+  auto none = ProfileEngine(Config(), options);
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(none.status().IsBadInput());
+  EXPECT_THAT(none.status().message(), HasSubstr("repeats >= 1"));
+}
+
+}  // namespace
+}  // namespace servelab

@@ -1,0 +1,171 @@
+// Validation: the engine's steps costed by the simulator, and the two runs compared. A
+// fake engine whose step time is a known function of the plan stands in for the real
+// one: equal to the simulator's cost model, every error is exactly zero; a fixed
+// multiple of it, the step error is exactly that multiple's.
+#include "sim/validation.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "driver/config_yaml.h"
+#include "sim/cost_model.h"
+#include "sim/sim_backend.h"
+
+namespace servelab {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// An "engine" whose steps take `factor` x what the roofline predicts for its plan, with
+// a KV pool of its own (not the memory formula's).
+class FakeEngine final : public Backend {
+ public:
+  FakeEngine(std::unique_ptr<CostModel> cost, double factor)
+      : cost_(std::move(cost)), factor_(factor) {}
+  std::string_view Name() const override { return "engine-fake"; }
+  KvCapacity Capacity() const override {
+    KvCapacity c;
+    c.num_gpu_blocks = 300;
+    c.block_size = 16;
+    return c;
+  }
+  int32_t MaxModelLen() const override { return 1024; }
+  StatusOr<StepResult> Execute(const StepPlan& plan) override {
+    StepResult r;
+    r.elapsed = static_cast<TimeNs>(
+        std::llround(factor_ * static_cast<double>(cost_->StepTime(plan))));
+    return r;
+  }
+
+ private:
+  std::unique_ptr<CostModel> cost_;
+  double factor_;
+};
+
+class ValidationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("servelab_validation_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+            std::to_string(::getpid()));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static ExperimentConfig Config() {
+    auto c = ParseExperiment(
+        "name: v\nseed: 3\nbackend: engine\nmodel: llama-3-8b\nhardware: {gpu: a100-80gb}\n"
+        "scheduler: {max_num_seqs: 16, max_num_batched_tokens: 512}\n"
+        "workload: {num_requests: 60, arrival: {process: poisson, rate: 12},\n"
+        "  input_tokens: {dist: uniform, min: 20, max: 400},\n"
+        "  output_tokens: {dist: uniform, min: 2, max: 80}}\n",
+        "exp.yaml", "/");
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    return *c;
+  }
+
+  static BackendFactory Engine(const ExperimentConfig& config, double factor) {
+    return [config, factor](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
+      auto cost = BuiltinCostModels().Make(config.cost_model, DeploymentOf(config));
+      if (!cost.ok()) return cost.status();
+      return std::unique_ptr<Backend>(std::make_unique<FakeEngine>(std::move(cost).value(), factor));
+    };
+  }
+
+  fs::path dir_;
+};
+
+std::string Read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST_F(ValidationTest, AnEngineThatIsTheCostModelHasNoError) {
+  const ExperimentConfig config = Config();
+  auto v = ValidateLoad(config, Engine(config, 1.0), dir_.string(), false);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  ASSERT_GT(v->steps.size(), 50u);
+  EXPECT_EQ(v->step_error.points, static_cast<int64_t>(v->steps.size()));
+  EXPECT_EQ(v->step_error.mape, 0.0);
+  EXPECT_EQ(v->step_error.max_error, 0.0);
+  EXPECT_GT(v->decode_step_error.points, 0);
+  EXPECT_GT(v->mixed_step_error.points, 0);
+  ASSERT_EQ(v->metrics.size(), 18u);  // 4 latencies x 4 statistics + 2 throughputs
+  for (const MetricComparison& m : v->metrics) {
+    EXPECT_EQ(m.error_pct, 0.0) << m.metric << " " << m.statistic;
+    EXPECT_GT(m.engine, 0.0) << m.metric << " " << m.statistic;
+  }
+  // The same requests, scheduled over the same pool, to the nanosecond.
+  EXPECT_EQ(Read(dir_ / "engine" / "requests.csv"), Read(dir_ / "sim" / "requests.csv"));
+  // The simulated twin has the engine's pool, not the A100 memory formula's.
+  EXPECT_EQ(v->sim.kv_blocks_per_replica, 300);
+  EXPECT_EQ(v->engine.kv_blocks_per_replica, 300);
+}
+
+TEST_F(ValidationTest, AnEngineAQuarterSlowerIsATwentyPercentStepError) {
+  const ExperimentConfig config = Config();
+  auto v = ValidateLoad(config, Engine(config, 1.25), dir_.string(), false);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  // predicted / measured - 1 = 1 / 1.25 - 1 = -20% on every step (to the rounding of a
+  // step to whole nanoseconds).
+  EXPECT_NEAR(v->step_error.mape, 20.0, 1e-4);
+  EXPECT_NEAR(v->step_error.bias, -20.0, 1e-4);
+  EXPECT_NEAR(v->step_error.max_error, 20.0, 1e-4);
+  // End to end the simulated run is faster (its TPOT by exactly that much only when no
+  // queueing reshapes the batches; the sign is certain).
+  EXPECT_LT(v->ErrorPct("tpot", "p50"), 0.0);
+  EXPECT_LT(v->ErrorPct("e2e", "mean"), 0.0);
+  EXPECT_TRUE(std::isnan(v->ErrorPct("e2e", "p42")));
+}
+
+TEST(CompareRunsTest, RelativeErrorsOfEachStatistic) {
+  RunSummary engine, sim;
+  engine.ttft_s.p50 = 2.0;
+  sim.ttft_s.p50 = 2.5;
+  engine.e2e_s.p99 = 4.0;
+  sim.e2e_s.p99 = 3.0;
+  engine.output_throughput = 100;
+  sim.output_throughput = 110;
+  const std::vector<MetricComparison> m = CompareRuns(engine, sim);
+  auto find = [&](const std::string& metric, const std::string& statistic) {
+    for (const MetricComparison& c : m) {
+      if (c.metric == metric && c.statistic == statistic) return c.error_pct;
+    }
+    return -1e9;
+  };
+  EXPECT_DOUBLE_EQ(find("ttft", "p50"), 25.0);
+  EXPECT_DOUBLE_EQ(find("e2e", "p99"), -25.0);
+  EXPECT_NEAR(find("output_throughput", "value"), 10.0, 1e-12);
+  EXPECT_EQ(find("tpot", "mean"), 0.0);  // both 0
+}
+
+TEST_F(ValidationTest, TheReportsListEveryLoad) {
+  const ExperimentConfig config = Config();
+  auto a = ValidateLoad(config, Engine(config, 1.0), (dir_ / "a").string(), false);
+  auto b = ValidateLoad(config, Engine(config, 2.0), (dir_ / "b").string(), false);
+  ASSERT_TRUE(a.ok() && b.ok());
+  a->label = "rate-12";
+  b->label = "slow";
+  const std::string csv = ValidationCsv({*a, *b});
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "load,quantity,statistic,engine,sim,error_pct");
+  EXPECT_THAT(csv, HasSubstr("\nrate-12,step_time_all,mape,"));
+  EXPECT_THAT(csv, HasSubstr("\nslow,step_time_all,mape,"));
+  EXPECT_THAT(csv, HasSubstr(",50\n"));  // the slow engine's 50% step MAPE
+  EXPECT_THAT(csv, HasSubstr("\nrate-12,e2e,p99,"));
+  const std::string md = ValidationMarkdown("v", {*a, *b});
+  EXPECT_THAT(md, HasSubstr("| metric | rate-12 | slow |"));
+  EXPECT_THAT(md, HasSubstr("| e2e p99 | +0.00 |"));
+}
+
+}  // namespace
+}  // namespace servelab
