@@ -83,6 +83,9 @@ class ModelRunner {
   // runner times ops at all: ProfilesOps().
   virtual void SetOpTimer(OpTimer* /*timer*/) {}
   virtual bool ProfilesOps() const { return false; }
+  // Whether a step runs differently while timed (the CUDA runner's decode graphs are then
+  // off): the profiler times whole steps in runs of their own.
+  virtual bool OpTimerAltersSteps() const { return false; }
 };
 
 }  // namespace servelab

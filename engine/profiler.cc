@@ -105,7 +105,6 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
   SamplingParams greedy;  // temperature 0: what the timed runs sample with
   const bool on_device = runner.SamplesOnDevice(greedy);
   StepTimes times;
-  runner.SetOpTimer(runner.ProfilesOps() ? &times : nullptr);
   Rng rng(static_cast<uint64_t>(config.seed), 0x50524F46);  // "PROF"
 
   // Every configuration's step, built up front.
@@ -153,27 +152,36 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
   for (const auto& timed_config : timed) {
     Timed& t = *timed_config;
     const int32_t seqs = static_cast<int32_t>(t.plan.seqs.size());
-    for (int32_t run = 0; run < runs; ++run) {
-      times.Clear();
-      const int64_t start = NowNs();
-      if (on_device) {
-        const std::vector<double> uniforms(static_cast<size_t>(seqs), 0.0);
-        SERVELAB_RETURN_IF_ERROR(runner.ExecuteAndSample(t.plan, t.tokens, greedy, uniforms, ids));
-      } else {
-        SERVELAB_RETURN_IF_ERROR(runner.Execute(t.plan, t.tokens, logits));
-        const int64_t sample_start = NowNs();
-        const auto vocab = static_cast<size_t>(spec.vocab_size);
-        for (int32_t e = 0; e < seqs; ++e) {
-          sampler.Sample(std::span<const float>(logits.data() + e * vocab, vocab), greedy, e, 0);
+    // Ops and whole steps in the same runs, unless timing ops changes how the runner
+    // runs a step (CUDA: no decode graphs): then whole steps get untimed runs of their own.
+    const bool separate = runner.ProfilesOps() && runner.OpTimerAltersSteps();
+    for (int32_t pass = 0; pass < (separate ? 2 : 1); ++pass) {
+      const bool time_ops = runner.ProfilesOps() && pass == 0;
+      const bool time_step = !separate || pass == 1;
+      runner.SetOpTimer(time_ops ? &times : nullptr);
+      for (int32_t run = 0; run < runs; ++run) {
+        times.Clear();
+        const int64_t start = NowNs();
+        if (on_device) {
+          const std::vector<double> uniforms(static_cast<size_t>(seqs), 0.0);
+          SERVELAB_RETURN_IF_ERROR(runner.ExecuteAndSample(t.plan, t.tokens, greedy, uniforms, ids));
+        } else {
+          SERVELAB_RETURN_IF_ERROR(runner.Execute(t.plan, t.tokens, logits));
+          const int64_t sample_start = NowNs();
+          const auto vocab = static_cast<size_t>(spec.vocab_size);
+          for (int32_t e = 0; e < seqs; ++e) {
+            sampler.Sample(std::span<const float>(logits.data() + e * vocab, vocab), greedy, e, 0);
+          }
+          times.Record(Op::kSampling, static_cast<double>(NowNs() - sample_start) * 1e-9);
         }
-        times.Record(Op::kSampling, static_cast<double>(NowNs() - sample_start) * 1e-9);
-      }
-      const double step = static_cast<double>(NowNs() - start) * 1e-9;
-      if (run < options.warmup) continue;
-      t.steps.push_back(step);
-      for (const auto& [op, seconds] : times.Seconds()) {
-        const bool per_layer = InfoOf(op).scope == OpScope::kPerLayer;
-        t.samples[op].push_back(per_layer ? seconds / spec.num_hidden_layers : seconds);
+        const double step = static_cast<double>(NowNs() - start) * 1e-9;
+        if (run < options.warmup) continue;
+        if (time_step) t.steps.push_back(step);
+        if (!time_ops) continue;
+        for (const auto& [op, seconds] : times.Seconds()) {
+          const bool per_layer = InfoOf(op).scope == OpScope::kPerLayer;
+          t.samples[op].push_back(per_layer ? seconds / spec.num_hidden_layers : seconds);
+        }
       }
     }
     if (options.on_progress) options.on_progress(++done, static_cast<int32_t>(timed.size()));

@@ -389,6 +389,23 @@ class PolicyFigureTest(PlotTestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("missing column", r.stderr)
 
+    def test_validation_overlays_engine_and_simulator_per_load(self):
+        v = os.path.join(self.tmp, "val")
+        for load in ("rate-1", "rate-2"):
+            write_run(os.path.join(v, load, "engine"))
+            write_run(os.path.join(v, load, "sim"))
+            with open(os.path.join(v, load, "steps_compared.csv"), "w") as f:
+                f.write("tokens,seqs,decode_only,measured_ms,predicted_ms\n"
+                        "1,1,1,2.0,2.1\n64,3,0,20.0,19.0\n4,4,1,5.0,5.5\n")
+        before = tree_digest(v)
+        r = run("validation.py", v, "rate-1", "--out", os.path.join(self.tmp, "v.png"), "rate-2")
+        self.assertOk(r)
+        self.assertPng(os.path.join(self.tmp, "v.png"))
+        self.assertEqual(tree_digest(v), before)
+        r = run("validation.py", v, "rate-3")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("rate-3", r.stderr)
+
     def test_sweep_bad_input_is_exit_2(self):
         csv = write_sweep(os.path.join(self.tmp, "sw", "sweep.csv"))
         cases = [

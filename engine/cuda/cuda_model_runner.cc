@@ -95,6 +95,9 @@ struct CudaModelRunner::Impl {
   DecodeGraphs graphs;
   StepPack pack;
   bool last_step_used_graph = false;
+  OpTimer* timer = nullptr;  // profiling: eager steps, op events
+  engine_cuda::OpEvents events;
+  bool events_ready = false;
 };
 
 Status CudaModelRunner::Impl::Finish() {
@@ -150,7 +153,9 @@ Status CudaModelRunner::Impl::CaptureDecodeGraphs() {
 Status CudaModelRunner::Impl::Sync(const std::string& what) {
   const cudaError_t err = cudaStreamSynchronize(context.Stream());
   if (err != cudaSuccess) return CudaError(err, what);
-  return step.TakeError();
+  SERVELAB_RETURN_IF_ERROR(step.TakeError());
+  if (timer == nullptr) return Status::Ok();
+  return events.Report([this](Op op, double seconds) { timer->Record(op, seconds); });
 }
 
 Status CudaModelRunner::Impl::RunStep(const StepPlan& plan, const TokenStore& tokens,
@@ -191,7 +196,7 @@ Status CudaModelRunner::Impl::RunStepUnsynced(const StepPlan& plan, const TokenS
   if (T == 0) return Status::Ok();
   const cudaStream_t stream = context.Stream();
   ForwardShape f;
-  if (pack.AllSingleToken() && E == S && options.cuda_graphs) {
+  if (pack.AllSingleToken() && E == S && options.cuda_graphs && timer == nullptr) {
     // Pure decode: replay the graph of its padded batch and context bucket.
     const int32_t B = std::min(DecodeGraphs::PaddedBatch(S), sizes.max_seqs);
     const int32_t bucket = DecodeGraphs::ContextBucket(pack.max_context_len, sizes.max_model_len);
@@ -204,7 +209,7 @@ Status CudaModelRunner::Impl::RunStepUnsynced(const StepPlan& plan, const TokenS
   } else {
     SERVELAB_RETURN_IF_ERROR(step.Stage(pack, T, S, pack.block_table_stride, f));
     f.sample_greedy = greedy;
-    step.Forward(f);
+    step.Forward(f, timer != nullptr ? &events : nullptr);
   }
   if (top_p) SERVELAB_RETURN_IF_ERROR(step.SampleTopP(E, *sample, uniforms));
   if (sample != nullptr && E > 0) {
@@ -273,6 +278,17 @@ void CudaModelRunner::SwapOut(std::span<const BlockCopy> copies) {
 }
 void CudaModelRunner::SwapIn(std::span<const BlockCopy> copies) {
   impl_->kv.Copy(copies, /*to_host=*/false, impl_->options.device, impl_->context.Stream());
+}
+
+void CudaModelRunner::SetOpTimer(OpTimer* timer) {
+  Impl& r = *impl_;
+  if (timer != nullptr && !r.events_ready) {
+    // An event per op: embedding, 10 per layer, final norm, LM head, sampling.
+    const Status made = r.events.Init(10 * r.config.spec.num_hidden_layers + 8);
+    r.events_ready = made.ok();
+    if (!made.ok()) return;  // no events: the steps stay untimed
+  }
+  r.timer = timer;
 }
 
 Status CudaModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,

@@ -93,6 +93,12 @@ class CudaModelRunner final : public ModelRunner {
   Status ExecuteAndSample(const StepPlan& plan, const TokenStore& tokens,
                           const SamplingParams& params, std::span<const double> uniforms,
                           std::vector<int32_t>& token_ids) override;
+  // With a timer, every step runs eagerly (a captured decode graph cannot be split into
+  // ops) with a CUDA event after each op; the op times reach the timer when the step has
+  // synchronized. The fused RoPE + KV-cache write is reported as rope.
+  void SetOpTimer(OpTimer* timer) override;
+  bool ProfilesOps() const override { return true; }
+  bool OpTimerAltersSteps() const override { return true; }
 
   // For benchmarks and reports.
   std::string DeviceName() const;

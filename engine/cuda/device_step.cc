@@ -100,7 +100,51 @@ void DeviceStep::Gemm(const bf16* x, int32_t rows, const bf16* w, int32_t out, i
   }
 }
 
-void DeviceStep::Forward(const ForwardShape& f) {
+OpEvents::~OpEvents() {
+  if (start_ != nullptr) cudaEventDestroy(start_);
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+}
+
+Status OpEvents::Init(int32_t capacity) {
+  SERVELAB_CUDA_RETURN(cudaEventCreate(&start_), "creating op timing events");
+  events_.resize(static_cast<size_t>(capacity), nullptr);
+  ops_.resize(static_cast<size_t>(capacity), Op::kEmbedding);
+  for (cudaEvent_t& e : events_) {
+    SERVELAB_CUDA_RETURN(cudaEventCreate(&e), "creating op timing events");
+  }
+  return Status::Ok();
+}
+
+void OpEvents::Start(cudaStream_t stream) {
+  used_ = 0;
+  overflow_ = false;
+  cudaEventRecord(start_, stream);
+}
+
+void OpEvents::Mark(Op op, cudaStream_t stream) {
+  if (used_ == events_.size()) {
+    overflow_ = true;
+    return;
+  }
+  ops_[used_] = op;
+  cudaEventRecord(events_[used_++], stream);
+}
+
+Status OpEvents::Report(const std::function<void(Op, double)>& record) {
+  if (used_ == 0) return Status::Ok();
+  SERVELAB_CUDA_RETURN(cudaEventSynchronize(events_[used_ - 1]), "waiting for op timing events");
+  cudaEvent_t previous = start_;
+  for (size_t i = 0; i < used_; ++i) {
+    float ms = 0;
+    SERVELAB_CUDA_RETURN(cudaEventElapsedTime(&ms, previous, events_[i]), "reading op timing events");
+    record(ops_[i], static_cast<double>(ms) * 1e-3);
+    previous = events_[i];
+  }
+  if (overflow_) return Internal("cuda runner: more ops in a step than op timing events");
+  return Status::Ok();
+}
+
+void DeviceStep::Forward(const ForwardShape& f, OpEvents* events) {
   const ModelSpec& s = config_.spec;
   const int32_t T = f.tokens, h = s.hidden_size, heads = s.num_attention_heads;
   const int32_t head_dim = s.HeadDim();
@@ -111,8 +155,13 @@ void DeviceStep::Forward(const ForwardShape& f) {
   const kernels::KvCacheShape shape = kv_.CacheShape();
   const cudaStream_t stream = context_.Stream();
   const std::vector<LayerPointers>& layers = weights_.Layers();
+  auto mark = [&](Op op) {
+    if (events != nullptr) events->Mark(op, stream);
+  };
 
+  if (events != nullptr) events->Start(stream);
   kcuda::EmbeddingGather(residual_, weights_.Embed(), f.token_ids, T, s.vocab_size, h, stream);
+  mark(Op::kEmbedding);
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerPointers& w = layers[i];
     if (i == 0) {
@@ -120,10 +169,13 @@ void DeviceStep::Forward(const ForwardShape& f) {
     } else {
       kcuda::FusedAddRmsNorm(hidden_, residual_, w.input_norm, T, h, eps, stream);
     }
+    mark(Op::kInputNorm);
     Gemm(hidden_, T, w.qkv_proj, qd + 2 * kvd, h, qkv_, CUDA_R_16BF);
     if (w.qkv_bias != nullptr) AddBias(qkv_, w.qkv_bias, T, qd + 2 * kvd, stream);
+    mark(Op::kQkvProj);
     QkvRopeKvWrite(q_, kv_.K(i), kv_.V(i), qkv_, f.positions, inv_freq_, f.slot_mapping, T, heads,
                    shape, stream);
+    mark(Op::kRope);  // with the KV-cache write, fused
     if (f.decode_attention) {
       kcuda::PagedDecodeAttention(attn_, q_, kv_.K(i), kv_.V(i), f.block_tables, f.context_lens,
                                   f.seqs, heads, f.block_table_stride, f.max_context_len, scale,
@@ -134,12 +186,18 @@ void DeviceStep::Forward(const ForwardShape& f) {
                                    f.block_table_stride, f.max_query_len, f.max_context_len, scale,
                                    shape, stream);
     }
+    mark(f.decode_attention ? Op::kAttentionDecode : Op::kAttentionPrefill);
     Gemm(attn_, T, w.o_proj, h, qd, hidden_, CUDA_R_16BF);
     if (w.o_bias != nullptr) AddBias(hidden_, w.o_bias, T, h, stream);
+    mark(Op::kOProj);
     kcuda::FusedAddRmsNorm(hidden_, residual_, w.post_attention_norm, T, h, eps, stream);
+    mark(Op::kPostAttentionNorm);
     Gemm(hidden_, T, w.gate_up_proj, 2 * inter, h, gate_up_, CUDA_R_16BF);
+    mark(Op::kGateUpProj);
     kcuda::SiluAndMul(act_, gate_up_, T, inter, stream);
+    mark(Op::kSiluAndMul);
     Gemm(act_, T, w.down_proj, h, inter, hidden_, CUDA_R_16BF);
+    mark(Op::kDownProj);
   }
   if (f.emitting == 0) return;
   bf16* x = hidden_;
@@ -151,8 +209,13 @@ void DeviceStep::Forward(const ForwardShape& f) {
     res = last_residual_;
   }
   kcuda::FusedAddRmsNorm(x, res, weights_.FinalNorm(), f.emitting, h, eps, stream);
+  mark(Op::kFinalNorm);  // with the gather of the emitting rows
   Gemm(x, f.emitting, weights_.LmHead(), s.vocab_size, h, logits_, CUDA_R_32F);
-  if (f.sample_greedy) kcuda::GreedySample(sampled_, logits_, f.emitting, s.vocab_size, stream);
+  mark(Op::kLmHead);
+  if (f.sample_greedy) {
+    kcuda::GreedySample(sampled_, logits_, f.emitting, s.vocab_size, stream);
+    mark(Op::kSampling);
+  }
 }
 
 Status DeviceStep::SampleTopP(int32_t rows, const SamplingParams& params,

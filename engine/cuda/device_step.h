@@ -15,8 +15,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
+#include <vector>
+
+#include "core/op.h"
 #include "core/status.h"
 #include "engine/cuda/device_context.h"
 #include "engine/cuda/device_kv_pool.h"
@@ -53,6 +57,29 @@ struct StepSizes {
   int32_t block_size = 0;
 };
 
+// Times a forward pass op by op (profiling): an event after each op on the stream, the
+// op charged the time since the previous event. Events are created once; a pass that
+// marks more ops than `capacity` stops marking (Report says so).
+class OpEvents {
+ public:
+  OpEvents() = default;
+  OpEvents(const OpEvents&) = delete;
+  OpEvents& operator=(const OpEvents&) = delete;
+  ~OpEvents();
+  Status Init(int32_t capacity);
+  void Start(cudaStream_t stream);  // before the pass's first op
+  void Mark(Op op, cudaStream_t stream);
+  // Waits for the last event and hands each op's time (seconds) to `record`.
+  Status Report(const std::function<void(Op, double)>& record);
+
+ private:
+  cudaEvent_t start_ = nullptr;
+  std::vector<cudaEvent_t> events_;
+  std::vector<Op> ops_;
+  size_t used_ = 0;
+  bool overflow_ = false;
+};
+
 class DeviceStep {
  public:
   DeviceStep(const ModelConfig& config, const DeviceContext& context,
@@ -69,7 +96,9 @@ class DeviceStep {
   // logits are ignored; the bucket is the longest context the graph bakes in.
   Status StageDecodeGraph(StepPack& pack, int32_t B, int32_t bucket, ForwardShape& f);
   // Enqueues one forward pass over `f`. The first cuBLAS failure is kept for TakeError.
-  void Forward(const ForwardShape& f);
+  // With `events`, each op is followed by an event (profiling; not inside a graph
+  // capture). The fused RoPE + KV-cache write is charged to rope.
+  void Forward(const ForwardShape& f, OpEvents* events = nullptr);
   Status TakeError() { return std::exchange(error_, Status::Ok()); }
   // TopPSample over the first `rows` logits with `uniforms` as the draws.
   Status SampleTopP(int32_t rows, const SamplingParams& params, std::span<const double> uniforms);

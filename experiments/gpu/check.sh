@@ -12,7 +12,10 @@
 #      attention TFLOP/s) and the engine benchmark (Llama-3-8B decode step time against its
 #      memory floor, prefill TFLOP/s);
 #   4. when a servelab CLI was carried (.gpu_deps/bin, from prepare.sh): experiments/
-#      engine_cuda.yaml on the real engine and on the simulator, side by side.
+#      engine_cuda.yaml on the real engine and on the simulator, side by side;
+#   5. then the calibration loop on the CUDA engine: `servelab profile` (per op by CUDA
+#      events, whole steps as served), `calibrate`, `validate` of validation_cuda.yaml at
+#      three loads (targets: step MAPE <= 5%, p50 within 5%, p99 within 10%).
 # Everything goes to $OUT: logs, test XML, benchmark CSVs, summary.txt; the short table is
 # printed last. Exits non-zero if the build or any test fails, after writing what it has.
 #
@@ -180,5 +183,24 @@ for name, get in rows:
 PY
 elif [[ ! -x $SERVELAB ]]; then
   note "no servelab CLI carried (.gpu_deps/bin): engine vs simulator skipped"
+fi
+
+# 5. The calibration loop on the CUDA engine (issue 10): profile Llama-3-8B per op (CUDA
+#    events) and per step (decode graphs), fit, validate at three loads.
+if [[ -x $SERVELAB ]] && has_time "profile -> calibrate -> validate"; then
+  SECONDS=0
+  timeout "$(limit 120)" "$SERVELAB" profile "$ROOT/experiments/engine_cuda.yaml" \
+      --out "$OUT/calibration/profile_cuda.csv" --max-tokens 4096 --max-batch 128 \
+      --max-context 4096 --repeats 5 --warmup 2 --no-progress >"$OUT/profile.log" 2>&1 ||
+    { note "profile FAILED (profile.log)"; status=1; }
+  timeout "$(limit 30)" "$SERVELAB" calibrate "$OUT/calibration/profile_cuda.csv" \
+      --out "$OUT/calibration/MODEL.yaml" --no-plots >"$OUT/calibrate.log" 2>&1 ||
+    { note "calibrate FAILED (calibrate.log)"; status=1; }
+  grep -E "in sample|step overhead" "$OUT/calibrate.log" | tee -a "$SUMMARY"
+  timeout "$(limit 240)" "$SERVELAB" validate "$ROOT/experiments/gpu/validation_cuda.yaml" \
+      --cost-model "$OUT/calibration/MODEL.yaml" --out "$OUT/validation" --no-plots \
+      --no-progress >"$OUT/validate.log" 2>&1 || { note "validate FAILED (validate.log)"; status=1; }
+  grep -E "^rate-" "$OUT/validate.log" | tee -a "$SUMMARY"
+  note "calibration loop: ${SECONDS}s"
 fi
 exit $status
