@@ -464,6 +464,22 @@ double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const Profil
   return step + layer * row.shape.num_hidden_layers;
 }
 
+ErrorStats ErrorStats::Of(std::span<const double> relative_errors) {
+  ErrorStats s;
+  s.points = static_cast<int64_t>(relative_errors.size());
+  for (double r : relative_errors) {
+    s.mape += std::abs(r);
+    s.bias += r;
+    s.max_error = std::max(s.max_error, std::abs(r));
+  }
+  if (s.points > 0) {
+    s.mape *= 100.0 / static_cast<double>(s.points);
+    s.bias *= 100.0 / static_cast<double>(s.points);
+  }
+  s.max_error *= 100.0;
+  return s;
+}
+
 StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& table) {
   Evaluation e;
   e.file = table.path;
@@ -508,21 +524,7 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
       s.predicted += predicted_ms;
     }
   }
-  auto stats = [](const std::vector<double>& rel) {
-    ErrorStats s;
-    s.points = static_cast<int64_t>(rel.size());
-    for (double r : rel) {
-      s.mape += std::abs(r);
-      s.bias += r;
-      s.max_error = std::max(s.max_error, std::abs(r));
-    }
-    if (s.points > 0) {
-      s.mape *= 100.0 / static_cast<double>(s.points);
-      s.bias *= 100.0 / static_cast<double>(s.points);
-    }
-    s.max_error *= 100.0;
-    return s;
-  };
+  auto stats = [](const std::vector<double>& rel) { return ErrorStats::Of(rel); };
   for (const auto& [op, rel] : errors) e.ops[op] = stats(rel);
   std::vector<double> total_rel;
   std::map<int32_t, std::vector<double>> by_tp;

@@ -31,6 +31,7 @@
 // work formulas): what transfers is exactly what the form assumes.
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,8 @@ double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const Profil
 struct ErrorStats {
   int64_t points = 0;
   double mape = 0, max_error = 0, bias = 0;
+  // Of relative errors (predicted - measured) / measured, as fractions.
+  static ErrorStats Of(std::span<const double> relative_errors);
 };
 
 struct PointPrediction {

@@ -65,24 +65,16 @@ class RecordingBackend final : public Backend {
   std::mutex* mutex_;
 };
 
+// which: 0 every step, 1 decode-only steps, 2 the others.
 ErrorStats StatsOf(const std::vector<StepComparison>& steps, int which) {
-  ErrorStats s;
+  std::vector<double> rel;
   for (const StepComparison& step : steps) {
     if (which == 1 && !step.decode_only) continue;
     if (which == 2 && step.decode_only) continue;
     if (step.measured_s <= 0) continue;
-    const double rel = (step.predicted_s - step.measured_s) / step.measured_s;
-    ++s.points;
-    s.mape += std::abs(rel);
-    s.bias += rel;
-    s.max_error = std::max(s.max_error, std::abs(rel));
+    rel.push_back((step.predicted_s - step.measured_s) / step.measured_s);
   }
-  if (s.points > 0) {
-    s.mape *= 100.0 / static_cast<double>(s.points);
-    s.bias *= 100.0 / static_cast<double>(s.points);
-  }
-  s.max_error *= 100.0;
-  return s;
+  return ErrorStats::Of(rel);
 }
 
 double MeanStep(const std::vector<StepComparison>& steps, bool predicted) {
