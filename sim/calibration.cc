@@ -227,6 +227,48 @@ FitResult FitAdditive(const std::vector<Sample>& samples, const Coefficients& st
   return FitResult{c, theta[1] > 0, theta[2] > 0};
 }
 
+// The two-tier stream form for knees at up to 32 of the measured sizes: fixed + bytes
+// below the knee at one rate + bytes above it at another. Returns the best, with its
+// objective (infinity when none fits).
+struct CachedFit {
+  double fixed = 0, x_in = 0, x_beyond = 0, knee = 0;
+  double objective = std::numeric_limits<double>::infinity();
+  double Predict(double bytes) const {
+    return fixed + std::min(bytes, knee) * x_in + std::max(0.0, bytes - knee) * x_beyond;
+  }
+};
+
+CachedFit FitCached(const std::vector<Sample>& samples) {
+  std::vector<double> sizes;
+  for (const Sample& s : samples) sizes.push_back(s.work.bytes);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  CachedFit best;
+  if (sizes.size() < 6) return best;
+  const size_t knees = std::min<size_t>(32, sizes.size() - 4);
+  const size_t n = samples.size();
+  for (size_t k = 0; k < knees; ++k) {
+    // Knees between the 2nd and the 3rd-to-last size: each tier keeps two sizes.
+    const double knee = sizes[2 + (k * (sizes.size() - 4)) / knees];
+    std::vector<std::vector<double>> columns(3, std::vector<double>(n, 0.0));
+    for (size_t i = 0; i < n; ++i) {
+      const double b = samples[i].work.bytes;
+      columns[0][i] = 1.0;
+      columns[1][i] = std::min(b, knee);
+      columns[2][i] = std::max(0.0, b - knee);
+    }
+    const std::vector<double> theta = SolveNonNegative(columns, samples, {true, true, true});
+    if (theta[1] <= 0 || theta[2] <= 0) continue;
+    CachedFit fit{theta[0], theta[1], theta[2], knee, 0};
+    for (const Sample& s : samples) {
+      const double r = (fit.Predict(s.work.bytes) - s.t) / s.t;
+      fit.objective += r * r;
+    }
+    if (fit.objective < best.objective) best = fit;
+  }
+  return best;
+}
+
 // A stream fit (fixed + bytes) of a GEMM's single-row measurements; with fewer than
 // `min_sizes` distinct sizes the fixed cost cannot be told from the bytes' and the fit
 // is bytes alone.
@@ -289,6 +331,10 @@ OpCoefficients OpFit::On(const GpuSpec& gpu, const OpShape& shape) const {
   c.fixed_s = fixed_us * 1e-6;
   c.additive = additive;
   c.row_tile = row_tile;
+  if (cache_bytes > 0 && beyond_cache_memory_efficiency > 0) {
+    c.cache_bytes = cache_bytes;
+    c.s_per_byte_beyond_cache = 1.0 / (peaks.bytes_per_s * beyond_cache_memory_efficiency);
+  }
   c.s_per_byte = memory_efficiency > 0 ? 1.0 / (peaks.bytes_per_s * memory_efficiency) : 0;
   if (InfoOf(op).form == OpForm::kRoofline) {
     if (compute_efficiency > 0) c.s_per_flop = 1.0 / (peaks.flops_per_s * compute_efficiency);
@@ -381,6 +427,11 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
       return best;
     };
     FitResult fit = fit_form(samples);
+    CachedFit cached;
+    if (info.form == OpForm::kStream) {
+      const CachedFit two_tier = FitCached(samples);
+      if (two_tier.objective < Objective(fit.c, samples) - tolerance) cached = two_tier;
+    }
     int32_t row_tile = 1;
     if (IsGemm(op)) {
       double best_objective = Objective(fit.c, samples);
@@ -399,6 +450,13 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     OpFit f;
     f.op = op;
     f.row_tile = row_tile;
+    if (cached.knee > 0) {
+      fit.c.fixed = cached.fixed;
+      fit.c.x = cached.x_in;
+      fit.memory_fitted = true;
+      f.cache_bytes = cached.knee;
+      f.beyond_cache_memory_efficiency = 1.0 / (cached.x_beyond * peaks.bytes_per_s);
+    }
     f.points = static_cast<int64_t>(samples.size());
     if (!single_row.empty()) {
       const Coefficients gemv =
@@ -578,6 +636,11 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
       out << "    per_row_us: " << FormatDouble(f.per_row_us) << "\n";
     }
     if (f.row_tile > 1) out << "    row_tile: " << f.row_tile << "\n";
+    if (f.cache_bytes > 0) {
+      out << "    cache_bytes: " << FormatDouble(f.cache_bytes) << "\n";
+      out << "    beyond_cache_memory_efficiency: "
+          << YamlNumber(f.beyond_cache_memory_efficiency) << "\n";
+    }
     out << "    points: " << f.points << "\n";
     if (f.single_row_fitted) {
       out << "    single_row:  # one-row products: the matrix-vector kernel\n";
@@ -673,7 +736,8 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
       CheckKeys(path, n, where,
                 {"form", "fixed_us", "memory_efficiency", "memory_fitted", "compute_efficiency",
                  "compute_fitted", "causal_efficiency", "per_row_us", "points",
-                 "single_row", "row_tile", "in_sample_mape_pct"});
+                 "single_row", "row_tile", "cache_bytes", "beyond_cache_memory_efficiency",
+                 "in_sample_mape_pct"});
       const OpInfo& info = InfoOf(*op);
       OpFit f;
       f.op = *op;
@@ -719,6 +783,17 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
       if (n["row_tile"]) {
         if (!IsGemm(*op)) Fail(path, n["row_tile"], where + ".row_tile", "only GEMMs have row tiles");
         f.row_tile = static_cast<int32_t>(Number(path, n["row_tile"], where + ".row_tile", 1, 4096));
+      }
+      if (n["cache_bytes"] || n["beyond_cache_memory_efficiency"]) {
+        const std::string at = where + ".cache_bytes";
+        if (info.form != OpForm::kStream) Fail(path, n, at, "only stream ops have a cache tier");
+        if (!n["cache_bytes"] || !n["beyond_cache_memory_efficiency"]) {
+          Fail(path, n, at, "cache_bytes and beyond_cache_memory_efficiency go together");
+        }
+        f.cache_bytes = Number(path, n["cache_bytes"], at, 1, 1e15);
+        f.beyond_cache_memory_efficiency =
+            Number(path, n["beyond_cache_memory_efficiency"],
+                   where + ".beyond_cache_memory_efficiency", 1e-9, kInf);
       }
       if (const YAML::Node one = n["single_row"]) {
         const std::string at = where + ".single_row";

@@ -20,6 +20,9 @@
 //   row tile    a GEMM computes its rows in tiles (cuBLAS's 64 or 128 rows, Eigen's
 //               register blocks): M rows cost ceil(M / tile) tiles' FLOPs. The tile, a
 //               power of two up to 128, is chosen per GEMM when one explains better;
+//   cached      a stream op's bytes in two tiers, a knee at cache_bytes (the L2: small
+//               activations stay in it between kernels), chosen when one explains
+//               better; the knee is searched over the measured sizes;
 //   single row  a GEMM of one row is a matrix-vector product, another kernel (cuBLAS's
 //               gemv, Eigen's GEMV path): its rows get a stream fit of their own.
 // To tell a GEMM's fixed cost from its weight reads the profiles need two or more weight
@@ -63,6 +66,9 @@ struct OpFit {
   bool compute_fitted = false;
   bool additive = false;          // roofline ops: terms summed, not max()ed (op_model.h)
   int32_t row_tile = 1;           // GEMMs: rows computed in tiles of this many (op_model.h)
+  // Stream ops: bytes past cache_bytes run at beyond_cache_memory_efficiency (0: one tier).
+  double cache_bytes = 0;
+  double beyond_cache_memory_efficiency = 0;
   int64_t points = 0;
   // GEMMs: the matrix-vector kernel of single-row products, when the profile measured
   // enough of them (op_model.h's OpCoefficients::has_single_row).

@@ -110,11 +110,11 @@ double OpSeconds(const OpCoefficients& c, const OpWork& raw) {
     return c.single_row_fixed_s + work.bytes * c.single_row_s_per_byte;
   }
   if (c.additive) {
-    return c.fixed_s + work.bytes * c.s_per_byte + work.flops * c.s_per_flop +
+    return c.fixed_s + c.MemorySeconds(work.bytes) + work.flops * c.s_per_flop +
            work.causal_flops * c.s_per_causal_flop + work.rows * c.s_per_row;
   }
   return c.fixed_s +
-         std::max(work.bytes * c.s_per_byte,
+         std::max(c.MemorySeconds(work.bytes),
                   work.flops * c.s_per_flop + work.causal_flops * c.s_per_causal_flop) +
          work.rows * c.s_per_row;
 }

@@ -11,6 +11,8 @@
 //                         + causal_flops / (peak x causal_efficiency))
 //             + rows x per_row
 //   stream    fixed + bytes / (bandwidth x memory_efficiency)
+//   cached    a stream op in two tiers: its first cache_bytes at one rate (from L2),
+//             the rest at another (from HBM), when a fit finds such a knee
 //   additive  the roofline form's terms summed instead of max()ed, for a kernel that
 //             does not overlap memory traffic with compute (a fit chooses it per op
 //             when it explains the measurements better: the CPU's GEMMs)
@@ -110,6 +112,15 @@ struct OpCoefficients {
   // A GEMM computes its rows in tiles of row_tile (1: no quantization): M rows cost
   // the FLOPs of ceil(M / row_tile) x row_tile.
   int32_t row_tile = 1;
+  // A stream op whose data fits in the GPU's L2 runs from it: with cache_bytes > 0 the
+  // first cache_bytes cost s_per_byte each and the rest s_per_byte_beyond_cache.
+  double cache_bytes = 0;
+  double s_per_byte_beyond_cache = 0;
+  // The memory term of `bytes`.
+  double MemorySeconds(double bytes) const {
+    if (cache_bytes <= 0 || bytes <= cache_bytes) return bytes * s_per_byte;
+    return cache_bytes * s_per_byte + (bytes - cache_bytes) * s_per_byte_beyond_cache;
+  }
 };
 // `work` with its GEMM rows rounded up to whole tiles of `row_tile`.
 OpWork TileQuantized(const OpWork& work, int32_t row_tile);

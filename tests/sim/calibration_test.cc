@@ -246,6 +246,28 @@ TEST(CalibrationTest, TheStepOverheadIsWhatWholeStepsTakeBeyondTheirOps) {
   EXPECT_NEAR(PredictOps(truth, gpu, at), 32 * per_layer, 1e-15);
 }
 
+// A stream op whose first 40 MB run at 1.5x the HBM rate (the A100's L2): the two-tier
+// form is chosen, its knee found among the measured sizes, and the fit is close; a
+// one-tier op keeps one tier.
+TEST(CalibrationTest, FindsTheCacheKneeOfAStreamOp) {
+  OpFit truth = Truth(Op::kInputNorm, 3.0, 1.2, 0);
+  truth.cache_bytes = 40e6;
+  truth.beyond_cache_memory_efficiency = 0.8;
+  auto model = FitProfiles({Generate(truth, 0.0)});
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const OpFit& fit = model->ops.at(Op::kInputNorm);
+  EXPECT_GT(fit.cache_bytes, 40e6 / 1.5);
+  EXPECT_LT(fit.cache_bytes, 40e6 * 1.5);
+  EXPECT_NEAR(fit.memory_efficiency, 1.2, 0.06);
+  EXPECT_NEAR(fit.beyond_cache_memory_efficiency, 0.8, 0.04);
+  auto e = Evaluate(*model, Generate(truth, 0.0));
+  ASSERT_TRUE(e.ok());
+  EXPECT_LT(e->ops.at("input_norm").mape, 1.0);
+  auto one = FitProfiles({Generate(Truth(Op::kInputNorm, 3.0, 0.6, 0), 0.0)});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->ops.at(Op::kInputNorm).cache_bytes, 0.0);
+}
+
 class ModelFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -274,6 +296,8 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   model.ops[Op::kAttentionPrefill] = prefill;
   model.ops[Op::kRope] = Truth(Op::kRope, 2.5, 0.49, 0);
   model.ops[Op::kRope].memory_fitted = true;
+  model.ops[Op::kRope].cache_bytes = 3.5e7;
+  model.ops[Op::kRope].beyond_cache_memory_efficiency = 0.41;
   const std::string text = CalibratedModelYaml(model, {});
   auto back = ReadCalibratedModel(Write(text));
   ASSERT_TRUE(back.ok()) << back.status().message();
@@ -284,6 +308,8 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   EXPECT_EQ(p.per_row_us, 0.07);
   EXPECT_FALSE(p.memory_fitted);
   EXPECT_EQ(back->ops.at(Op::kRope).memory_efficiency, 0.49);
+  EXPECT_EQ(back->ops.at(Op::kRope).cache_bytes, 3.5e7);
+  EXPECT_EQ(back->ops.at(Op::kRope).beyond_cache_memory_efficiency, 0.41);
   EXPECT_EQ(CalibratedModelYaml(*back, {}), text);
 }
 
