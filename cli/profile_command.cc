@@ -49,6 +49,8 @@ int ProfileCommand(const std::vector<std::string>& args) {
        "override a key: --set engine.device=cuda (repeatable)")
       ("out", po::value<std::string>(&out), "the profile to write (default results/<name>-profile.csv)")
       ("warmup", po::value<int32_t>(&profile.warmup)->default_value(2), "unmeasured runs per step")
+      ("warmup-ms", po::value<double>(&profile.warmup_ms)->default_value(25),
+       "and at least this long, per step")
       ("repeats", po::value<int32_t>(&profile.repeats)->default_value(7), "measured runs per step")
       ("max-tokens", po::value<int32_t>(&profile.max_tokens)->default_value(0),
        "longest prefill chunk (0: scheduler.max_num_batched_tokens)")
@@ -56,6 +58,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
        "largest decode batch (0: scheduler.max_num_seqs)")
       ("max-context", po::value<int32_t>(&profile.max_context)->default_value(0),
        "longest context (0: the one the engine serves)")
+      ("interleave", "repeat in passes over the whole grid (each median spans the profile)")
       ("no-progress", "never draw the progress line");
   std::string experiment_path;
   po::variables_map vm;
@@ -63,6 +66,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
                                              experiment_path)) {
     return *exit;
   }
+  profile.interleave = vm.count("interleave") > 0;
   auto config = LoadExperiment(experiment_path, sets);
   if (!config.ok()) return Report(config.status());
   if (out.empty()) out = "results/" + config->name + "-profile.csv";

@@ -79,8 +79,10 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
                            "(backend: engine)");
   }
   if (options.warmup < 0 || options.repeats < 1 || options.max_tokens < 0 ||
+      !(options.warmup_ms >= 0 && options.warmup_ms <= 60000) ||
       options.max_batch < 0 || options.max_context < 0) {
-    return InvalidArgument("profile: warmup >= 0, repeats >= 1, sizes >= 0 (0: the experiment's)");
+    return InvalidArgument("profile: warmup >= 0, warmup_ms in [0, 60000], repeats >= 1, sizes >= 0 "
+                           "(0: the experiment's)");
   }
   auto model = EngineModel::Load(config);
   if (!model.ok()) return model.status();
@@ -147,45 +149,73 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
   Sampler sampler;
   std::vector<float> logits;
   std::vector<int32_t> ids;
-  const int32_t runs = options.warmup + options.repeats;
-  int32_t done = 0;
-  for (const auto& timed_config : timed) {
-    Timed& t = *timed_config;
+  // Ops and whole steps in the same runs, unless timing ops changes how the runner runs a
+  // step (CUDA: no decode graphs): then whole steps get untimed runs of their own.
+  const bool separate = runner.ProfilesOps() && runner.OpTimerAltersSteps();
+  // One timed run of `t`; `time_ops` and `time_step` say what it measures.
+  auto time_one = [&](Timed& t, bool measured, bool time_ops, bool time_step) -> Status {
     const int32_t seqs = static_cast<int32_t>(t.plan.seqs.size());
-    // Ops and whole steps in the same runs, unless timing ops changes how the runner
-    // runs a step (CUDA: no decode graphs): then whole steps get untimed runs of their own.
-    const bool separate = runner.ProfilesOps() && runner.OpTimerAltersSteps();
-    for (int32_t pass = 0; pass < (separate ? 2 : 1); ++pass) {
-      const bool time_ops = runner.ProfilesOps() && pass == 0;
-      const bool time_step = !separate || pass == 1;
-      runner.SetOpTimer(time_ops ? &times : nullptr);
-      for (int32_t run = 0; run < runs; ++run) {
-        times.Clear();
-        const int64_t start = NowNs();
-        if (on_device) {
-          const std::vector<double> uniforms(static_cast<size_t>(seqs), 0.0);
-          SERVELAB_RETURN_IF_ERROR(runner.ExecuteAndSample(t.plan, t.tokens, greedy, uniforms, ids));
-        } else {
-          SERVELAB_RETURN_IF_ERROR(runner.Execute(t.plan, t.tokens, logits));
-          const int64_t sample_start = NowNs();
-          const auto vocab = static_cast<size_t>(spec.vocab_size);
-          for (int32_t e = 0; e < seqs; ++e) {
-            sampler.Sample(std::span<const float>(logits.data() + e * vocab, vocab), greedy, e, 0);
-          }
-          times.Record(Op::kSampling, static_cast<double>(NowNs() - sample_start) * 1e-9);
+    times.Clear();
+    const int64_t start = NowNs();
+    if (on_device) {
+      const std::vector<double> uniforms(static_cast<size_t>(seqs), 0.0);
+      SERVELAB_RETURN_IF_ERROR(runner.ExecuteAndSample(t.plan, t.tokens, greedy, uniforms, ids));
+    } else {
+      SERVELAB_RETURN_IF_ERROR(runner.Execute(t.plan, t.tokens, logits));
+      const int64_t sample_start = NowNs();
+      const auto vocab = static_cast<size_t>(spec.vocab_size);
+      for (int32_t e = 0; e < seqs; ++e) {
+        sampler.Sample(std::span<const float>(logits.data() + e * vocab, vocab), greedy, e, 0);
+      }
+      times.Record(Op::kSampling, static_cast<double>(NowNs() - sample_start) * 1e-9);
+    }
+    const double step = static_cast<double>(NowNs() - start) * 1e-9;
+    if (!measured) return Status::Ok();
+    if (time_step) t.steps.push_back(step);
+    if (!time_ops) return Status::Ok();
+    for (const auto& [op, seconds] : times.Seconds()) {
+      const bool per_layer = InfoOf(op).scope == OpScope::kPerLayer;
+      t.samples[op].push_back(per_layer ? seconds / spec.num_hidden_layers : seconds);
+    }
+    return Status::Ok();
+  };
+  // At least `warmup` runs and `warmup_ms` of them: after a large step the host (caches,
+  // clocks) takes milliseconds to settle into a small one's steady state.
+  auto warm_up = [&](Timed& t, bool time_ops, bool time_step) -> Status {
+    const int64_t until = NowNs() + static_cast<int64_t>(options.warmup_ms * 1e6);
+    for (int32_t run = 0; run < options.warmup || NowNs() < until; ++run) {
+      SERVELAB_RETURN_IF_ERROR(time_one(t, false, time_ops, time_step));
+    }
+    return Status::Ok();
+  };
+  const int32_t kinds = separate ? 2 : 1;
+  const int32_t total = kinds * (options.interleave ? options.repeats : static_cast<int32_t>(timed.size()));
+  int32_t done = 0;
+  for (int32_t kind = 0; kind < kinds; ++kind) {
+    const bool time_ops = runner.ProfilesOps() && kind == 0;
+    const bool time_step = !separate || kind == 1;
+    runner.SetOpTimer(time_ops ? &times : nullptr);
+    if (options.interleave) {
+      // Each configuration's warm-up runs back to back, then `repeats` passes over the
+      // grid in its order, so every median spans the whole profile.
+      for (const auto& t : timed) SERVELAB_RETURN_IF_ERROR(warm_up(*t, time_ops, time_step));
+      for (int32_t pass = 0; pass < options.repeats; ++pass) {
+        for (const auto& t : timed) {
+          SERVELAB_RETURN_IF_ERROR(time_one(*t, true, time_ops, time_step));
         }
-        const double step = static_cast<double>(NowNs() - start) * 1e-9;
-        if (run < options.warmup) continue;
-        if (time_step) t.steps.push_back(step);
-        if (!time_ops) continue;
-        for (const auto& [op, seconds] : times.Seconds()) {
-          const bool per_layer = InfoOf(op).scope == OpScope::kPerLayer;
-          t.samples[op].push_back(per_layer ? seconds / spec.num_hidden_layers : seconds);
+        if (options.on_progress) options.on_progress(++done, total);
+      }
+    } else {
+      for (const auto& t : timed) {
+        SERVELAB_RETURN_IF_ERROR(warm_up(*t, time_ops, time_step));
+        for (int32_t run = 0; run < options.repeats; ++run) {
+          SERVELAB_RETURN_IF_ERROR(time_one(*t, true, time_ops, time_step));
         }
+        if (options.on_progress) options.on_progress(++done, total);
       }
     }
-    if (options.on_progress) options.on_progress(++done, static_cast<int32_t>(timed.size()));
   }
+  runner.SetOpTimer(nullptr);
 
   std::vector<ProfileRow> rows;
   for (const auto& t : timed) {
@@ -207,7 +237,6 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
     for (auto& [op, values] : t->samples) row(std::string(InfoOf(op).name), std::move(values));
     row("step", std::move(t->steps));
   }
-  runner.SetOpTimer(nullptr);
   return rows;
 }
 

@@ -10,14 +10,18 @@
 //            ... with C + T <= max_context;
 //   decode   B sequences of one new token after C cached ones each: B from 1 to
 //            max_batch (likewise), C in 15, 63, 255, 1023, ... < max_context;
-// skipping what the runner's KV pool cannot hold. Each configuration runs `warmup`
-// times unmeasured, then `repeats` times, back to back, as Vidur profiles: serving runs
-// similar steps in streaks (decodes follow decodes), so caches are as warm as this
-// leaves them. (Measured on the CPU runner with the 11M-parameter model: timing each
-// step after a random other one made one-sequence decodes 0.6-0.86 ms, against
-// 0.39-0.61 ms inside runs and 0.36-0.53 ms back to back.) A row gives the median, p10
-// and p90 of the repeats (numpy's linear percentiles), per layer for per-layer ops (the
-// step's total over its layers, divided by them), per step otherwise.
+// skipping what the runner's KV pool cannot hold. Each configuration first runs
+// unmeasured for `warmup` runs and `warmup_ms`: after a large step the host's caches and
+// clocks take milliseconds to settle (with 2 runs, the CPU runner's one-sequence decodes
+// measured 10-20% slower than inside a run; with 25 ms, as fast). Then `repeats` measured
+// runs, back to back as Vidur profiles (serving runs similar steps in streaks: decodes
+// follow decodes), or with `interleave` in passes over the whole grid, so each median
+// spans the whole profile and slow drift of the host is in every one alike. (Timing each
+// step after a random other one instead, the 11M-parameter model, whose weights fit the
+// CPU's L3, measured one-sequence decodes at 0.6-0.86 ms against 0.39-0.61 ms in runs.)
+// A row gives the median, p10 and p90 of the repeats (numpy's linear percentiles), per
+// layer for per-layer ops (the step's total over its layers, divided by them), per step
+// otherwise.
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -29,11 +33,15 @@
 namespace servelab {
 
 struct ProfileOptions {
-  int32_t warmup = 2;
+  int32_t warmup = 2;         // unmeasured runs per configuration, at least
+  double warmup_ms = 25;      // and at least this long
   int32_t repeats = 7;
   int32_t max_tokens = 0;   // 0: scheduler.max_num_batched_tokens
   int32_t max_batch = 0;    // 0: scheduler.max_num_seqs
   int32_t max_context = 0;  // 0: the context the engine serves
+  // false: each configuration's runs back to back; true: its warm-up runs back to back,
+  // then `repeats` passes over the whole grid in grid order.
+  bool interleave = false;
   // Called after each configuration with (done, total).
   std::function<void(int32_t, int32_t)> on_progress;
 };
