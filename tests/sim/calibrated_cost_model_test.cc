@@ -15,6 +15,7 @@
 #include "driver/config_yaml.h"
 #include "driver/gpu_catalog.h"
 #include "driver/model_catalog.h"
+#include "sim/calibration.h"
 #include "sim/sim_backend.h"
 
 namespace servelab {
@@ -137,6 +138,55 @@ TEST_F(CalibratedCostModelTest, UncoveredOpsComeFromTheRoofline) {
   prefill.seqs.push_back(ScheduledRequest{&r, 512, 0, true, false});
   EXPECT_GT(cost.StepTime(prefill), cost.StepTime(decode));
   EXPECT_GT(cost.OpsSeconds(decode), 32 * 2e-6);
+}
+
+// Tensor-parallel all-reduces, when the profile measures them, are fitted like any stream
+// op (over the link's bandwidth) and charged twice per layer at tp > 1.
+TEST_F(CalibratedCostModelTest, FittedAllReducesAreChargedTwicePerLayer) {
+  OpFit truth;
+  truth.op = Op::kAllReduce;
+  truth.fixed_us = 9.0;
+  truth.memory_efficiency = 0.7;
+  const GpuSpec gpu = *FindGpu("a100-80gb");
+  ProfileTable table;
+  table.path = "ar.csv";
+  for (int32_t tp : {2, 4, 8}) {
+    for (int64_t tokens : {1, 8, 64, 256, 1024, 4096}) {
+      ProfileRow r;
+      r.device = "a100-80gb";
+      r.shape = *FindModel("llama-2-7b");
+      r.op = "allreduce";
+      r.tokens = tokens;
+      r.tp = tp;
+      OpShape s;
+      s.model = r.shape;
+      s.tensor_parallel = tp;
+      r.median_ms = 1e3 * OpSeconds(truth.On(gpu, s), RowsWork(Op::kAllReduce, s, double(tokens)));
+      table.rows.push_back(r);
+    }
+  }
+  auto fitted = FitProfiles({table});
+  ASSERT_TRUE(fitted.ok()) << fitted.status().message();
+  EXPECT_NEAR(fitted->ops.at(Op::kAllReduce).fixed_us, 9.0, 1e-6);
+  EXPECT_NEAR(fitted->ops.at(Op::kAllReduce).memory_efficiency, 0.7, 1e-9);
+
+  auto model = ReadCalibratedModel(Write("free.yaml", "device: a100-80gb\nops:\n" + FreeOps()));
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  model->ops[Op::kAllReduce] = fitted->ops.at(Op::kAllReduce);
+  DeploymentSpec d;
+  d.model = *FindModel("llama-2-7b");
+  d.gpu = gpu;
+  d.tensor_parallel = 2;
+  const CalibratedCostModel cost(*model, "free.yaml", d, 0.0);
+  Request r;
+  r.prompt_len = 300;
+  r.target_output_len = 4;
+  StepPlan plan;
+  plan.seqs.push_back(ScheduledRequest{&r, 300, 0, true, false});
+  // 300 tokens x 4096 x 2 bytes, ring at tp 2: 2 (2 - 1) / 2 of it over 300 GB/s x 0.7.
+  const double one = 9e-6 + 300.0 * 4096 * 2 / (300e9 * 0.7);
+  EXPECT_NEAR(cost.OpsSeconds(plan), 32 * 2 * one, 1e-12);
+  EXPECT_THAT(cost.Describe(), HasSubstr("allreduce"));
 }
 
 TEST_F(CalibratedCostModelTest, PathIsRequiredAndResolvedAgainstTheExperiment) {
