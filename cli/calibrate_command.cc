@@ -141,10 +141,8 @@ void PrintFit(const CalibratedModel& model, const Evaluation& in_sample) {
     if (InfoOf(op).form == OpForm::kRoofline) {
       std::snprintf(comp, sizeof comp, "%.3f%s", f.compute_efficiency, f.compute_fitted ? "" : "*");
     }
-    const char* form = InfoOf(op).form == OpForm::kStream ? "stream"
-                       : f.additive                       ? "additive"
-                                                          : "roofline";
-    std::printf("%-20s %-9s %7lld %9.2f %7.3f%s %8s %9.2f %+8.2f\n", name.c_str(), form,
+    const std::string form(f.FormName());
+    std::printf("%-20s %-9s %7lld %9.2f %7.3f%s %8s %9.2f %+8.2f\n", name.c_str(), form.c_str(),
                 static_cast<long long>(f.points), f.fixed_us, f.memory_efficiency,
                 f.memory_fitted ? " " : "*", comp, s.mape, s.bias);
     if (f.single_row_fitted) {
@@ -267,7 +265,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   nlohmann::ordered_json ops = nlohmann::ordered_json::object();
   for (const auto& [op, f] : model->ops) {
     nlohmann::ordered_json o;
-    o["form"] = InfoOf(op).form == OpForm::kRoofline ? "roofline" : "stream";
+    o["form"] = f.FormName();
     o["points"] = f.points;
     o["fixed_us"] = f.fixed_us;
     o["memory_efficiency"] = f.memory_efficiency;

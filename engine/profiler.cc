@@ -59,11 +59,6 @@ class StepTimes final : public OpTimer {
   std::map<Op, double> seconds_;
 };
 
-double Percentile(std::vector<double> values, double p) {
-  std::sort(values.begin(), values.end());
-  return PercentileOfSorted(values, p);
-}
-
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -152,13 +147,14 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
   // Ops and whole steps in the same runs, unless timing ops changes how the runner runs a
   // step (CUDA: no decode graphs): then whole steps get untimed runs of their own.
   const bool separate = runner.ProfilesOps() && runner.OpTimerAltersSteps();
+  const std::vector<double> no_draws(static_cast<size_t>(max_batch), 0.0);  // greedy
   // One timed run of `t`; `time_ops` and `time_step` say what it measures.
   auto time_one = [&](Timed& t, bool measured, bool time_ops, bool time_step) -> Status {
     const int32_t seqs = static_cast<int32_t>(t.plan.seqs.size());
     times.Clear();
     const int64_t start = NowNs();
     if (on_device) {
-      const std::vector<double> uniforms(static_cast<size_t>(seqs), 0.0);
+      const std::span<const double> uniforms(no_draws.data(), static_cast<size_t>(seqs));
       SERVELAB_RETURN_IF_ERROR(runner.ExecuteAndSample(t.plan, t.tokens, greedy, uniforms, ids));
     } else {
       SERVELAB_RETURN_IF_ERROR(runner.Execute(t.plan, t.tokens, logits));
@@ -220,6 +216,7 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
   std::vector<ProfileRow> rows;
   for (const auto& t : timed) {
     auto row = [&](const std::string& op, std::vector<double> values) {
+      std::sort(values.begin(), values.end());
       ProfileRow r;
       r.device = (*model)->Device();
       r.shape = spec;
@@ -228,9 +225,9 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
       r.batch = static_cast<int64_t>(t->plan.seqs.size());
       r.context = t->c.context;
       r.tp = 1;
-      r.median_ms = 1e3 * Percentile(values, 50);
-      r.p10_ms = 1e3 * Percentile(values, 10);
-      r.p90_ms = 1e3 * Percentile(values, 90);
+      r.median_ms = 1e3 * PercentileOfSorted(values, 50);
+      r.p10_ms = 1e3 * PercentileOfSorted(values, 10);
+      r.p90_ms = 1e3 * PercentileOfSorted(values, 90);
       r.repeats = options.repeats;
       rows.push_back(std::move(r));
     };

@@ -23,23 +23,19 @@ struct Sample {
   OpWork work;
 };
 
-struct Coefficients {
-  double fixed = 0, x = 0, y = 0, yc = 0, r = 0;  // s, s/byte, s/flop, s/causal flop, s/row
-  bool additive = false;
+// The fit works in OpCoefficients (seconds per unit of work) and predicts with
+// OpSeconds, the calibrated cost model's own formula.
+using Coefficients = OpCoefficients;
 
-  double Memory(const OpWork& w) const { return w.bytes * x; }
-  double Compute(const OpWork& w) const { return w.flops * y + w.causal_flops * yc; }
-};
-
-double Predict(const Coefficients& c, const OpWork& w) {
-  if (c.additive) return c.fixed + c.Memory(w) + c.Compute(w) + w.rows * c.r;
-  return c.fixed + std::max(c.Memory(w), c.Compute(w)) + w.rows * c.r;
+double MemoryTerm(const Coefficients& c, const OpWork& w) { return c.MemorySeconds(w.bytes); }
+double ComputeTerm(const Coefficients& c, const OpWork& w) {
+  return w.flops * c.s_per_flop + w.causal_flops * c.s_per_causal_flop;
 }
 
 double Objective(const Coefficients& c, const std::vector<Sample>& samples) {
   double sum = 0;
   for (const Sample& s : samples) {
-    const double r = (Predict(c, s.work) - s.t) / s.t;
+    const double r = (OpSeconds(c, s.work) - s.t) / s.t;
     sum += r * r;
   }
   return sum;
@@ -118,7 +114,7 @@ FitResult Alternate(OpForm form, const std::vector<Sample>& samples, const Coeff
     if (iteration > 0) {
       for (size_t i = 0; i < n; ++i) {
         memory_bound[i] =
-            form == OpForm::kStream || c.Memory(samples[i].work) >= c.Compute(samples[i].work);
+            form == OpForm::kStream || MemoryTerm(c, samples[i].work) >= ComputeTerm(c, samples[i].work);
       }
     }
     if (memory_bound == previous) break;
@@ -142,14 +138,14 @@ FitResult Alternate(OpForm form, const std::vector<Sample>& samples, const Coeff
     const std::vector<double> theta = SolveNonNegative(
         columns, samples, {true, any_memory, any_compute, any_compute && has_causal, has_rows});
     Coefficients next = c;
-    next.fixed = theta[0];
+    next.fixed_s = theta[0];
     // A term dropped or unbound keeps its previous (at first, the roofline's) value.
     const bool memory_ok = any_memory && theta[1] > 0;
     const bool compute_ok = any_compute && theta[2] > 0;
-    if (memory_ok) next.x = theta[1];
-    if (compute_ok) next.y = theta[2];
-    if (compute_ok && has_causal && theta[3] > 0) next.yc = theta[3];
-    next.r = has_rows ? theta[4] : 0.0;
+    if (memory_ok) next.s_per_byte = theta[1];
+    if (compute_ok) next.s_per_flop = theta[2];
+    if (compute_ok && has_causal && theta[3] > 0) next.s_per_causal_flop = theta[3];
+    next.s_per_row = has_rows ? theta[4] : 0.0;
     x_fitted = x_fitted || memory_ok;
     y_fitted = y_fitted || compute_ok;
     const double objective = Objective(next, samples);
@@ -171,7 +167,8 @@ FitResult FitOp(OpForm form, const std::vector<Sample>& samples, const Coefficie
   std::vector<bool> assignment(n);
   for (size_t i = 0; i < n; ++i) {
     assignment[i] =
-        form == OpForm::kStream || start.Memory(samples[i].work) >= start.Compute(samples[i].work);
+        form == OpForm::kStream ||
+        MemoryTerm(start, samples[i].work) >= ComputeTerm(start, samples[i].work);
   }
   FitResult best = Alternate(form, samples, start, assignment);
   if (form == OpForm::kStream) return best;
@@ -218,24 +215,21 @@ FitResult FitAdditive(const std::vector<Sample>& samples, const Coefficients& st
       SolveNonNegative(columns, samples, {true, true, true, has_causal, has_rows});
   Coefficients c = start;
   c.additive = true;
-  c.fixed = theta[0];
+  c.fixed_s = theta[0];
   // A dropped term costs nothing in this form: an infinite efficiency.
-  c.x = theta[1];
-  c.y = theta[2];
-  c.yc = has_causal ? theta[3] : 0.0;
-  c.r = has_rows ? theta[4] : 0.0;
+  c.s_per_byte = theta[1];
+  c.s_per_flop = theta[2];
+  c.s_per_causal_flop = has_causal ? theta[3] : 0.0;
+  c.s_per_row = has_rows ? theta[4] : 0.0;
   return FitResult{c, theta[1] > 0, theta[2] > 0};
 }
 
 // The two-tier stream form for knees at up to 32 of the measured sizes: fixed + bytes
-// below the knee at one rate + bytes above it at another. Returns the best, with its
+// below the knee at one rate + bytes above it at another. Returns the best with its
 // objective (infinity when none fits).
 struct CachedFit {
-  double fixed = 0, x_in = 0, x_beyond = 0, knee = 0;
+  Coefficients c;
   double objective = std::numeric_limits<double>::infinity();
-  double Predict(double bytes) const {
-    return fixed + std::min(bytes, knee) * x_in + std::max(0.0, bytes - knee) * x_beyond;
-  }
 };
 
 CachedFit FitCached(const std::vector<Sample>& samples) {
@@ -259,11 +253,12 @@ CachedFit FitCached(const std::vector<Sample>& samples) {
     }
     const std::vector<double> theta = SolveNonNegative(columns, samples, {true, true, true});
     if (theta[1] <= 0 || theta[2] <= 0) continue;
-    CachedFit fit{theta[0], theta[1], theta[2], knee, 0};
-    for (const Sample& s : samples) {
-      const double r = (fit.Predict(s.work.bytes) - s.t) / s.t;
-      fit.objective += r * r;
-    }
+    CachedFit fit;
+    fit.c.fixed_s = theta[0];
+    fit.c.s_per_byte = theta[1];
+    fit.c.cache_bytes = knee;
+    fit.c.s_per_byte_beyond_cache = theta[2];
+    fit.objective = Objective(fit.c, samples);
     if (fit.objective < best.objective) best = fit;
   }
   return best;
@@ -287,8 +282,8 @@ Coefficients FitSingleRow(const std::vector<Sample>& samples, const Coefficients
     den += q * q;
   }
   Coefficients c = start;
-  c.fixed = 0;
-  c.x = den > 0 ? num / den : start.x;
+  c.fixed_s = 0;
+  c.s_per_byte = den > 0 ? num / den : start.s_per_byte;
   return c;
 }
 
@@ -323,6 +318,11 @@ StatusOr<GpuSpec> DeviceSpec(const std::string& device) {
   auto gpu = FindGpu(device);
   if (!gpu.ok()) return InvalidArgument("device '" + device + "': " + gpu.status().message());
   return *gpu;
+}
+
+std::string_view OpFit::FormName() const {
+  if (InfoOf(op).form == OpForm::kStream) return "stream";
+  return additive ? "additive" : "roofline";
 }
 
 OpCoefficients OpFit::On(const GpuSpec& gpu, const OpShape& shape) const {
@@ -409,10 +409,11 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     const double compute_default = attention ? d.attention_efficiency : d.gemm_efficiency;
     const OpPeaks peaks = PeaksOf(op, *gpu, first);
     Coefficients start;
-    start.fixed = link ? d.allreduce_latency_us * 1e-6 : 0.0;
-    start.x = 1.0 / (peaks.bytes_per_s * memory_default);
-    start.y = info.form == OpForm::kRoofline ? 1.0 / (peaks.flops_per_s * compute_default) : 0.0;
-    start.yc = start.y;
+    start.fixed_s = link ? d.allreduce_latency_us * 1e-6 : 0.0;
+    start.s_per_byte = 1.0 / (peaks.bytes_per_s * memory_default);
+    start.s_per_flop =
+        info.form == OpForm::kRoofline ? 1.0 / (peaks.flops_per_s * compute_default) : 0.0;
+    start.s_per_causal_flop = start.s_per_flop;
     // A tie (within rounding: 1e-9 of squared relative error per row) keeps the simpler
     // model: the max() form, the smaller tile.
     const double tolerance = 1e-9 * static_cast<double>(samples.size());
@@ -427,10 +428,11 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
       return best;
     };
     FitResult fit = fit_form(samples);
-    CachedFit cached;
     if (info.form == OpForm::kStream) {
       const CachedFit two_tier = FitCached(samples);
-      if (two_tier.objective < Objective(fit.c, samples) - tolerance) cached = two_tier;
+      if (two_tier.objective < Objective(fit.c, samples) - tolerance) {
+        fit = FitResult{two_tier.c, true, false};
+      }
     }
     int32_t row_tile = 1;
     if (IsGemm(op)) {
@@ -450,40 +452,38 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     OpFit f;
     f.op = op;
     f.row_tile = row_tile;
-    if (cached.knee > 0) {
-      fit.c.fixed = cached.fixed;
-      fit.c.x = cached.x_in;
-      fit.memory_fitted = true;
-      f.cache_bytes = cached.knee;
-      f.beyond_cache_memory_efficiency = 1.0 / (cached.x_beyond * peaks.bytes_per_s);
+    if (fit.c.cache_bytes > 0) {
+      f.cache_bytes = fit.c.cache_bytes;
+      f.beyond_cache_memory_efficiency = 1.0 / (fit.c.s_per_byte_beyond_cache * peaks.bytes_per_s);
     }
     f.points = static_cast<int64_t>(samples.size());
     if (!single_row.empty()) {
       const Coefficients gemv =
           FitSingleRow(single_row, start, options.min_distinct_sizes);
       f.single_row_fitted = true;
-      f.single_row_fixed_us = gemv.fixed * 1e6;
-      f.single_row_memory_efficiency = 1.0 / (gemv.x * peaks.bytes_per_s);
+      f.single_row_fixed_us = gemv.fixed_s * 1e6;
+      f.single_row_memory_efficiency = 1.0 / (gemv.s_per_byte * peaks.bytes_per_s);
       f.single_row_points = static_cast<int64_t>(single_row.size());
     }
-    f.fixed_us = fit.c.fixed * 1e6;
+    f.fixed_us = fit.c.fixed_s * 1e6;
     f.additive = fit.c.additive;
     const double unbounded = std::numeric_limits<double>::infinity();
-    f.memory_efficiency = fit.memory_fitted ? 1.0 / (fit.c.x * peaks.bytes_per_s)
+    f.memory_efficiency = fit.memory_fitted ? 1.0 / (fit.c.s_per_byte * peaks.bytes_per_s)
                           : f.additive      ? unbounded
                                             : memory_default;
     f.memory_fitted = fit.memory_fitted || f.additive;
     if (info.form == OpForm::kRoofline) {
-      f.compute_efficiency = fit.compute_fitted ? 1.0 / (fit.c.y * peaks.flops_per_s)
+      f.compute_efficiency = fit.compute_fitted ? 1.0 / (fit.c.s_per_flop * peaks.flops_per_s)
                              : f.additive       ? unbounded
                                                 : compute_default;
       f.compute_fitted = fit.compute_fitted || f.additive;
       if (op == Op::kAttentionPrefill) {
-        f.causal_efficiency = fit.c.yc > 0 ? 1.0 / (fit.c.yc * peaks.flops_per_s)
+        const double yc = fit.c.s_per_causal_flop;
+        f.causal_efficiency = yc > 0       ? 1.0 / (yc * peaks.flops_per_s)
                               : f.additive ? unbounded
                                            : compute_default;
       }
-      f.per_row_us = fit.c.r * 1e6;  // attention only (other ops have no rows)
+      f.per_row_us = fit.c.s_per_row * 1e6;  // attention only (other ops have no rows)
     }
     model.ops[op] = f;
   }
@@ -618,10 +618,7 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
   for (const auto& [op, f] : model.ops) {
     const OpInfo& info = InfoOf(op);
     out << "  " << info.name << ":\n";
-    out << "    form: " << (info.form != OpForm::kRoofline ? "stream"
-                            : f.additive                    ? "additive"
-                                                            : "roofline")
-        << "\n";
+    out << "    form: " << f.FormName() << "\n";
     out << "    fixed_us: " << FormatDouble(f.fixed_us) << "\n";
     out << "    memory_efficiency: " << YamlNumber(f.memory_efficiency) << "\n";
     if (!f.memory_fitted) out << "    memory_fitted: false\n";

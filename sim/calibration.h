@@ -36,6 +36,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -76,6 +77,8 @@ struct OpFit {
   double single_row_fixed_us = 0;
   double single_row_memory_efficiency = 0;
   int64_t single_row_points = 0;
+  // "roofline", "additive" or "stream", as MODEL.yaml and calibration.json name it.
+  std::string_view FormName() const;
   // The coefficients on `gpu` for `shape`'s dtypes.
   OpCoefficients On(const GpuSpec& gpu, const OpShape& shape) const;
 };

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -21,12 +20,12 @@ namespace fs = std::filesystem;
 
 // Forwards every call to the engine's backend, and costs each plan it executes on the
 // simulator's backend too (before the engine runs it: the plan's requests are as
-// scheduled).
+// scheduled). The driver calls its backends from one thread.
 class RecordingBackend final : public Backend {
  public:
   RecordingBackend(std::unique_ptr<Backend> engine, std::unique_ptr<Backend> sim,
-                   std::vector<StepComparison>* steps, std::mutex* mutex)
-      : engine_(std::move(engine)), sim_(std::move(sim)), steps_(steps), mutex_(mutex) {}
+                   std::vector<StepComparison>* steps)
+      : engine_(std::move(engine)), sim_(std::move(sim)), steps_(steps) {}
 
   std::string_view Name() const override { return engine_->Name(); }
   KvCapacity Capacity() const override { return engine_->Capacity(); }
@@ -52,25 +51,22 @@ class RecordingBackend final : public Backend {
     if (!result.ok()) return result;
     step.measured_s = ToSeconds(result->elapsed);
     step.predicted_s = ToSeconds(predicted->elapsed);
-    if (step.tokens > 0) {  // swap-only steps: nothing computed to compare
-      std::lock_guard<std::mutex> lock(*mutex_);
-      steps_->push_back(step);
-    }
+    if (step.tokens > 0) steps_->push_back(step);  // swap-only steps: nothing to compare
     return result;
   }
 
  private:
   std::unique_ptr<Backend> engine_, sim_;
   std::vector<StepComparison>* steps_;
-  std::mutex* mutex_;
 };
 
-// which: 0 every step, 1 decode-only steps, 2 the others.
-ErrorStats StatsOf(const std::vector<StepComparison>& steps, int which) {
+enum class Steps { kAll, kDecodeOnly, kMixed };
+
+ErrorStats StatsOf(const std::vector<StepComparison>& steps, Steps which) {
   std::vector<double> rel;
   for (const StepComparison& step : steps) {
-    if (which == 1 && !step.decode_only) continue;
-    if (which == 2 && step.decode_only) continue;
+    if (which == Steps::kDecodeOnly && !step.decode_only) continue;
+    if (which == Steps::kMixed && step.decode_only) continue;
     if (step.measured_s <= 0) continue;
     rel.push_back((step.predicted_s - step.measured_s) / step.measured_s);
   }
@@ -126,16 +122,16 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
     }
     out.push_back(m);
   };
-  const char* names[] = {"ttft", "tpot", "itl", "e2e"};
-  const Distribution* engine_d[] = {&engine.ttft_s, &engine.tpot_s, &engine.itl_s, &engine.e2e_s};
-  const Distribution* sim_d[] = {&sim.ttft_s, &sim.tpot_s, &sim.itl_s, &sim.e2e_s};
-  for (size_t i = 0; i < 4; ++i) {
-    const Distribution& e = *engine_d[i];
-    const Distribution& s = *sim_d[i];
-    add(names[i], "mean", e.mean, s.mean);
-    add(names[i], "p50", e.p50, s.p50);
-    add(names[i], "p90", e.p90, s.p90);
-    add(names[i], "p99", e.p99, s.p99);
+  const std::pair<const char*, Distribution RunSummary::*> latencies[] = {
+      {"ttft", &RunSummary::ttft_s}, {"tpot", &RunSummary::tpot_s},
+      {"itl", &RunSummary::itl_s}, {"e2e", &RunSummary::e2e_s}};
+  for (const auto& [name, member] : latencies) {
+    const Distribution& e = engine.*member;
+    const Distribution& s = sim.*member;
+    add(name, "mean", e.mean, s.mean);
+    add(name, "p50", e.p50, s.p50);
+    add(name, "p90", e.p90, s.p90);
+    add(name, "p99", e.p99, s.p99);
   }
   add("output_throughput", "value", engine.output_throughput, sim.output_throughput);
   add("request_throughput", "value", engine.request_throughput, sim.request_throughput);
@@ -155,7 +151,6 @@ StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const Back
   checked.backend = BackendKind::kSim;
   SERVELAB_RETURN_IF_ERROR(ResolveCostModel(checked));
 
-  std::mutex mutex;
   std::optional<ExperimentConfig> twin;
   BackendFactory recording = [&](int32_t replica) -> StatusOr<std::unique_ptr<Backend>> {
     auto real = engine(replica);
@@ -166,13 +161,10 @@ StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const Back
     if (!sims.ok()) return sims.status();
     auto sim = (*sims)(replica);
     if (!sim.ok()) return sim.status();
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!twin) twin = sim_config;
-      v.sim_cost_model = (*sim)->Describe();
-    }
+    if (!twin) twin = sim_config;
+    v.sim_cost_model = (*sim)->Describe();
     return std::unique_ptr<Backend>(std::make_unique<RecordingBackend>(
-        std::move(real).value(), std::move(sim).value(), &v.steps, &mutex));
+        std::move(real).value(), std::move(sim).value(), &v.steps));
   };
   auto engine_summary = RunToFolder(*prepared, recording, progress);
   if (!engine_summary.ok()) return engine_summary.status();
@@ -188,9 +180,9 @@ StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const Back
   if (!sim_summary.ok()) return sim_summary.status();
   v.sim = *sim_summary;
 
-  v.step_error = StatsOf(v.steps, 0);
-  v.decode_step_error = StatsOf(v.steps, 1);
-  v.mixed_step_error = StatsOf(v.steps, 2);
+  v.step_error = StatsOf(v.steps, Steps::kAll);
+  v.decode_step_error = StatsOf(v.steps, Steps::kDecodeOnly);
+  v.mixed_step_error = StatsOf(v.steps, Steps::kMixed);
   v.metrics = CompareRuns(v.engine, v.sim);
   return v;
 }
