@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/plot_script.h"
 #include "driver/output_dir.h"
@@ -20,10 +21,7 @@ namespace {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-int Report(const Status& status) {
-  std::fprintf(stderr, "servelab calibrate: %s\n", status.message().c_str());
-  return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
-}
+int Report(const Status& status) { return ReportFailure("calibrate", status); }
 
 nlohmann::ordered_json StatsJson(const ErrorStats& s) {
   nlohmann::ordered_json j;

@@ -6,6 +6,12 @@
 
 namespace servelab {
 
+int ReportFailure(const std::string& command, const Status& status) {
+  std::cerr << "servelab" << (command.empty() ? "" : " " + command) << ": " << status.message()
+            << "\n";
+  return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
+}
+
 namespace po = boost::program_options;
 
 std::optional<int> ParseExperimentCommandLine(const std::string& command,

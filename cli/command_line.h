@@ -6,7 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 namespace servelab {
+
+// Prints "servelab <command>: <message>" on stderr ("servelab: ..." for an empty
+// command) and returns the exit status for it: 2 for bad input, 1 otherwise.
+int ReportFailure(const std::string& command, const Status& status);
 
 // Parses `args` into `vm` and `experiment_path`. Returns the exit status to end with
 // now (0 after printing --help with `help_epilogue`; 2 after a usage error or a missing

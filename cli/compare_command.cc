@@ -25,10 +25,7 @@ namespace {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-int Report(const Status& status) {
-  std::fprintf(stderr, "servelab compare: %s\n", status.message().c_str());
-  return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
-}
+int Report(const Status& status) { return ReportFailure("compare", status); }
 
 bool IsSafeWord(const std::string& s) {
   if (s.empty()) return false;

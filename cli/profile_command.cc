@@ -20,10 +20,7 @@ namespace {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-int Report(const Status& status) {
-  std::fprintf(stderr, "servelab profile: %s\n", status.message().c_str());
-  return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
-}
+int Report(const Status& status) { return ReportFailure("profile", status); }
 
 }  // namespace
 

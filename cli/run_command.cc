@@ -16,10 +16,7 @@ namespace {
 
 namespace po = boost::program_options;
 
-int Report(const Status& status) {
-  std::fprintf(stderr, "servelab: %s\n", status.message().c_str());
-  return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
-}
+int Report(const Status& status) { return ReportFailure("", status); }
 
 }  // namespace
 

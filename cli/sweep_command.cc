@@ -18,10 +18,7 @@ namespace {
 
 namespace po = boost::program_options;
 
-int Report(const Status& status) {
-  std::fprintf(stderr, "servelab sweep: %s\n", status.message().c_str());
-  return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
-}
+int Report(const Status& status) { return ReportFailure("sweep", status); }
 
 constexpr const char* kSweepHelp = R"(
 The experiment file's top-level `sweep:` block is a grid over config keys; each value

@@ -2,6 +2,8 @@
 // load of the experiment's sweep, and the simulator's errors (sim/validation.h).
 #include <unistd.h>
 
+#include <yaml-cpp/yaml.h>
+
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -23,19 +25,13 @@ namespace {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-int Report(const Status& status) {
-  std::fprintf(stderr, "servelab validate: %s\n", status.message().c_str());
-  return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
-}
+int Report(const Status& status) { return ReportFailure("validate", status); }
 
 // A YAML double-quoted scalar.
 std::string Quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
+  YAML::Emitter out;
+  out << YAML::DoubleQuoted << text;
+  return out.c_str();
 }
 
 std::string StepsCsv(const LoadValidation& v) {
