@@ -109,6 +109,20 @@ StatusOr<Columns> Find(const std::vector<std::string_view>& header,
   return columns;
 }
 
+// Calls `read` with the cells of every non-empty line after the header, in order; the
+// first error ends the reading.
+template <typename Read>
+Status ForEachDataLine(LineFile& file, Read&& read) {
+  std::string line;
+  std::vector<std::string_view> fields;
+  while (file.Next(line)) {
+    if (line.empty()) continue;
+    SplitCsvLine(line, fields);
+    SERVELAB_RETURN_IF_ERROR(read(Cells(file.path(), file.line_number(), fields)));
+  }
+  return Status::Ok();
+}
+
 Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
                     ProfileTable& table) {
   auto c = Find(header,
@@ -120,12 +134,7 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
   const Columns& col = *c;
   std::vector<std::string> ops = OpNames();
   ops.push_back("step");
-  std::string line;
-  std::vector<std::string_view> fields;
-  while (file.Next(line)) {
-    if (line.empty()) continue;
-    SplitCsvLine(line, fields);
-    const Cells cells(file.path(), file.line_number(), fields);
+  return ForEachDataLine(file, [&](const Cells& cells) -> Status {
     ProfileRow r;
     r.line = file.line_number();
     SERVELAB_RETURN_IF_ERROR(cells.Present(col.at("device"), "device"));
@@ -165,8 +174,8 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
     SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("repeats"), "repeats", v));
     r.repeats = static_cast<int32_t>(v);
     table.rows.push_back(std::move(r));
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 // The model-shape columns both Vidur layouts share.
@@ -217,12 +226,7 @@ Status ReadVidurMlp(LineFile& file, const std::vector<std::string_view>& header,
   }
   const VidurShape shape{col.at("n_embd"), col.at("n_head"), col.at("n_kv_head"),
                          col.at("num_tensor_parallel_workers")};
-  std::string line;
-  std::vector<std::string_view> fields;
-  while (file.Next(line)) {
-    if (line.empty()) continue;
-    SplitCsvLine(line, fields);
-    const Cells cells(file.path(), file.line_number(), fields);
+  return ForEachDataLine(file, [&](const Cells& cells) -> Status {
     ProfileRow base;
     base.line = file.line_number();
     base.device = device;
@@ -242,8 +246,8 @@ Status ReadVidurMlp(LineFile& file, const std::vector<std::string_view>& header,
       SERVELAB_RETURN_IF_ERROR(cells.Number(o.max_at, o.max, r.p90_ms));
       table.rows.push_back(std::move(r));
     }
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& header,
@@ -259,12 +263,7 @@ Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& h
   const Columns& col = *c;
   const VidurShape shape{col.at("n_embd"), col.at("n_q_head"), col.at("n_kv_head"),
                          col.at("num_tensor_parallel_workers")};
-  std::string line;
-  std::vector<std::string_view> fields;
-  while (file.Next(line)) {
-    if (line.empty()) continue;
-    SplitCsvLine(line, fields);
-    const Cells cells(file.path(), file.line_number(), fields);
+  return ForEachDataLine(file, [&](const Cells& cells) -> Status {
     ProfileRow r;
     r.line = file.line_number();
     r.device = device;
@@ -291,8 +290,8 @@ Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& h
     SERVELAB_RETURN_IF_ERROR(cells.Number(col.at(stat + ".min"), stat + ".min", r.p10_ms));
     SERVELAB_RETURN_IF_ERROR(cells.Number(col.at(stat + ".max"), stat + ".max", r.p90_ms));
     table.rows.push_back(std::move(r));
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 }  // namespace
