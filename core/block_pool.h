@@ -3,11 +3,11 @@
 // free ones (the most recently freed block is reused first; a fresh pool hands out 0, 1,
 // 2, ...). The KV manager keeps one for device memory and one for the host swap space.
 //
-// Invariant (CHECKed): a block is on the free stack iff its reference count is 0.
-//
-// This is where a prefix cache keeps its blocks (vLLM's block pool): a cached block whose
-// count drops to 0 stays identifiable and evictable instead of going straight back to
-// the free stack, and a request that matches it takes a reference (Share).
+// Invariant (CHECKed): a block on the free stack has reference count 0. Without a prefix
+// cache the converse holds too (Release frees at 0). With one, the KV manager uses
+// Unref/Ref/PushFree instead: a cached block whose count drops to 0 stays out of the
+// free stack, evictable (core/prefix_cache.h), and a request that matches it takes a
+// reference again (Ref from 0).
 #include <cstdint>
 #include <vector>
 
@@ -44,8 +44,21 @@ class BlockPool {
   }
   // One holder fewer; the last one returns the block to the free stack.
   void Release(int32_t block) {
+    if (Unref(block)) free_.push_back(block);
+  }
+
+  // With a prefix cache. One holder fewer; true when that was the last (the block is
+  // then on no list: the caller caches it or PushFree()s it).
+  bool Unref(int32_t block) {
     SERVELAB_CHECK_MSG(ref_counts_[block] > 0, "double free of KV block");
-    if (--ref_counts_[block] == 0) free_.push_back(block);
+    return --ref_counts_[block] == 0;
+  }
+  // One holder more of a block not on the free stack (a cached one, maybe unreferenced).
+  void Ref(int32_t block) { ++ref_counts_[block]; }
+  // An unreferenced block that is on no list goes back to the free stack.
+  void PushFree(int32_t block) {
+    SERVELAB_CHECK(ref_counts_[block] == 0);
+    free_.push_back(block);
   }
 
  private:

@@ -7,18 +7,98 @@
 namespace servelab {
 
 KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, int32_t watermark_blocks,
-                               int32_t num_host_blocks)
+                               int32_t num_host_blocks, PrefixCacheType prefix_cache)
     : block_size_(block_size),
       watermark_blocks_(watermark_blocks),
       device_(num_blocks),
-      host_(num_host_blocks) {
+      host_(num_host_blocks),
+      cache_(MakePrefixCache(prefix_cache, device_)) {
   SERVELAB_CHECK(block_size >= 1 && num_host_blocks >= 0);
   SERVELAB_CHECK(watermark_blocks >= 0 && watermark_blocks <= num_blocks);
 }
 
+int32_t KvCacheManager::TakeBlock() {
+  if (cache_ != nullptr && device_.NumFree() == 0) {
+    const int32_t evicted = cache_->Evict();
+    SERVELAB_CHECK_MSG(evicted >= 0, "no free or evictable KV block");
+    device_.PushFree(evicted);
+    ++stats_.evicted_blocks;
+    ++epoch_;
+  }
+  return device_.Take();
+}
+
+void KvCacheManager::ReleaseBlock(int32_t block) {
+  if (cache_ == nullptr) {
+    device_.Release(block);
+    return;
+  }
+  ++epoch_;
+  if (!device_.Unref(block)) return;
+  if (cache_->IsCached(block)) {
+    cache_->Unreferenced(block);
+  } else {
+    device_.PushFree(block);
+  }
+}
+
 void KvCacheManager::Grow(Request& request, int32_t count) {
   SERVELAB_CHECK(count <= NumFreeBlocks());
-  while (count-- > 0) request.block_table.push_back(device_.Take());
+  if (cache_ != nullptr) ++epoch_;
+  while (count-- > 0) request.block_table.push_back(TakeBlock());
+}
+
+int32_t KvCacheManager::MatchPrefix(const Request& request) const {
+  if (cache_ == nullptr || !request.block_table.empty() || request.num_computed_tokens != 0 ||
+      IsSwappedOut(request)) {
+    return 0;
+  }
+  if (match_.request == &request && match_.num_tokens == request.NumTokens() &&
+      match_.epoch == epoch_) {
+    return static_cast<int32_t>(match_.blocks.size());
+  }
+  match_.request = &request;
+  match_.num_tokens = request.NumTokens();
+  match_.epoch = epoch_;
+  match_.blocks.clear();
+  match_.num_unreferenced = 0;
+  // The last token is always computed, so that the step samples from its logits.
+  const int32_t limit =
+      std::min(NumKeyedBlocks(request, block_size_), (request.NumTokens() - 1) / block_size_);
+  for (int32_t k = 0; k < limit; ++k) {
+    const int32_t block = cache_->Find(BlockKey(request, k, block_size_));
+    if (block < 0) break;
+    match_.blocks.push_back(block);
+    if (device_.RefCount(block) == 0) ++match_.num_unreferenced;
+  }
+  return static_cast<int32_t>(match_.blocks.size());
+}
+
+void KvCacheManager::InsertBlocks(Request& request, int32_t first_block) {
+  const int32_t end = std::min(request.num_computed_tokens / block_size_,
+                               std::min(NumKeyedBlocks(request, block_size_),
+                                        static_cast<int32_t>(request.block_table.size())));
+  for (int32_t k = first_block; k < end; ++k) {
+    const int32_t block = request.block_table[static_cast<size_t>(k)];
+    const int32_t parent = k > 0 ? request.block_table[static_cast<size_t>(k) - 1] : -1;
+    const uint64_t key = BlockKey(request, k, block_size_);
+    if (cache_->Insert(key, block, parent)) {
+      ++stats_.inserted_blocks;
+      ++epoch_;
+      continue;
+    }
+    const int32_t cached = cache_->Find(key);
+    // Only under a cached parent: a holder of a cached block holds its whole prefix.
+    if (cached < 0 || cached == block || !cache_->Deduplicates() ||
+        (parent >= 0 && !cache_->IsCached(parent))) {
+      continue;
+    }
+    cache_->Touch(cached);  // before the reference, as a match
+    device_.Ref(cached);
+    request.block_table[static_cast<size_t>(k)] = cached;
+    ReleaseBlock(block);
+    ++epoch_;
+  }
 }
 
 KvCacheManager::HostTable& KvCacheManager::HostTableOf(const Request& request) {
@@ -29,6 +109,12 @@ KvCacheManager::HostTable& KvCacheManager::HostTableOf(const Request& request) {
 }
 
 int32_t KvCacheManager::DeviceBlocksToAdmit(const Request& request, int32_t num_tokens) const {
+  const int32_t matched = MatchPrefix(request);
+  if (matched > 0) {
+    // New blocks past the prefix, plus the matched blocks that leave the evictable set.
+    return BlocksFor(int64_t{matched} * block_size_ + num_tokens) - matched +
+           match_.num_unreferenced;
+  }
   const int32_t needed = BlocksFor(int64_t{request.num_computed_tokens} + num_tokens);
   if (IsSwappedOut(request)) {
     // Every host block comes back, and the request may then grow past them.
@@ -46,13 +132,28 @@ bool KvCacheManager::Admit(Request& request, int32_t num_new_tokens, int32_t num
     HostTable& host = HostTableOf(request);
     SERVELAB_CHECK(request.block_table.empty());
     for (const int32_t from : host.blocks) {
-      const int32_t to = device_.Take();
+      const int32_t to = TakeBlock();
       swap_in.push_back(BlockCopy{from, to});
       host_.Release(from);
       request.block_table.push_back(to);
     }
     host.blocks.clear();
     host.swapped = false;
+  } else if (cache_ != nullptr && request.block_table.empty() && request.num_computed_tokens == 0) {
+    const int32_t matched = MatchPrefix(request);
+    stats_.queried_tokens += request.NumTokens();
+    stats_.queried_blocks += BlocksFor(request.NumTokens());
+    stats_.hit_tokens += int64_t{matched} * block_size_;
+    stats_.hit_blocks += matched;
+    if (matched > 0) {
+      ++epoch_;
+      for (const int32_t block : match_.blocks) {
+        cache_->Touch(block);  // before the reference: it leaves the evictable set
+        device_.Ref(block);
+        request.block_table.push_back(block);
+      }
+      request.num_computed_tokens = matched * block_size_;
+    }
   }
   const bool allocated = AllocateSlots(request, num_new_tokens);
   SERVELAB_CHECK(allocated);  // reserved above
@@ -64,11 +165,18 @@ bool KvCacheManager::SwapOut(Request& request, std::vector<BlockCopy>& copies) {
   if (static_cast<int32_t>(request.block_table.size()) > NumFreeHostBlocks()) return false;
   HostTable& host = HostTableOf(request);
   for (const int32_t block : request.block_table) {
-    SERVELAB_CHECK_MSG(device_.RefCount(block) == 1, "swapping out a shared KV block");
+    SERVELAB_CHECK_MSG(cache_ != nullptr || device_.RefCount(block) == 1,
+                       "swapping out a shared KV block");
     const int32_t to = host_.Take();
     copies.push_back(BlockCopy{block, to});
-    device_.Release(block);
+    if (cache_ == nullptr) device_.Release(block);
     host.blocks.push_back(to);
+  }
+  if (cache_ != nullptr) {
+    // Last to first, as Free does: a cached prefix outlives its tail in the LRU order.
+    for (auto it = request.block_table.rbegin(); it != request.block_table.rend(); ++it) {
+      ReleaseBlock(*it);
+    }
   }
   request.block_table.clear();
   host.swapped = true;
@@ -84,7 +192,7 @@ void KvCacheManager::Free(Request& request) {
   }
   // Release in reverse so the request's first block ends on top of the free stack.
   for (auto it = request.block_table.rbegin(); it != request.block_table.rend(); ++it) {
-    device_.Release(*it);
+    ReleaseBlock(*it);
   }
   request.block_table.clear();
 }

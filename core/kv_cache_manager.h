@@ -20,37 +20,60 @@
 // swapped-out request live here, per request slot (Request::slot, which the scheduler
 // gives each request it accepts).
 //
-// Where a prefix cache plugs in (SGLang's match_prefix / insert / evict): Admit is where
-// a request's cached prefix would be matched (its blocks shared, its computed tokens
-// starting after them), AllocateSlots where full blocks would be inserted, and the
-// device BlockPool where freed cached blocks would wait, evictable (core/block_pool.h).
+// Prefix caching (scheduler.prefix_cache; core/prefix_cache.h): CachedPrefixTokens(r)
+// is the longest run of a waiting request's leading blocks already cached (block
+// granularity, capped so that its last token is computed and a token can be sampled);
+// Admit shares those blocks and starts the request's computed tokens after them.
+// CacheComputedBlocks registers a request's blocks as they fill. Blocks whose last
+// holder lets go stay cached and evictable; NumFreeBlocks() counts them, and taking a
+// block evicts one only when no never-cached block is free. Swapping out copies every
+// block of the request (shared ones too) and drops its references; swapped-in blocks
+// come back private.
 //
 // Invariants (CHECKed): a device block's reference count equals the number of block
-// tables holding it; NumFreeBlocks() + NumUsedBlocks() == NumTotalBlocks().
+// tables holding it; NumFreeBlocks() + NumUsedBlocks() == NumTotalBlocks(), where free
+// blocks are the never-cached free ones plus the cached unreferenced (evictable) ones.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/block_pool.h"
+#include "core/prefix_cache.h"
+#include "core/prefix_key.h"
 #include "core/request.h"
 #include "core/step_plan.h"
 
 namespace servelab {
+
+// Prefix-cache counters of one KV manager (vLLM's prefix cache stats, in tokens and in
+// blocks): a query is one admission's lookup, over all of the request's tokens then.
+struct PrefixCacheStats {
+  int64_t queried_tokens = 0, hit_tokens = 0;
+  int64_t queried_blocks = 0, hit_blocks = 0;  // blocks: ceil(tokens / block_size)
+  int64_t inserted_blocks = 0, evicted_blocks = 0;
+};
 
 class KvCacheManager {
  public:
   // REQUIRES: num_blocks >= 0, block_size >= 1, 0 <= watermark_blocks <= num_blocks,
   // num_host_blocks >= 0 (the swap space on the host, in blocks).
   KvCacheManager(int32_t num_blocks, int32_t block_size, int32_t watermark_blocks,
-                 int32_t num_host_blocks = 0);
+                 int32_t num_host_blocks = 0,
+                 PrefixCacheType prefix_cache = PrefixCacheType::kNone);
 
   int32_t BlockSize() const { return block_size_; }
   int32_t NumTotalBlocks() const { return device_.NumTotal(); }
-  int32_t NumFreeBlocks() const { return device_.NumFree(); }
+  int32_t NumFreeBlocks() const {
+    return device_.NumFree() + (cache_ ? cache_->NumEvictable() : 0);
+  }
   int32_t NumUsedBlocks() const { return NumTotalBlocks() - NumFreeBlocks(); }
   int32_t WatermarkBlocks() const { return watermark_blocks_; }
   int32_t RefCount(int32_t block) const { return device_.RefCount(block); }
   int32_t NumHostBlocks() const { return host_.NumTotal(); }
   int32_t NumFreeHostBlocks() const { return host_.NumFree(); }
+  // The prefix cache, or null when scheduler.prefix_cache is none.
+  const PrefixCache* Cache() const { return cache_.get(); }
+  const PrefixCacheStats& CacheStats() const { return stats_; }
 
   // Whether `num_tokens` cached tokens of one request fit in the pool at all, alone and
   // above the watermark. A request that does not could never finish.
@@ -71,20 +94,41 @@ class KvCacheManager {
     return true;
   }
 
-  // Whether a waiting request could be admitted with room for `num_tokens` more tokens,
-  // the watermark kept free (a swapped-out request's blocks counted as coming back).
+  // Tokens of a waiting request that admitting it now would take from the prefix
+  // cache: a multiple of the block size, < NumTokens(); 0 without a cache, for a
+  // swapped-out request, or one holding blocks.
+  int32_t CachedPrefixTokens(const Request& request) const {
+    return MatchPrefix(request) * block_size_;
+  }
+
+  // Whether a waiting request could be admitted with room for `num_tokens` more tokens
+  // after its cached prefix, the watermark kept free (a swapped-out request's blocks
+  // counted as coming back; matched evictable blocks counted as taken).
   bool CanAdmit(const Request& request, int32_t num_tokens) const {
     return NumFreeBlocks() - DeviceBlocksToAdmit(request, num_tokens) >= watermark_blocks_;
   }
   // Admits a waiting request when CanAdmit(request, num_reserved_tokens): brings a
-  // swapped-out request's blocks back (host -> device copies appended to `swap_in`) and
-  // allocates room for `num_new_tokens` (<= num_reserved_tokens). False: nothing changed.
+  // swapped-out request's blocks back (host -> device copies appended to `swap_in`), or
+  // shares its cached prefix (num_computed_tokens += CachedPrefixTokens()), and
+  // allocates room for `num_new_tokens` (<= num_reserved_tokens) after it. False:
+  // nothing changed.
   bool Admit(Request& request, int32_t num_new_tokens, int32_t num_reserved_tokens,
              std::vector<BlockCopy>& swap_in);
 
+  // A running request's computed tokens grew from `from_tokens` to num_computed_tokens:
+  // its blocks that became full and have a key are registered in the prefix cache.
+  // With a cache that deduplicates (radix), a block already cached under its key is
+  // replaced in the request's table by the cached one, and its own freed.
+  void CacheComputedBlocks(Request& request, int32_t from_tokens) {
+    if (cache_ == nullptr || request.num_computed_tokens / block_size_ == from_tokens / block_size_) {
+      return;
+    }
+    InsertBlocks(request, from_tokens / block_size_);
+  }
+
   // Moves every block of a running request to the host (device -> host copies appended
   // to `copies`); its computed tokens survive. False, with nothing changed, when the
-  // host pool lacks room. REQUIRES: the request's blocks are not shared.
+  // host pool lacks room. REQUIRES without a prefix cache: its blocks are not shared.
   bool SwapOut(Request& request, std::vector<BlockCopy>& copies);
   bool IsSwappedOut(const Request& request) const {
     return request.slot >= 0 && static_cast<size_t>(request.slot) < host_tables_.size() &&
@@ -106,12 +150,32 @@ class KvCacheManager {
   int32_t DeviceBlocksToAdmit(const Request& request, int32_t num_tokens) const;
   void Grow(Request& request, int32_t count);
   HostTable& HostTableOf(const Request& request);
+  // A free block with one reference: a never-cached one, else an evicted one.
+  int32_t TakeBlock();
+  // One holder of `block` fewer: at 0 it stays cached (evictable) or goes free.
+  void ReleaseBlock(int32_t block);
+  // Leading cached blocks of a waiting request (see CachedPrefixTokens), left in
+  // match_.blocks; memoized until the cache or the request changes.
+  int32_t MatchPrefix(const Request& request) const;
+  void InsertBlocks(Request& request, int32_t first_block);
+
+  struct Match {
+    const Request* request = nullptr;
+    int32_t num_tokens = -1;  // request.NumTokens() when matched
+    uint64_t epoch = 0;       // epoch_ when matched
+    std::vector<int32_t> blocks;
+    int32_t num_unreferenced = 0;  // of `blocks`, those evictable now (admission takes them)
+  };
 
   int32_t block_size_;
   int32_t watermark_blocks_;
   BlockPool device_;
   BlockPool host_;
   std::vector<HostTable> host_tables_;  // by Request::slot; grown on the first swap
+  std::unique_ptr<PrefixCache> cache_;  // null: no prefix caching
+  PrefixCacheStats stats_;
+  uint64_t epoch_ = 1;    // bumped by every change of the cache's blocks
+  mutable Match match_;   // the last MatchPrefix (a reused scratch)
 };
 
 }  // namespace servelab

@@ -52,15 +52,20 @@ struct alignas(64) Request {
   int64_t id = 0;
   int32_t priority = 0;         // lower value = more urgent
   TimeNs arrival = 0;
-  // Optional prefix identity: one hash per `prefix_block_tokens` prompt tokens
-  // (Mooncake traces); equal leading hashes mean a shareable prefix.
+  // Optional prefix identity (core/prefix_key.h): prefix_block_hashes[j] names tokens
+  // [0, (j+1) * prefix_block_tokens) -- equal hashes, equal prefix -- over the leading
+  // prefix_identified_tokens tokens (<= prompt + output); the rest is the request's own.
   std::vector<uint64_t> prefix_block_hashes;
   int32_t prefix_block_tokens = 0;
+  int32_t prefix_identified_tokens = 0;
 
   // --- Progress that changes rarely (owned by the Scheduler). ---
   RejectReason reject_reason = RejectReason::kNone;
   int32_t num_preemptions = 0;
   int32_t num_recomputed_tokens = 0;  // tokens prefilled again after recompute preemption
+  // Tokens its admissions took from the prefix cache instead of computing (every
+  // admission: one after a recompute preemption may find its own blocks again).
+  int32_t num_cached_tokens = 0;
   int32_t replica = -1;
   TimeNs first_scheduled = kNever;  // first admitted into a batch
   TimeNs first_token = kNever;

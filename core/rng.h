@@ -24,6 +24,8 @@ enum class RngStream : uint64_t {
   kInputLengths = 2,
   kOutputLengths = 3,
   kClients = 4,
+  kPrefixChoice = 5,   // which shared system prompt a request starts with
+  kPrefixLengths = 6,  // the shared system prompts' lengths
 };
 
 // SplitMix64: advances `state` by the golden-ratio increment and returns its mix.

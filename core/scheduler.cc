@@ -83,8 +83,9 @@ const StepPlan& Scheduler::Schedule(TimeNs now) {
 }
 
 void Scheduler::FinishPlan() {
-  int32_t prefill = 0, decode = 0, emitting = 0, padding = 0;
+  int32_t prefill = 0, decode = 0, emitting = 0, padding = 0, cached = 0;
   for (const ScheduledRequest& s : plan_.seqs) {
+    cached += s.num_cached_tokens;
     const bool is_decode = s.IsDecode();
     decode += is_decode ? 1 : 0;
     prefill += is_decode ? 0 : s.num_new_tokens;
@@ -95,6 +96,7 @@ void Scheduler::FinishPlan() {
   plan_.num_decode_tokens = decode;
   plan_.num_emitting = emitting;
   plan_.num_padding = padding;
+  plan_.num_cached_tokens = cached;
 }
 
 void Scheduler::PreemptForWaiting(TimeNs now, int32_t budget) {
@@ -102,7 +104,8 @@ void Scheduler::PreemptForWaiting(TimeNs now, int32_t budget) {
   for (size_t guard = running_.size(); guard > 0 && !running_.empty(); --guard) {
     Request* waiting = policy_->Peek(now);
     if (waiting == nullptr) return;
-    const int32_t n = std::max(1, std::min(waiting->NumTokensToCompute(), budget));
+    const int32_t to_compute = waiting->NumTokensToCompute() - kv_->CachedPrefixTokens(*waiting);
+    const int32_t n = std::max(1, std::min(to_compute, budget));
     const bool has_slot = static_cast<int32_t>(running_.size()) < NumSeqsLimit();
     if (has_slot && kv_->CanAdmit(*waiting, n)) return;  // it will join without displacing
     Request* victim = policy_->PickVictim(running_, now);
@@ -161,7 +164,10 @@ void Scheduler::AdmitWaiting(TimeNs now, int32_t& budget) {
   while (budget > 0 && static_cast<int32_t>(running_.size()) < max_seqs) {
     Request* r = policy_->Peek(now);
     if (r == nullptr) break;
-    int32_t n = r->NumTokensToCompute();
+    // Tokens its cached prefix covers are not computed (prefix caching; else 0).
+    const int32_t cached = kv_->CachedPrefixTokens(*r);
+    const int32_t to_compute = r->NumTokensToCompute() - cached;
+    int32_t n = to_compute;
     const bool may_chunk =
         batching_->ChunksAdmissions() && (config_.chunked_prefill || r->num_generated > 0);
     if (n > budget) {
@@ -171,12 +177,14 @@ void Scheduler::AdmitWaiting(TimeNs now, int32_t& budget) {
     // Admission asks for room for the request's whole remaining prefill, though only this
     // step's chunk is allocated: admitting a prompt whose later chunks cannot fit only
     // has it preempted by its own next chunk, again and again (recompute thrashing).
-    if (!kv_->Admit(*r, n, r->NumTokensToCompute(), plan_.swap_in)) break;
+    if (!kv_->Admit(*r, n, to_compute, plan_.swap_in)) break;
     policy_->Admitted(*r, now);
     r->state = RequestState::kRunning;
     if (r->first_scheduled == kNever) r->first_scheduled = now;
+    r->num_cached_tokens += cached;
     running_.push_back(r);
     AddToPlan(*r, n);
+    plan_.seqs.back().num_cached_tokens = cached;
     budget -= n;
   }
 }
@@ -206,6 +214,7 @@ std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end
     if (s.is_padding) continue;
     Request& r = *s.request;
     r.num_computed_tokens += s.num_new_tokens;
+    kv_->CacheComputedBlocks(r, s.num_computed_tokens);
     if (!s.emits_token) continue;
     r.num_generated += 1;
     if (r.num_generated == 1) {  // (reads only the hot cache line: see request.h)

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "core/fields.h"
+#include "core/prefix_cache.h"
 
 namespace servelab {
 
@@ -76,6 +77,14 @@ struct SchedulerConfig {
   // SLA controller moves below.
   bool has_sla_control = false;
   SlaControlConfig sla_control;
+  // Automatic prefix caching (core/prefix_cache.h): absent = none; {type: hash} is vLLM's,
+  // {type: radix} SGLang's RadixAttention.
+  bool has_prefix_cache = false;
+  PrefixCacheConfig prefix_cache;
+
+  PrefixCacheType PrefixCaching() const {
+    return has_prefix_cache ? prefix_cache.type : PrefixCacheType::kNone;
+  }
 
   template <class V>
   void VisitFields(V& v) {
@@ -89,6 +98,7 @@ struct SchedulerConfig {
     v.Field("watermark", watermark, Bounds{0.0, 1.0, false, true});
     v.Field("max_model_len", max_model_len, kNonNegative);
     v.OptionalSection("sla_control", sla_control, has_sla_control);
+    v.OptionalSection("prefix_cache", prefix_cache, has_prefix_cache);
   }
 };
 

@@ -20,6 +20,9 @@ struct ScheduledRequest {
   // Static batching only: a member that already finished but is still carried in the
   // batch; it costs a decode token at its context length and produces nothing.
   bool is_padding = false;
+  // Prefix caching: tokens this step's admission of the request found in the cache
+  // (shared, not computed; num_computed_tokens already counts them). 0 otherwise.
+  int32_t num_cached_tokens = 0;
 
   int32_t ContextLen() const { return num_computed_tokens + num_new_tokens; }
   // A decode is one new token after the prompt has been processed.
@@ -44,6 +47,7 @@ struct StepPlan {
   int32_t num_decode_tokens = 0;       // number of decode seqs (padding included)
   int32_t num_emitting = 0;            // seqs with emits_token (LM head rows)
   int32_t num_padding = 0;             // static-batching padding seqs
+  int32_t num_cached_tokens = 0;       // sum of num_cached_tokens over seqs
 
   bool empty() const { return seqs.empty() && swap_out.empty() && swap_in.empty(); }
   int32_t NumTokens() const { return num_prefill_tokens + num_decode_tokens; }
@@ -51,7 +55,7 @@ struct StepPlan {
     seqs.clear();
     swap_out.clear();
     swap_in.clear();
-    num_prefill_tokens = num_decode_tokens = num_emitting = num_padding = 0;
+    num_prefill_tokens = num_decode_tokens = num_emitting = num_padding = num_cached_tokens = 0;
   }
 };
 

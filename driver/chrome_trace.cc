@@ -75,6 +75,11 @@ void ChromeTraceWriter::Step(int32_t replica, TimeNs start, TimeNs end,
   AppendField(buf_, "kv_blocks_used", args.kv_blocks_used);
   buf_.push_back(',');
   AppendField(buf_, "waiting", args.waiting);
+  if (args.cached_tokens >= 0) {
+    // Prefill split into what was computed and what the prefix cache supplied.
+    buf_.push_back(',');
+    AppendField(buf_, "cached_tokens", args.cached_tokens);
+  }
   buf_.append("}}");
   Flush();
 }

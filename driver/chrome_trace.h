@@ -27,6 +27,7 @@ struct TraceStepArgs {
   int64_t decode_tokens = 0;
   int64_t kv_blocks_used = 0;
   int64_t waiting = 0;
+  int64_t cached_tokens = -1;  // prefix caching: prompt tokens taken from the cache; -1 = off
 };
 
 class ChromeTraceWriter {

@@ -24,6 +24,8 @@ StatusOr<std::unique_ptr<Driver>> Driver::Create(const DriverOptions& options,
   if (!router.ok()) return router.status();
   driver->router_ = std::move(router).value();
   MetricsOptions metrics = options.metrics;
+  driver->prefix_caching_ = options.scheduler.PrefixCaching() != PrefixCacheType::kNone;
+  metrics.prefix_caching = driver->prefix_caching_;
   for (int32_t i = 0; i < options.num_replicas; ++i) {
     auto replica = std::make_unique<Replica>();
     auto backend = backends(i);
@@ -41,7 +43,8 @@ StatusOr<std::unique_ptr<Driver>> Driver::Create(const DriverOptions& options,
     const auto watermark = static_cast<int32_t>(
         std::floor(options.scheduler.watermark * capacity.num_gpu_blocks));
     replica->kv = std::make_unique<KvCacheManager>(capacity.num_gpu_blocks, capacity.block_size,
-                                                   watermark, capacity.num_cpu_blocks);
+                                                   watermark, capacity.num_cpu_blocks,
+                                                   options.scheduler.PrefixCaching());
     PolicyContext context = options.policy_context;
     context.replica = i;
     if (b.PredictPrefillTime(1).has_value()) {
@@ -189,6 +192,11 @@ StatusOr<RunSummary> Driver::Run(const std::function<void(const DriverProgress&)
     }
   }
   if (on_progress) on_progress(progress_);
+  if (prefix_caching_) {
+    for (int32_t i = 0; i < NumReplicas(); ++i) {
+      metrics_->OnPrefixCacheStats(i, replicas_[i]->kv->CacheStats());
+    }
+  }
   return metrics_->Finish();
 }
 

@@ -134,6 +134,7 @@ class Driver {
   std::vector<Request*> free_;   // recycled slots
   Request* next_arrival_ = nullptr;
   DriverProgress progress_;
+  bool prefix_caching_ = false;  // scheduler.prefix_cache is on
   ServedFacts served_;
 };
 

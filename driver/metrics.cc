@@ -74,11 +74,21 @@ class MetricsCollector::Impl {
         slo_tpot_ns_(FromSeconds(options_.slo_tpot_s)),
         slo_e2e_ns_(FromSeconds(options_.slo_e2e_s)),
         clients_(options_) {
-    if (requests_.enabled()) requests_.Line(kRequestsHeader);
-    if (steps_.enabled()) steps_.Line(kStepsHeader);
+    const std::string_view cached = options_.prefix_caching ? ",cached_tokens" : "";
+    if (requests_.enabled()) requests_.Line(std::string(kRequestsHeader) + std::string(cached));
+    if (steps_.enabled()) steps_.Line(std::string(kStepsHeader) + std::string(cached));
+    if (options_.prefix_caching) prefix_replicas_.resize(options_.num_replicas);
   }
 
   void OnArrival(const Request& r) { clients_.OnArrival(r); }
+
+  void OnPrefixCacheStats(int32_t replica, const PrefixCacheStats& stats) {
+    SERVELAB_CHECK(options_.prefix_caching && replica >= 0 &&
+                   static_cast<size_t>(replica) < prefix_replicas_.size());
+    prefix_replicas_[static_cast<size_t>(replica)] = PrefixCacheSummary{};
+    prefix_replicas_[static_cast<size_t>(replica)].Add(stats);
+    prefix_stats_.push_back(stats);
+  }
 
   void OnStep(int32_t replica, const StepPlan& plan, TimeNs start, TimeNs end,
               int32_t kv_blocks_used, int32_t waiting, int32_t preempted) {
@@ -135,6 +145,7 @@ class MetricsCollector::Impl {
           .Int(plan.num_prefill_tokens).Int(plan.num_decode_tokens)
           .Int(kv_blocks_used).Int(options_.kv_blocks_per_replica)
           .Int(waiting).Int(preempted);
+      if (options_.prefix_caching) steps_.Int(plan.num_cached_tokens);
       steps_.EndRow();
     }
     TraceStepArgs args;
@@ -143,6 +154,7 @@ class MetricsCollector::Impl {
     args.decode_tokens = plan.num_decode_tokens;
     args.kv_blocks_used = kv_blocks_used;
     args.waiting = waiting;
+    args.cached_tokens = options_.prefix_caching ? plan.num_cached_tokens : -1;
     trace_.Step(replica, start, end, args);
   }
 
@@ -185,6 +197,7 @@ class MetricsCollector::Impl {
     requests_.Seconds(e2e).SecondsDouble(tpot_ns / 1e9);
     if (r.first_scheduled != kNever) requests_.Seconds(queue); else requests_.Empty();
     requests_.Int(r.num_preemptions);
+    if (options_.prefix_caching) requests_.Int(r.num_cached_tokens);
     requests_.EndRow();
   }
 
@@ -199,6 +212,7 @@ class MetricsCollector::Impl {
     // arrival is known; the other times never happened.
     requests_.Seconds(r.arrival).Empty().Empty().Int(r.prompt_len).Int(r.num_generated);
     requests_.Empty().Empty().Empty().Empty().Int(r.num_preemptions);
+    if (options_.prefix_caching) requests_.Int(r.num_cached_tokens);
     requests_.EndRow();
   }
 
@@ -259,6 +273,11 @@ class MetricsCollector::Impl {
       s.rejected_by_reason.emplace_back(std::string(name), n);
     }
     s.trace_dropped_steps = trace_.dropped_steps();
+    if (options_.prefix_caching) {
+      s.has_prefix_cache = true;
+      s.prefix_cache_replicas = prefix_replicas_;
+      for (const PrefixCacheStats& r : prefix_stats_) s.prefix_cache.Add(r);
+    }
     if (clients_csv_ != nullptr) s.WriteClientsCsv(*clients_csv_);
     return s;
   }
@@ -290,6 +309,8 @@ class MetricsCollector::Impl {
   int64_t input_tokens_ = 0, output_tokens_ = 0;
   int64_t preemptions_ = 0, recomputed_tokens_ = 0;
   int64_t swap_out_blocks_ = 0, swap_in_blocks_ = 0;
+  std::vector<PrefixCacheSummary> prefix_replicas_;  // by replica
+  std::vector<PrefixCacheStats> prefix_stats_;       // as reported
   std::array<int64_t, 4> rejected_by_reason_{};  // indexed by RejectReason
 
   TimeNs last_end_ = 0;  // latest step end or finish: the makespan
@@ -311,6 +332,20 @@ void MetricsCollector::OnStep(int32_t replica, const StepPlan& plan, TimeNs star
   impl_->OnStep(replica, plan, start, end, kv_blocks_used, waiting, preempted);
 }
 void MetricsCollector::OnFinished(const Request& request) { impl_->OnFinished(request); }
+void MetricsCollector::OnPrefixCacheStats(int32_t replica, const PrefixCacheStats& stats) {
+  impl_->OnPrefixCacheStats(replica, stats);
+}
+
+void PrefixCacheSummary::Add(const PrefixCacheStats& stats) {
+  queried_tokens += stats.queried_tokens;
+  hit_tokens += stats.hit_tokens;
+  queried_blocks += stats.queried_blocks;
+  hit_blocks += stats.hit_blocks;
+  inserted_blocks += stats.inserted_blocks;
+  evicted_blocks += stats.evicted_blocks;
+  token_hit_rate = Ratio(static_cast<double>(hit_tokens), static_cast<double>(queried_tokens));
+  block_hit_rate = Ratio(static_cast<double>(hit_blocks), static_cast<double>(queried_blocks));
+}
 void MetricsCollector::OnRejected(const Request& request) { impl_->OnRejected(request); }
 RunSummary MetricsCollector::Finish() { return impl_->Finish(); }
 

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/kv_cache_manager.h"
 #include "core/request.h"
 #include "core/step_plan.h"
 #include "core/time.h"
@@ -57,6 +58,9 @@ struct MetricsOptions {
   double service_input_weight = 1.0;
   double service_output_weight = 2.0;
   double fairness_window_s = 10.0;  // service-difference window; <= 0 = not computed
+  // Prefix caching on (scheduler.prefix_cache): requests.csv and steps.csv gain a
+  // cached_tokens column, the trace a cached_tokens arg, the summary a prefix_cache block.
+  bool prefix_caching = false;
 };
 
 // Where the streamed outputs go; any pointer may be null (that output is not written).
@@ -89,6 +93,18 @@ struct ClientSummary {
   double output_throughput = 0;  // output_tokens / the run's makespan, tok/s
   Distribution ttft_s, e2e_s;    // finished requests, as RunSummary's
   double max_queue_s = 0;        // longest first_scheduled - arrival
+};
+
+// Prefix-cache outcome of one replica or of all (KvCacheManager's PrefixCacheStats).
+struct PrefixCacheSummary {
+  int64_t queried_tokens = 0, hit_tokens = 0;  // hit_tokens = prefill tokens saved
+  int64_t queried_blocks = 0, hit_blocks = 0;
+  int64_t inserted_blocks = 0, evicted_blocks = 0;
+  double token_hit_rate = 0;  // hit_tokens / queried_tokens (0 with no query)
+  double block_hit_rate = 0;  // hit_blocks / queried_blocks
+
+  void Add(const PrefixCacheStats& stats);  // and recomputes the rates
+  nlohmann::ordered_json ToJson() const;
 };
 
 struct RunSummary {
@@ -137,6 +153,10 @@ struct RunSummary {
   double cost_per_million_output_tokens = 0;
   std::vector<std::pair<std::string, int64_t>> rejected_by_reason;  // enum order, > 0 only
   int64_t trace_dropped_steps = 0;  // steps past MetricsSinks::trace_max_steps
+  // Prefix caching (MetricsOptions::prefix_caching): over all replicas, and per replica.
+  bool has_prefix_cache = false;
+  PrefixCacheSummary prefix_cache;
+  std::vector<PrefixCacheSummary> prefix_cache_replicas;
 
   // Fairness. Service is counted as DELIVERED, in VTC's units: a request's prompt
   // (input_weight x prompt_len) when the step that makes its first token ends (once:
@@ -184,6 +204,8 @@ class MetricsCollector {
               int32_t kv_blocks_used, int32_t waiting, int32_t preempted);
   void OnFinished(const Request& request);
   void OnRejected(const Request& request);
+  // Prefix caching: replica's cache counters at the end of the run (before Finish).
+  void OnPrefixCacheStats(int32_t replica, const PrefixCacheStats& stats);
   // Closes the trace and returns the summary. Call once, after the last event.
   RunSummary Finish();
 

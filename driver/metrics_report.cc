@@ -63,6 +63,19 @@ std::string SloTargets(const RunSummary& s) {
 
 }  // namespace
 
+nlohmann::ordered_json PrefixCacheSummary::ToJson() const {
+  nlohmann::ordered_json j;
+  j["token_hit_rate"] = token_hit_rate;
+  j["block_hit_rate"] = block_hit_rate;
+  j["hit_tokens"] = hit_tokens;
+  j["queried_tokens"] = queried_tokens;
+  j["hit_blocks"] = hit_blocks;
+  j["queried_blocks"] = queried_blocks;
+  j["inserted_blocks"] = inserted_blocks;
+  j["evicted_blocks"] = evicted_blocks;
+  return j;
+}
+
 nlohmann::ordered_json RunSummary::ToJson() const {
   nlohmann::ordered_json j;
   j["name"] = name;
@@ -105,6 +118,13 @@ nlohmann::ordered_json RunSummary::ToJson() const {
   for (const auto& [reason, count] : rejected_by_reason) reasons[reason] = count;
   j["rejected_by_reason"] = std::move(reasons);
   j["trace_dropped_steps"] = trace_dropped_steps;
+  if (has_prefix_cache) {
+    nlohmann::ordered_json cache = prefix_cache.ToJson();
+    nlohmann::ordered_json replicas = nlohmann::ordered_json::array();
+    for (const PrefixCacheSummary& r : prefix_cache_replicas) replicas.push_back(r.ToJson());
+    cache["replicas"] = std::move(replicas);
+    j["prefix_cache"] = std::move(cache);
+  }
   j["service_input_weight"] = service_input_weight;
   j["service_output_weight"] = service_output_weight;
   j["fairness_window_s"] = fairness_window_s;
@@ -156,6 +176,26 @@ std::string RunSummary::ToMarkdown() const {
   Appendf(out, "- swap: %lld blocks out, %lld in, %.3f GiB over the host links\n\n",
           static_cast<long long>(swap_out_blocks), static_cast<long long>(swap_in_blocks),
           swap_bytes / (1024.0 * 1024.0 * 1024.0));
+
+  if (has_prefix_cache) {
+    out += "## Prefix cache\n\n";
+    out += "A query is one admission's lookup over all of its request's tokens; hits are the "
+           "tokens (blocks) taken from the cache, i.e. prefill not computed.\n\n";
+    out += "| replica | token hit rate | block hit rate | tokens saved | tokens queried | "
+           "blocks inserted | blocks evicted |\n";
+    out += "|---|---:|---:|---:|---:|---:|---:|\n";
+    const auto row = [&out](const std::string& name, const PrefixCacheSummary& c) {
+      Appendf(out, "| %s | %.2f%% | %.2f%% | %lld | %lld | %lld | %lld |\n", name.c_str(),
+              c.token_hit_rate * 100, c.block_hit_rate * 100,
+              static_cast<long long>(c.hit_tokens), static_cast<long long>(c.queried_tokens),
+              static_cast<long long>(c.inserted_blocks), static_cast<long long>(c.evicted_blocks));
+    };
+    for (size_t i = 0; i < prefix_cache_replicas.size(); ++i) {
+      row(std::to_string(i), prefix_cache_replicas[i]);
+    }
+    row("all", prefix_cache);
+    out += "\n";
+  }
 
   out += "## Clients\n\n";
   out += "| client | weight | requests | finished | rejected | output tok/s | service | "
@@ -238,6 +278,13 @@ std::string RunSummary::ToText() const {
     Appendf(out, ", %lld blocks swapped", static_cast<long long>(swap_out_blocks + swap_in_blocks));
   }
   out += "\n";
+  if (has_prefix_cache) {
+    Appendf(out, "prefix cache: %.2f%% of tokens hit (%.2f%% of blocks), %lld prefill tokens "
+            "saved, %lld blocks evicted\n",
+            prefix_cache.token_hit_rate * 100, prefix_cache.block_hit_rate * 100,
+            static_cast<long long>(prefix_cache.hit_tokens),
+            static_cast<long long>(prefix_cache.evicted_blocks));
+  }
   if (clients.size() >= 2) {
     Appendf(out, "fairness: Jain %.4f (run) %.4f (backlogged windows), service difference "
             "max %.1f mean %.1f (%lld windows of %g s)\n",

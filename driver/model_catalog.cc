@@ -35,6 +35,10 @@ constexpr Arch kArchs[] = {
     // meta-llama/Meta-Llama-3-{8B,70B}: 128K-token vocabulary, 8K window.
     {"llama-3-8b", 4096, 32, 32, 8, 14336, 128256, 8192, false, false, 1e-5, 500000.0},
     {"llama-3-70b", 8192, 80, 64, 8, 28672, 128256, 8192, false, false, 1e-5, 500000.0},
+    // meta-llama/Llama-3.1-{8B,70B}: Llama 3's shapes with a 128K window (llama3 rope
+    // scaling, which changes no cost or memory figure).
+    {"llama-3.1-8b", 4096, 32, 32, 8, 14336, 128256, 131072, false, false, 1e-5, 500000.0},
+    {"llama-3.1-70b", 8192, 80, 64, 8, 28672, 128256, 131072, false, false, 1e-5, 500000.0},
     // meta-llama/Llama-3.1-405B: 126 layers, 128K window.
     {"llama-3.1-405b", 16384, 126, 128, 8, 53248, 128256, 131072, false, false, 1e-5,
      500000.0},

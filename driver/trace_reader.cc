@@ -255,6 +255,17 @@ StatusOr<std::vector<TraceRecord>> ReadMooncakeTrace(const std::string& path) {
         }
         record.prefix_block_hashes.push_back(id.get<uint64_t>());
       }
+      // One id per 512-token block, the last one partial (the trace's README).
+      const int64_t blocks = (int64_t{record.prompt_len} + kMooncakeBlockTokens - 1) /
+                             kMooncakeBlockTokens;
+      if (static_cast<int64_t>(ids.size()) != blocks) {
+        return LineError(path, n,
+                         "expected " + std::to_string(blocks) + " ids (one per " +
+                             std::to_string(kMooncakeBlockTokens) + " tokens of input_length " +
+                             std::to_string(record.prompt_len) + "), got " +
+                             std::to_string(ids.size()),
+                         "hash_ids");
+      }
     }
     records.push_back(std::move(record));
   }

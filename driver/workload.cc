@@ -2,12 +2,15 @@
 // or trace replay (read whole, then rescaled), both tagged with clients by share.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "core/prefix_key.h"
+#include "core/rng.h"
 #include "driver/arrival_process.h"
 #include "driver/length_distribution.h"
-#include "core/rng.h"
+#include "driver/shared_prefixes.h"
 #include "driver/trace_reader.h"
 #include "driver/workload.h"
 
@@ -67,7 +70,7 @@ class SyntheticWorkload final : public Workload {
  public:
   SyntheticWorkload(const WorkloadConfig& config, uint64_t seed, ArrivalGenerator arrivals,
                     LengthDistribution input, LengthDistribution output, ClientPicker clients,
-                    StopRule stop)
+                    StopRule stop, std::optional<SharedPrefixes> prefixes)
       : arrivals_(std::move(arrivals)),
         input_(std::move(input)),
         output_(std::move(output)),
@@ -78,7 +81,9 @@ class SyntheticWorkload final : public Workload {
         arrival_rng_(seed, RngStream::kArrivals),
         input_rng_(seed, RngStream::kInputLengths),
         output_rng_(seed, RngStream::kOutputLengths),
-        client_rng_(seed, RngStream::kClients) {
+        client_rng_(seed, RngStream::kClients),
+        prefixes_(std::move(prefixes)),
+        prefix_rng_(seed, RngStream::kPrefixChoice) {
     // Same file => same rows (every row holds a value in each sampled column).
     SERVELAB_CHECK(!joint_ || input_.NumRows() == output_.NumRows());
   }
@@ -103,6 +108,8 @@ class SyntheticWorkload final : public Workload {
     }
     request.prefix_block_hashes.clear();
     request.prefix_block_tokens = 0;
+    request.prefix_identified_tokens = 0;
+    if (prefixes_) prefixes_->Apply(prefix_rng_, request);
     clients_.Pick(client_rng_, request);
     return true;
   }
@@ -118,6 +125,8 @@ class SyntheticWorkload final : public Workload {
   Rng input_rng_;
   Rng output_rng_;
   Rng client_rng_;
+  std::optional<SharedPrefixes> prefixes_;  // workload.prefix
+  Rng prefix_rng_;
   int64_t next_id_ = 0;
   bool done_ = false;
 };
@@ -143,9 +152,13 @@ class TraceWorkload final : public Workload {
     request.arrival = record.arrival;
     request.prompt_len = record.prompt_len;
     request.target_output_len = record.output_len;
+    // The trace's ids name a block's contents; the cache wants prefix hashes.
     request.prefix_block_hashes.assign(record.prefix_block_hashes.begin(),
                                        record.prefix_block_hashes.end());
-    request.prefix_block_tokens = record.prefix_block_hashes.empty() ? 0 : block_tokens_;
+    ChainPrefixHashes(request.prefix_block_hashes);
+    const bool keyed = !record.prefix_block_hashes.empty();
+    request.prefix_block_tokens = keyed ? block_tokens_ : 0;
+    request.prefix_identified_tokens = keyed ? record.prompt_len : 0;
     clients_.Pick(client_rng_, request);
     return true;
   }
@@ -228,9 +241,16 @@ StatusOr<std::unique_ptr<Workload>> MakeWorkload(const WorkloadConfig& config, u
   if (!input.ok()) return input.status();
   auto output = LengthDistribution::Make(config.output_tokens, "workload.output_tokens");
   if (!output.ok()) return output.status();
+  std::optional<SharedPrefixes> prefixes;
+  if (config.has_prefix) {
+    auto made = SharedPrefixes::Make(config.prefix, seed);
+    if (!made.ok()) return made.status();
+    prefixes = std::move(made).value();
+  }
   return std::unique_ptr<Workload>(
       new SyntheticWorkload(config, seed, std::move(*arrivals), std::move(*input),
-                            std::move(*output), std::move(*clients), stop));
+                            std::move(*output), std::move(*clients), stop,
+                            std::move(prefixes)));
 }
 
 }  // namespace servelab

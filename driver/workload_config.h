@@ -129,6 +129,26 @@ struct ClientConfig {
   }
 };
 
+// Shared system prompts (workload.prefix): each request starts, with probability
+// `share`, with one of `num_prompts` fixed prompts -- chosen by popularity, P(k) ~
+// k^-popularity_theta over k = 1..num_prompts (0: uniform) -- followed by its own
+// input_tokens. Requests that start with the same prompt share its KV blocks under
+// prefix caching. Lengths are drawn once per prompt from their own seeded stream.
+struct SharedPrefixConfig {
+  int32_t num_prompts = 1;
+  LengthDistConfig prompt_tokens = LengthDistConfig::Fixed(1024);
+  double popularity_theta = 0.0;
+  double share = 1.0;
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Field("num_prompts", num_prompts, Bounds{1, 1'000'000});
+    v.Section("prompt_tokens", prompt_tokens);
+    v.Field("popularity_theta", popularity_theta, Bounds{0.0, 100.0});
+    v.Field("share", share, kUnitInterval);
+  }
+};
+
 struct WorkloadConfig {
   // Stop after this many requests (0 = no limit) and/or after arrivals pass duration_s
   // (0 = no limit). A synthetic workload needs at least one of the two.
@@ -140,6 +160,8 @@ struct WorkloadConfig {
   bool has_trace = false;
   TraceConfig trace;  // when present, replaces arrival and the length distributions
   std::vector<ClientConfig> clients{ClientConfig{}};
+  bool has_prefix = false;
+  SharedPrefixConfig prefix;  // synthetic only: the prompt is a shared prefix + input_tokens
 
   template <class V>
   void VisitFields(V& v) {
@@ -150,6 +172,7 @@ struct WorkloadConfig {
       v.Section("arrival", arrival);
       v.Section("input_tokens", input_tokens);
       v.Section("output_tokens", output_tokens);
+      v.OptionalSection("prefix", prefix, has_prefix);
     }
     v.List("clients", clients);
   }

@@ -45,7 +45,7 @@ TEST(ConfigYamlTest, UnknownKeySuggestsTheClosest) {
             "exp.yaml:7: scheduler.max_num_seq: unknown key 'max_num_seq' (did you mean "
             "'max_num_seqs'?); valid keys here: batching, policy, max_num_seqs, "
             "max_num_batched_tokens, chunked_prefill, block_size, preemption, watermark, "
-            "max_model_len, sla_control");
+            "max_model_len, sla_control, prefix_cache");
   EXPECT_THAT(ErrorOf(std::string(kMinimal) + "sceduler: {}\n"),
               HasSubstr("exp.yaml:6: sceduler: unknown key 'sceduler' (did you mean 'scheduler'?)"));
 }

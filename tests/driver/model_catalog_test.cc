@@ -7,8 +7,8 @@ namespace {
 
 TEST(ModelCatalogTest, NamesAreTheDocumentedSet) {
   const std::vector<std::string> expected = {
-      "llama-2-7b",  "llama-2-13b", "llama-2-70b", "llama-3-8b",  "llama-3-70b", "llama-3.1-405b",
-      "mistral-7b",  "qwen2.5-7b",  "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b"};
+      "llama-2-7b",  "llama-2-13b", "llama-2-70b", "llama-3-8b",  "llama-3-70b", "llama-3.1-8b",
+      "llama-3.1-70b", "llama-3.1-405b", "mistral-7b",  "qwen2.5-7b",  "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b"};
   EXPECT_EQ(ModelNames(), expected);
 }
 
@@ -18,7 +18,8 @@ TEST(ModelCatalogTest, ParameterCountsMatchTheModelCards) {
     const char* name;
     double params;
   } cases[] = {{"llama-2-7b", 6.74e9},   {"llama-2-13b", 13.02e9},  {"llama-2-70b", 68.98e9},
-               {"llama-3-8b", 8.03e9},   {"llama-3-70b", 70.55e9},  {"llama-3.1-405b", 405.9e9},
+               {"llama-3-8b", 8.03e9},   {"llama-3-70b", 70.55e9},  {"llama-3.1-8b", 8.03e9},
+               {"llama-3.1-70b", 70.55e9}, {"llama-3.1-405b", 405.9e9},
                {"mistral-7b", 7.25e9},   {"qwen2.5-7b", 7.62e9},    {"qwen2.5-14b", 14.7e9},
                {"qwen2.5-32b", 32.5e9},  {"qwen2.5-72b", 72.7e9}};
   for (const auto& c : cases) {

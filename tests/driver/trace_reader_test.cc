@@ -200,6 +200,14 @@ INSTANTIATE_TEST_SUITE_P(
         MalformedCase{"mooncake_hash", TraceFormat::kMooncake,
                       "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
                       "\"hash_ids\": [1, -2]}\n",
+                      ":1:", "hash_ids"},
+        MalformedCase{"mooncake_hash_count", TraceFormat::kMooncake,
+                      "{\"timestamp\": 0, \"input_length\": 513, \"output_length\": 1, "
+                      "\"hash_ids\": [1]}\n",
+                      ":1:", "hash_ids"},
+        MalformedCase{"mooncake_hash_not_list", TraceFormat::kMooncake,
+                      "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1, "
+                      "\"hash_ids\": 7}\n",
                       ":1:", "hash_ids"}),
     [](const testing::TestParamInfo<MalformedCase>& info) { return info.param.name; });
 

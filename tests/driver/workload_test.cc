@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/prefix_key.h"
+
 #include "driver/trace_reader.h"
 
 namespace servelab {
@@ -231,9 +233,18 @@ TEST(WorkloadTest, MooncakeTraceCarriesPrefixHashes) {
       "{\"timestamp\": 10, \"input_length\": 100, \"output_length\": 3, \"hash_ids\": [0]}\n");
   const auto requests = Drain(*Make(TraceConfigFor(path, TraceFormat::kMooncake)));
   ASSERT_EQ(requests.size(), 2u);
-  EXPECT_EQ(requests[0].prefix_block_hashes, (std::vector<uint64_t>{0, 9}));
+  // The ids become prefix hashes: hash j names ids 0..j, so the first is shared and the
+  // second differs from a lone id 9's.
+  std::vector<uint64_t> chained{0, 9};
+  ChainPrefixHashes(chained);
+  EXPECT_EQ(requests[0].prefix_block_hashes, chained);
+  std::vector<uint64_t> lone{9};
+  ChainPrefixHashes(lone);
+  EXPECT_NE(chained[1], lone[0]);
   EXPECT_EQ(requests[0].prefix_block_tokens, 512);
-  EXPECT_EQ(requests[1].prefix_block_hashes, (std::vector<uint64_t>{0}));
+  EXPECT_EQ(requests[0].prefix_identified_tokens, 600);
+  EXPECT_EQ(requests[1].prefix_block_hashes, (std::vector<uint64_t>{chained[0]}));
+  EXPECT_EQ(requests[1].prefix_identified_tokens, 100);
   EXPECT_EQ(requests[1].arrival, 10 * kNsPerMs);
 }
 
