@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cstdio>
+#include <iterator>
+#include <vector>
 
 namespace servelab {
 namespace {
@@ -33,6 +35,14 @@ constexpr Column kColumns[] = {
     {"cost_per_million_output_tokens", "/cost_per_million_output_tokens"},
     {"jain_index", "/jain_index"},
     {"window_jain_index", "/window_jain_index"},
+};
+
+// Added when any point ran with a prefix cache (scheduler.prefix_cache).
+constexpr Column kPrefixColumns[] = {
+    {"prefix_token_hit_rate", "/prefix_cache/token_hit_rate"},
+    {"prefix_block_hit_rate", "/prefix_cache/block_hit_rate"},
+    {"prefix_hit_tokens", "/prefix_cache/hit_tokens"},
+    {"prefix_evicted_blocks", "/prefix_cache/evicted_blocks"},
 };
 
 std::string Number(double v) {
@@ -83,10 +93,14 @@ bool AnyHas(const std::vector<nlohmann::ordered_json>& jsons, const char* pointe
 
 std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>& results) {
   const std::vector<nlohmann::ordered_json> jsons = Jsons(results);
+  std::vector<Column> columns(std::begin(kColumns), std::end(kColumns));
+  if (AnyHas(jsons, "/prefix_cache")) {
+    columns.insert(columns.end(), std::begin(kPrefixColumns), std::end(kPrefixColumns));
+  }
   std::string out;
   for (const auto& axis : sweep.axes) out += Quote(axis.key) + ",";
   out += "folder,status";
-  for (const Column& c : kColumns) (out += ',') += c.name;
+  for (const Column& c : columns) (out += ',') += c.name;
   out += "\n";
   for (size_t p = 0; p < sweep.points.size(); ++p) {
     const SweepPoint& point = sweep.points[p];
@@ -94,7 +108,7 @@ std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>
       out += Quote(sweep.axes[a].values[point.index[a]]) + ",";
     }
     out += Quote(point.folder) + (results[p].ok() ? ",ok" : ",failed");
-    for (const Column& c : kColumns) {
+    for (const Column& c : columns) {
       const nlohmann::ordered_json* value =
           jsons[p].is_null() ? nullptr : Find(jsons[p], c.pointer);
       out += ',';
@@ -109,17 +123,20 @@ std::string CompareTable(const std::vector<std::string>& labels,
                          const std::vector<StatusOr<RunSummary>>& results) {
   const std::vector<nlohmann::ordered_json> jsons = Jsons(results);
   const bool jain = AnyHas(jsons, "/jain_index");
+  const bool prefix = AnyHas(jsons, "/prefix_cache");
   std::string out =
       "| policy | finished | output tok/s | TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | "
       "TPOT p99 (ms) | E2E mean (s) | E2E p99 (s) | goodput (req/s) |";
-  out += jain ? " Jain |\n" : "\n";
+  out += jain ? " Jain |" : "";
+  out += prefix ? " prefix hit |\n" : "\n";
   out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
-  out += jain ? "---:|\n" : "\n";
+  out += jain ? "---:|" : "";
+  out += prefix ? "---:|\n" : "\n";
   for (size_t i = 0; i < results.size(); ++i) {
     char row[512];
     if (!results[i].ok()) {
-      std::snprintf(row, sizeof row, "| %s | failed | | | | | | | | |%s\n", labels[i].c_str(),
-                    jain ? " |" : "");
+      std::snprintf(row, sizeof row, "| %s | failed | | | | | | | | |%s%s\n", labels[i].c_str(),
+                    jain ? " |" : "", prefix ? " |" : "");
       out += row;
       continue;
     }
@@ -134,6 +151,15 @@ std::string CompareTable(const std::vector<std::string>& labels,
       const nlohmann::ordered_json* j = Find(jsons[i], "/jain_index");
       if (j != nullptr && j->is_number()) {
         std::snprintf(row, sizeof row, " %.4f |", j->get<double>());
+        out += row;
+      } else {
+        out += " |";
+      }
+    }
+    if (prefix) {
+      const nlohmann::ordered_json* j = Find(jsons[i], "/prefix_cache/token_hit_rate");
+      if (j != nullptr && j->is_number()) {
+        std::snprintf(row, sizeof row, " %.2f%% |", j->get<double>() * 100);
         out += row;
       } else {
         out += " |";

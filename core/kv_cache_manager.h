@@ -100,6 +100,11 @@ class KvCacheManager {
   int32_t CachedPrefixTokens(const Request& request) const {
     return MatchPrefix(request) * block_size_;
   }
+  // The last block of that cached prefix (the radix tree's node where the request's
+  // match ends), or -1 when nothing is cached.
+  int32_t LastCachedBlock(const Request& request) const {
+    return MatchPrefix(request) > 0 ? match_.blocks.back() : -1;
+  }
 
   // Whether a waiting request could be admitted with room for `num_tokens` more tokens
   // after its cached prefix, the watermark kept free (a swapped-out request's blocks

@@ -38,6 +38,8 @@ class RadixPrefixCache final : public PrefixCache {
   // The tree, for tests and inspection: the root's id, and a node's children (most
   // recently inserted first).
   int32_t Root() const { return root_; }
+  // A cached block's parent node (Root() for a first block). REQUIRES: IsCached(block).
+  int32_t Parent(int32_t block) const { return parent_[block]; }
   std::vector<int32_t> Children(int32_t node) const;
 
  private:

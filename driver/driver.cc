@@ -47,6 +47,7 @@ StatusOr<std::unique_ptr<Driver>> Driver::Create(const DriverOptions& options,
                                                    options.scheduler.PrefixCaching());
     PolicyContext context = options.policy_context;
     context.replica = i;
+    context.kv = replica->kv.get();
     if (b.PredictPrefillTime(1).has_value()) {
       context.prefill_time_s = [&b](int32_t tokens) { return ToSeconds(*b.PredictPrefillTime(tokens)); };
     }

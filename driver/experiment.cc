@@ -41,10 +41,17 @@ StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
     d.policy_context.clients.push_back(PolicyClient{c.name, c.priority, c.weight});
   }
 
-  // Surface every construction error now, before anything runs or is written.
-  if (auto policy = BuiltinPolicies().Make(config.scheduler.policy, d.policy_context);
-      !policy.ok()) {
-    return policy.status();
+  // Surface every construction error now, before anything runs or is written. (A
+  // one-block KV manager with the configured prefix cache stands in for the replicas'
+  // for policies that order by it.)
+  {
+    const KvCacheManager probe_kv(1, config.scheduler.block_size, 0, 0,
+                                  config.scheduler.PrefixCaching());
+    PolicyContext probe = d.policy_context;
+    probe.kv = &probe_kv;
+    if (auto policy = BuiltinPolicies().Make(config.scheduler.policy, probe); !policy.ok()) {
+      return policy.status();
+    }
   }
   if (auto router = BuiltinRouters().Make(config.cluster.router); !router.ok()) {
     return router.status();

@@ -56,7 +56,7 @@ struct PrecisionConfig {
 
 struct ClusterConfig {
   int32_t replicas = 1;  // identical replicas (data parallel), each its own scheduler
-  NamedParams router{"round_robin", {}, "cluster.router", "", ""};  // round_robin | least_loaded
+  NamedParams router{"round_robin", {}, "cluster.router", "", ""};  // round_robin | least_loaded | cache_aware
 
   template <class V>
   void VisitFields(V& v) {

@@ -1,5 +1,7 @@
 #include "driver/router.h"
 
+#include "driver/cache_aware_router.h"
+
 namespace servelab {
 namespace {
 
@@ -39,6 +41,21 @@ void RegisterBuiltinRouters(RouterRegistry& registry) {
                     [](ParamReader&) -> StatusOr<std::unique_ptr<Router>> {
                       return std::unique_ptr<Router>(std::make_unique<LeastLoadedRouter>());
                     });
+  registry.Register(
+      "cache_aware",
+      "SGLang's router: longest cached prefix unless the loads are imbalanced",
+      [](ParamReader& params) -> StatusOr<std::unique_ptr<Router>> {
+        CacheAwareRouterOptions o;
+        o.cache_threshold = params.GetDouble("cache_threshold", o.cache_threshold, kUnitInterval);
+        o.balance_abs_threshold = params.GetInt("balance_abs_threshold", o.balance_abs_threshold,
+                                                Bounds{0, 1e9});
+        o.balance_rel_threshold =
+            params.GetDouble("balance_rel_threshold", o.balance_rel_threshold, Bounds{1.0, 1e6});
+        o.max_tree_tokens =
+            params.GetInt("max_tree_tokens", o.max_tree_tokens, Bounds{1, 1e12});
+        SERVELAB_RETURN_IF_ERROR(params.Finish());
+        return std::unique_ptr<Router>(std::make_unique<CacheAwareRouter>(o));
+      });
 }
 
 const RouterRegistry& BuiltinRouters() {

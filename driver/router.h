@@ -31,6 +31,7 @@ class Router {
 // The router registry (core/registry.h):
 //   round_robin   replica 0, 1, ..., n-1, 0, ...
 //   least_loaded  fewest pending tokens (ties: lowest index), as a join-shortest-queue.
+//   cache_aware   SGLang's cache-aware router (driver/cache_aware_router.h).
 using RouterRegistry = Registry<Router>;
 void RegisterBuiltinRouters(RouterRegistry& registry);
 const RouterRegistry& BuiltinRouters();

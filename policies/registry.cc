@@ -3,6 +3,7 @@
 #include "policies/fcfs_policy.h"
 #include "policies/length_policies.h"
 #include "policies/mlfq_policy.h"
+#include "policies/prefix_policies.h"
 #include "policies/priority_policy.h"
 #include "policies/vtc_policy.h"
 
@@ -29,6 +30,12 @@ void RegisterBuiltinPolicies(PolicyRegistry& registry) {
   registry.Register("mlfq",
                     "FastServe skip-join MLFQ: prefill-sized entry level, quantum demotion",
                     MakeMlfqPolicy);
+  registry.Register("lpm",
+                    "longest cached prefix first (SGLang); FCFS past fcfs_threshold waiting",
+                    MakeLpmPolicy);
+  registry.Register("dfs-weight",
+                    "SGLang's depth-first radix-tree weighting: shared prefixes run together",
+                    MakeDfsWeightPolicy);
 }
 
 const PolicyRegistry& BuiltinPolicies() {

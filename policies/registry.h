@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kv_cache_manager.h"
 #include "core/policy.h"
 #include "core/registry.h"
 
@@ -27,6 +28,10 @@ struct PolicyContext {
   // simulator's cost model), for policies that size quanta by it (MLFQ's skip-join). May
   // be empty: then a policy falls back to its own documented estimate.
   std::function<double(int32_t)> prefill_time_s;
+  // The replica's KV manager (it outlives the policy), for prefix-aware policies: what a
+  // waiting request would take from the prefix cache, and the radix tree. Null in tests
+  // that build policies alone.
+  const KvCacheManager* kv = nullptr;
 };
 
 // Factories read their parameters from the ParamReader; the registry reports unknown or

@@ -1,0 +1,67 @@
+#pragma once
+// Prefix-aware ordering (SGLang's cache-aware policies), over the replica's prefix cache
+// (PolicyContext::kv; scheduler.prefix_cache must be on):
+//
+//   lpm         longest prefix match first: each scheduling round ranks the waiting
+//               requests by the tokens the cache holds for them, most first, ties in
+//               arrival order (a preempted request at the front). With more than
+//               `fcfs_threshold` (128) waiting, matching them all costs more than it
+//               gains, and the order is FCFS.
+//   dfs-weight  SGLang's depth-first weighting over the radix tree (type: radix): each
+//               waiting request sits at the node where its match ends; a node's weight
+//               is the number of waiting requests at or below it; the order visits the
+//               tree depth first, heavier children first, a node's own requests after its
+//               children's (ties by first appearance in arrival order). Requests that
+//               share a prefix run together while it is cached. Same threshold.
+//
+// A round is what lies between two iterations: the ranking is computed at the round's
+// first Peek and kept until the next OnStepDone (the cache only changes when a step
+// commits). Victim: the latest admitted, as FCFS.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "core/kv_cache_manager.h"
+#include "core/params.h"
+#include "core/policy.h"
+#include "core/status.h"
+
+namespace servelab {
+
+class PrefixAwarePolicy final : public Policy {
+ public:
+  enum class Rule : uint8_t { kLongestPrefixMatch, kDfsWeight };
+  // REQUIRES: kv has a prefix cache (a radix tree for kDfsWeight); fcfs_threshold >= 0.
+  PrefixAwarePolicy(Rule rule, const KvCacheManager* kv, int32_t fcfs_threshold);
+
+  std::string_view Name() const override {
+    return rule_ == Rule::kLongestPrefixMatch ? "lpm" : "dfs-weight";
+  }
+  void Enqueue(Request& request, TimeNs now) override;
+  Request* Peek(TimeNs now) override;
+  void Admitted(Request& request, TimeNs now) override;
+  Request* PickVictim(std::span<Request* const> running, TimeNs now) override;
+  void OnStepDone(const StepPlan&, const StepResult&, TimeNs) override { ranked_ = false; }
+  size_t NumWaiting() const override { return waiting_.size(); }
+
+ private:
+  void Rank();
+  void RankByMatch();
+  void RankDepthFirst();
+
+  Rule rule_;
+  const KvCacheManager* kv_;
+  int32_t fcfs_threshold_;
+  std::deque<Request*> waiting_;  // FCFS order: arrivals at the back, preempted at the front
+  bool ranked_ = false;
+  std::vector<Request*> order_;   // this round's ranking, not yet admitted ones
+  size_t next_ = 0;               // order_[next_] is the candidate
+};
+
+struct PolicyContext;
+StatusOr<std::unique_ptr<Policy>> MakeLpmPolicy(ParamReader& params, const PolicyContext& context);
+StatusOr<std::unique_ptr<Policy>> MakeDfsWeightPolicy(ParamReader& params,
+                                                      const PolicyContext& context);
+
+}  // namespace servelab
