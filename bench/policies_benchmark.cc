@@ -1,10 +1,13 @@
 // Every registered policy on one common workload, and the scheduler's own cost per
-// iteration under each policy with 256 running requests (target: under 2 us).
+// iteration under each policy with 256 running requests (target: under 2 us), with the
+// prefix cache off and, for fcfs and the prefix-aware policies, on (hash and radix;
+// prompts of 500 tokens, the first 400 one of 8 shared prefixes).
 #include <benchmark/benchmark.h>
 
 #include <deque>
 
 #include "core/kv_cache_manager.h"
+#include "core/prefix_key.h"
 #include "core/scheduler.h"
 #include "policies/registry.h"
 #include "sim/sim_backend.h"
@@ -25,12 +28,17 @@ PolicyContext TwoClients() {
 // Schedule + Commit with `batch` running requests in steady state: each generates up to
 // 1,000 tokens, then a fresh request takes its place (so the policy's Enqueue, Peek and
 // Admitted run at the natural rate, and OnStepDone every step).
-void BM_SchedulerIterationPerPolicy(benchmark::State& state, const std::string& policy_name) {
+bool NeedsPrefixCache(const std::string& policy) { return policy == "lpm" || policy == "dfs-weight"; }
+
+void BM_SchedulerIterationPerPolicy(benchmark::State& state, const std::string& policy_name,
+                                    PrefixCacheType cache) {
   const int32_t batch = static_cast<int32_t>(state.range(0));
   SchedulerConfig config;
   config.max_num_seqs = batch;
-  KvCacheManager kv(batch * 100, 16, 0);
-  auto policy = BuiltinPolicies().Make(NamedParams{policy_name, {}, "policy", "", ""}, TwoClients());
+  KvCacheManager kv(batch * 100, 16, 0, 0, cache);
+  PolicyContext context = TwoClients();
+  context.kv = &kv;
+  auto policy = BuiltinPolicies().Make(NamedParams{policy_name, {}, "policy", "", ""}, context);
   if (!policy.ok()) {
     state.SkipWithError(policy.status().message().c_str());
     return;
@@ -46,6 +54,13 @@ void BM_SchedulerIterationPerPolicy(benchmark::State& state, const std::string& 
     r.priority = r.client;
     r.arrival = now;
     r.prompt_len = 500;
+    if (cache != PrefixCacheType::kNone) {
+      r.prefix_block_tokens = 16;
+      r.prefix_identified_tokens = 400;
+      r.prefix_block_hashes.resize(25);
+      for (size_t j = 0; j < 25; ++j) r.prefix_block_hashes[j] = MixKey(next_id % 8, j);
+      ChainPrefixHashes(r.prefix_block_hashes);
+    }
     r.target_output_len = 1000 - static_cast<int32_t>(next_id++ % batch);
     scheduler.AddRequest(r, now);
   };
@@ -73,6 +88,8 @@ void BM_PolicyOnCommonWorkload(benchmark::State& state, const std::string& polic
   c.model = *FindModel("llama-2-7b");
   c.hardware.gpu = *FindGpu("a100-80gb");
   c.scheduler.policy.name = policy_name;
+  c.scheduler.has_prefix_cache = NeedsPrefixCache(policy_name);
+  c.scheduler.prefix_cache.type = PrefixCacheType::kRadix;
   c.scheduler.max_num_seqs = 64;
   c.workload.num_requests = 3000;
   c.workload.arrival.rate = 12;
@@ -106,9 +123,20 @@ void BM_PolicyOnCommonWorkload(benchmark::State& state, const std::string& polic
 
 const bool kRegistered = [] {
   for (const std::string& name : BuiltinPolicies().Names()) {
-    benchmark::RegisterBenchmark(("BM_SchedulerIteration/" + name).c_str(),
-                                 BM_SchedulerIterationPerPolicy, name)
-        ->Arg(256);
+    if (!NeedsPrefixCache(name)) {
+      benchmark::RegisterBenchmark(("BM_SchedulerIteration/" + name).c_str(),
+                                   BM_SchedulerIterationPerPolicy, name, PrefixCacheType::kNone)
+          ->Arg(256);
+    }
+    if (name == "fcfs" || NeedsPrefixCache(name)) {
+      for (const PrefixCacheType cache : {PrefixCacheType::kHash, PrefixCacheType::kRadix}) {
+        if (name == "dfs-weight" && cache == PrefixCacheType::kHash) continue;
+        const std::string type(NameOf(EnumNames<PrefixCacheType>(kPrefixCacheTypeNames), cache));
+        benchmark::RegisterBenchmark(("BM_SchedulerIteration/" + name + "/" + type).c_str(),
+                                     BM_SchedulerIterationPerPolicy, name, cache)
+            ->Arg(256);
+      }
+    }
     benchmark::RegisterBenchmark(("BM_PolicyOnCommonWorkload/" + name).c_str(),
                                  BM_PolicyOnCommonWorkload, name)
         ->Unit(benchmark::kMillisecond)

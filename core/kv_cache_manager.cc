@@ -1,6 +1,7 @@
 #include "core/kv_cache_manager.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "core/status.h"
 
@@ -9,6 +10,9 @@ namespace servelab {
 KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, int32_t watermark_blocks,
                                int32_t num_host_blocks, PrefixCacheType prefix_cache)
     : block_size_(block_size),
+      block_shift_(std::has_single_bit(static_cast<uint32_t>(block_size))
+                       ? std::countr_zero(static_cast<uint32_t>(block_size))
+                       : -1),
       watermark_blocks_(watermark_blocks),
       device_(num_blocks),
       host_(num_host_blocks),
@@ -44,7 +48,11 @@ void KvCacheManager::ReleaseBlock(int32_t block) {
 
 void KvCacheManager::Grow(Request& request, int32_t count) {
   SERVELAB_CHECK(count <= NumFreeBlocks());
-  if (cache_ != nullptr) ++epoch_;
+  if (cache_ == nullptr) {  // (hot: every block a decode opens)
+    while (count-- > 0) request.block_table.push_back(device_.Take());
+    return;
+  }
+  ++epoch_;
   while (count-- > 0) request.block_table.push_back(TakeBlock());
 }
 

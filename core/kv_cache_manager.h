@@ -124,11 +124,10 @@ class KvCacheManager {
   // its blocks that became full and have a key are registered in the prefix cache.
   // With a cache that deduplicates (radix), a block already cached under its key is
   // replaced in the request's table by the cached one, and its own freed.
+  // (Hot: once per scheduled request per step. REQUIRES: Cache() != nullptr.)
   void CacheComputedBlocks(Request& request, int32_t from_tokens) {
-    if (cache_ == nullptr || request.num_computed_tokens / block_size_ == from_tokens / block_size_) {
-      return;
-    }
-    InsertBlocks(request, from_tokens / block_size_);
+    const int32_t first = BlockOf(from_tokens);
+    if (BlockOf(request.num_computed_tokens) != first) InsertBlocks(request, first);
   }
 
   // Moves every block of a running request to the host (device -> host copies appended
@@ -148,6 +147,10 @@ class KvCacheManager {
     std::vector<int32_t> blocks;  // host block ids, token order
   };
 
+  // The block holding token `index` (a shift for the usual power-of-two sizes).
+  int32_t BlockOf(int32_t index) const {
+    return block_shift_ >= 0 ? index >> block_shift_ : index / block_size_;
+  }
   int32_t BlocksFor(int64_t num_tokens) const {
     return static_cast<int32_t>((num_tokens + block_size_ - 1) / block_size_);
   }
@@ -173,6 +176,7 @@ class KvCacheManager {
   };
 
   int32_t block_size_;
+  int32_t block_shift_;  // log2(block_size_) when a power of two, else -1
   int32_t watermark_blocks_;
   BlockPool device_;
   BlockPool host_;

@@ -83,9 +83,8 @@ const StepPlan& Scheduler::Schedule(TimeNs now) {
 }
 
 void Scheduler::FinishPlan() {
-  int32_t prefill = 0, decode = 0, emitting = 0, padding = 0, cached = 0;
+  int32_t prefill = 0, decode = 0, emitting = 0, padding = 0;
   for (const ScheduledRequest& s : plan_.seqs) {
-    cached += s.num_cached_tokens;
     const bool is_decode = s.IsDecode();
     decode += is_decode ? 1 : 0;
     prefill += is_decode ? 0 : s.num_new_tokens;
@@ -96,7 +95,6 @@ void Scheduler::FinishPlan() {
   plan_.num_decode_tokens = decode;
   plan_.num_emitting = emitting;
   plan_.num_padding = padding;
-  plan_.num_cached_tokens = cached;
 }
 
 void Scheduler::PreemptForWaiting(TimeNs now, int32_t budget) {
@@ -185,6 +183,7 @@ void Scheduler::AdmitWaiting(TimeNs now, int32_t& budget) {
     running_.push_back(r);
     AddToPlan(*r, n);
     plan_.seqs.back().num_cached_tokens = cached;
+    plan_.num_cached_tokens += cached;
     budget -= n;
   }
 }
@@ -210,11 +209,12 @@ std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end
   finished_.clear();
   size_t sampled = 0;
   bool any_done = false;
+  const bool caching = kv_->Cache() != nullptr;
   for (const ScheduledRequest& s : plan_.seqs) {
     if (s.is_padding) continue;
     Request& r = *s.request;
     r.num_computed_tokens += s.num_new_tokens;
-    kv_->CacheComputedBlocks(r, s.num_computed_tokens);
+    if (caching) kv_->CacheComputedBlocks(r, s.num_computed_tokens);
     if (!s.emits_token) continue;
     r.num_generated += 1;
     if (r.num_generated == 1) {  // (reads only the hot cache line: see request.h)

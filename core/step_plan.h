@@ -47,7 +47,7 @@ struct StepPlan {
   int32_t num_decode_tokens = 0;       // number of decode seqs (padding included)
   int32_t num_emitting = 0;            // seqs with emits_token (LM head rows)
   int32_t num_padding = 0;             // static-batching padding seqs
-  int32_t num_cached_tokens = 0;       // sum of num_cached_tokens over seqs
+  int32_t num_cached_tokens = 0;       // sum of num_cached_tokens over seqs (admissions)
 
   bool empty() const { return seqs.empty() && swap_out.empty() && swap_in.empty(); }
   int32_t NumTokens() const { return num_prefill_tokens + num_decode_tokens; }

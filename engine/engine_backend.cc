@@ -42,7 +42,7 @@ void EngineBackend::EnsurePrompts(const StepPlan& plan) {
       // A request's first step (finished requests were forgotten, and a request is never
       // scheduled after it finished).
       SERVELAB_CHECK(r.num_generated == 0);
-      tokens_.AddPrompt(r.id, SyntheticPrompt(options_.seed, r.id, r.prompt_len, vocab));
+      tokens_.AddPrompt(r.id, SyntheticPrompt(options_.seed, r, vocab));
     }
     SERVELAB_CHECK_MSG(tokens_.PromptLen(r.id) == r.prompt_len,
                        "request " + std::to_string(r.id) + ": prompt of " +

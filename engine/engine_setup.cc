@@ -64,14 +64,6 @@ Status CheckEngineSection(const ExperimentConfig& config) {
                            "engine.device: cuda (for the cpu engine, engine.create_model "
                            "writes a seeded random checkpoint instead)");
   }
-  if (config.scheduler.has_prefix_cache &&
-      config.scheduler.prefix_cache.type != PrefixCacheType::kNone) {
-    // The engine synthesizes each request's prompt from its id, so requests the
-    // workload says share a prefix would not share tokens: their blocks must not be.
-    return InvalidArgument(config.source_path + ": scheduler.prefix_cache: the engine backend "
-                           "does not share prefixes yet (its prompts are synthesized per "
-                           "request); use backend: sim, or prefix_cache: {type: none}");
-  }
 #if !SERVELAB_HAS_CUDA
   if (engine.device == EngineDevice::kCuda) {
     return InvalidArgument(config.source_path + ": engine.device: cuda, but this servelab "

@@ -1,7 +1,9 @@
 #include "engine/token_store.h"
 
+#include <algorithm>
 #include <string>
 
+#include "core/prefix_key.h"
 #include "core/rng.h"
 #include "core/status.h"
 
@@ -45,6 +47,20 @@ std::vector<int32_t> SyntheticPrompt(uint64_t seed, int64_t request_id, int32_t 
   Rng rng(seed, kPromptStreamSalt ^ static_cast<uint64_t>(request_id));
   std::vector<int32_t> ids(static_cast<size_t>(length));
   for (int32_t& id : ids) id = static_cast<int32_t>(rng.UniformInt(0, vocab_size - 1));
+  return ids;
+}
+
+std::vector<int32_t> SyntheticPrompt(uint64_t seed, const Request& request, int32_t vocab_size) {
+  std::vector<int32_t> ids = SyntheticPrompt(seed, request.id, request.prompt_len, vocab_size);
+  if (request.prefix_block_tokens <= 0) return ids;
+  const int64_t shared = std::min<int64_t>(
+      {request.prefix_identified_tokens, request.prompt_len,
+       static_cast<int64_t>(request.prefix_block_hashes.size()) * request.prefix_block_tokens});
+  for (int64_t p = 0; p < shared; ++p) {
+    const uint64_t hash = request.prefix_block_hashes[static_cast<size_t>(p / request.prefix_block_tokens)];
+    ids[static_cast<size_t>(p)] =
+        static_cast<int32_t>(MixKey(hash, static_cast<uint64_t>(p)) % static_cast<uint64_t>(vocab_size));
+  }
   return ids;
 }
 

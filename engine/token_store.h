@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/request.h"
+
 namespace servelab {
 
 class TokenStore {
@@ -47,5 +49,11 @@ class TokenStore {
 // REQUIRES: length >= 0, vocab_size >= 1.
 std::vector<int32_t> SyntheticPrompt(uint64_t seed, int64_t request_id, int32_t length,
                                      int32_t vocab_size);
+
+// The prompt the engine synthesizes for `request`: SyntheticPrompt's, except that the
+// leading tokens its prefix hashes identify (core/prefix_key.h) are a function of those
+// hashes and the position alone, so requests the workload says share a prefix share its
+// token ids -- and the prefix cache's shared blocks hold exactly their KV.
+std::vector<int32_t> SyntheticPrompt(uint64_t seed, const Request& request, int32_t vocab_size);
 
 }  // namespace servelab

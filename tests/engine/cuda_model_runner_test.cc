@@ -355,11 +355,12 @@ TEST_F(CudaRunnerTest, SwapOutAndInRestoresTheCache) {
 // greedy choice of the f32 CPU runner fed the same ids: a token counts as greedy when its
 // CPU logit is within 2 x kBf16Rel of the row's scale from the row's maximum: the CUDA
 // argmax's CPU logit can trail the CPU maximum by two logit errors, each <= kBf16Rel.
-int32_t NonGreedyTokens(std::shared_ptr<const ModelWeights> weights, uint64_t seed, int64_t id,
-                        int32_t prompt_len, const std::vector<int32_t>& sampled) {
+int32_t NonGreedyTokens(std::shared_ptr<const ModelWeights> weights, int64_t id,
+                        const std::vector<int32_t>& prompt, const std::vector<int32_t>& sampled) {
   auto cpu = testing::MakeRunner(weights, 64, 4);
   TokenStore tokens;
-  tokens.AddPrompt(id, SyntheticPrompt(seed, id, prompt_len, kVocab));
+  const auto prompt_len = static_cast<int32_t>(prompt.size());
+  tokens.AddPrompt(id, prompt);
   Request r = MakeRequest(id, prompt_len, Blocks(0, 64));
   std::vector<float> logits = RunStep(*cpu, tokens, {Seq(r, 0, prompt_len, true)});
   int32_t bad = 0;
@@ -398,10 +399,34 @@ TEST_F(CudaRunnerTest, PreemptionKeepsGreedyDecodingUnderTheScheduler) {
   for (const testing::Outcome* o : {&reference, &recomputed, &swapped}) {
     for (const auto& [id, sampled] : o->tokens) {
       EXPECT_EQ(static_cast<int32_t>(sampled.size()), o->target.at(id)) << id;
-      EXPECT_EQ(NonGreedyTokens(weights_, options.backend.seed, id, o->prompt_len.at(id), sampled), 0)
+      EXPECT_EQ(NonGreedyTokens(weights_, id, o->prompts.at(id), sampled), 0)
           << "request " << id;
     }
     EXPECT_EQ(o->tokens_left, 0u);
+  }
+}
+
+// Prefix caching on the CUDA runner: the same block tables as the CPU engine's test
+// (shared prefixes, their blocks computed once; with room and under recompute
+// preemption), every sampled token a greedy choice of the f32 reference.
+TEST_F(CudaRunnerTest, PrefixCachingKeepsGreedyDecoding) {
+  for (const PrefixCacheType type : {PrefixCacheType::kHash, PrefixCacheType::kRadix}) {
+    for (const int32_t blocks : {200, 24}) {
+      testing::RunOptions options;
+      options.backend.ignore_eos = true;
+      options.shared_prefixes = true;
+      options.prefix_cache = type;
+      const testing::Outcome o = testing::DriveEngine(MakeCudaRunner(weights_, blocks, 4), options);
+      EXPECT_GT(o.cached_tokens, 0);
+      if (blocks == 24) {
+        EXPECT_GT(o.preemptions, 0);
+      }
+      for (const auto& [id, sampled] : o.tokens) {
+        EXPECT_EQ(static_cast<int32_t>(sampled.size()), o.target.at(id)) << id;
+        EXPECT_EQ(NonGreedyTokens(weights_, id, o.prompts.at(id), sampled), 0) << "request " << id;
+      }
+      EXPECT_EQ(o.tokens_left, 0u);
+    }
   }
 }
 
@@ -415,7 +440,7 @@ TEST(CudaRunnerHelpersTest, GreedyCheckerAcceptsGreedyTokensAndCatchesOthers) {
   const testing::Outcome cpu = testing::DriveEngine(testing::MakeRunner(weights, 200, 4), options);
   ASSERT_EQ(cpu.tokens.size(), 8u);
   for (const auto& [id, sampled] : cpu.tokens) {
-    EXPECT_EQ(NonGreedyTokens(weights, 0, id, cpu.prompt_len.at(id), sampled), 0) << id;
+    EXPECT_EQ(NonGreedyTokens(weights, id, cpu.prompts.at(id), sampled), 0) << id;
   }
   const auto& [id, sampled] = *cpu.tokens.begin();
   // Replace the last token by the least likely one of its row.
@@ -429,7 +454,7 @@ TEST(CudaRunnerHelpersTest, GreedyCheckerAcceptsGreedyTokensAndCatchesOthers) {
   const std::vector<float> logits = RunStep(*runner, tokens, {Seq(r, 0, r.prompt_len, true)});
   std::vector<int32_t> wrong = sampled;
   wrong.back() = static_cast<int32_t>(std::min_element(logits.begin(), logits.end()) - logits.begin());
-  EXPECT_EQ(NonGreedyTokens(weights, 0, id, prompt, wrong), 1);
+  EXPECT_EQ(NonGreedyTokens(weights, id, cpu.prompts.at(id), wrong), 1);
 }
 
 // No num_blocks: the pool takes total x memory_utilization less what is already in use

@@ -106,6 +106,61 @@ TEST_F(EngineBackendTest, SwapPreemptionChangesNoSampledToken) {
   EXPECT_EQ(swapped.tokens, reference.tokens);
 }
 
+// Prefix caching on the real engine: requests that share a prefix get the same token
+// ids, later ones attend to the blocks the first one computed, and greedy outputs are
+// those of the run without a cache, token for token -- with room, and with preemptions
+// (recompute, and swap, which copies the shared blocks).
+TEST_F(EngineBackendTest, PrefixCachingChangesNoGreedyToken) {
+  RunOptions roomy;
+  roomy.backend.ignore_eos = true;
+  roomy.shared_prefixes = true;
+  const Outcome reference = Drive(weights_, roomy);
+  EXPECT_EQ(reference.cached_tokens, 0);
+  for (const PrefixCacheType type : {PrefixCacheType::kHash, PrefixCacheType::kRadix}) {
+    for (const int mode : {0, 1, 2}) {  // roomy, recompute preemption, swap preemption
+      SCOPED_TRACE(std::to_string(static_cast<int>(type)) + "/" + std::to_string(mode));
+      RunOptions options = roomy;
+      options.prefix_cache = type;
+      if (mode > 0) options.num_blocks = 24;
+      if (mode == 2) {
+        options.num_cpu_blocks = 64;
+        options.preemption = PreemptionMode::kSwap;
+      }
+      const Outcome cached = Drive(weights_, options);
+      EXPECT_GT(cached.cached_tokens, 0);
+      if (mode == 1) {
+        EXPECT_GT(cached.preemptions, 0);
+      }
+      if (mode == 2) {
+        EXPECT_GT(cached.swap_steps, 0);
+      }
+      EXPECT_EQ(cached.tokens, reference.tokens);
+    }
+  }
+}
+
+// The synthesized prompts of requests with equal prefix hashes agree on the identified
+// tokens and nowhere else.
+TEST(SyntheticPromptTest, SharedPrefixesShareTokenIds) {
+  Request a, b;
+  a.id = 1;
+  b.id = 2;
+  a.prompt_len = b.prompt_len = 40;
+  for (Request* r : {&a, &b}) {
+    r->prefix_block_tokens = 8;
+    r->prefix_block_hashes = {5, 6, 7};
+    ChainPrefixHashes(r->prefix_block_hashes);
+  }
+  a.prefix_identified_tokens = 24;
+  b.prefix_identified_tokens = 16;
+  const auto ta = SyntheticPrompt(9, a, 1000), tb = SyntheticPrompt(9, b, 1000);
+  for (int p = 0; p < 16; ++p) EXPECT_EQ(ta[p], tb[p]) << p;
+  int differ = 0;
+  for (int p = 16; p < 40; ++p) differ += ta[p] != tb[p];
+  EXPECT_GE(differ, 20);
+  EXPECT_EQ(SyntheticPrompt(9, Request{}, 1000).size(), 0u);
+}
+
 TEST_F(EngineBackendTest, ExplicitPromptsAreUsedAndChecked) {
   EngineBackend backend(testing::MakeRunner(weights_), EngineBackendOptions{});
   EXPECT_EQ(backend.Name(), "engine-cpu");

@@ -4,11 +4,13 @@
 // OnRequestFinished), with what a test checks recorded.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <vector>
 
 #include "core/kv_cache_manager.h"
+#include "core/prefix_key.h"
 #include "core/scheduler.h"
 #include "engine/engine_backend.h"
 #include "policies/fcfs_policy.h"
@@ -20,10 +22,12 @@ struct Outcome {
   std::map<int64_t, std::vector<int32_t>> tokens;  // sampled, per request id
   std::map<int64_t, int32_t> target;
   std::map<int64_t, int32_t> prompt_len;
+  std::map<int64_t, std::vector<int32_t>> prompts;  // the ids the backend fed each request
   int32_t preemptions = 0;
   int32_t swap_steps = 0;
   int32_t reprefills = 0;  // seqs re-prefilling prompt + generated ids from position 0
   int32_t steps = 0;
+  int64_t cached_tokens = 0;  // prompt tokens admissions took from the prefix cache
   bool elapsed_positive = true;
   size_t tokens_left = 0;  // ids the backend still holds at the end
 };
@@ -33,6 +37,10 @@ struct RunOptions {
   int32_t num_cpu_blocks = 0;
   PreemptionMode preemption = PreemptionMode::kRecompute;
   EngineBackendOptions backend;
+  // Shared prefixes: request i starts with family i % 3's prompt, its first 4 x
+  // (2 + i % 3) tokens identified (at most its prompt), so requests share 8-16 tokens.
+  bool shared_prefixes = false;
+  PrefixCacheType prefix_cache = PrefixCacheType::kNone;
 };
 
 // Eight requests arriving at once; prompts 5..40 tokens, outputs 6..20, block size 4, at
@@ -42,7 +50,8 @@ struct RunOptions {
 inline Outcome DriveEngine(std::unique_ptr<ModelRunner> runner, const RunOptions& options) {
   EngineBackend backend(std::move(runner), options.backend);
   const KvCapacity capacity = backend.Capacity();
-  KvCacheManager kv(capacity.num_gpu_blocks, capacity.block_size, 0, capacity.num_cpu_blocks);
+  KvCacheManager kv(capacity.num_gpu_blocks, capacity.block_size, 0, capacity.num_cpu_blocks,
+                    options.prefix_cache);
   SchedulerConfig config;
   config.block_size = 4;
   config.max_num_seqs = 6;
@@ -56,6 +65,13 @@ inline Outcome DriveEngine(std::unique_ptr<ModelRunner> runner, const RunOptions
     r.id = 100 + i;
     r.prompt_len = 5 + (i * 11) % 36;
     r.target_output_len = 6 + (i * 7) % 15;
+    if (options.shared_prefixes) {
+      const uint64_t family = static_cast<uint64_t>(i % 3);
+      r.prefix_block_tokens = 4;
+      r.prefix_block_hashes = {family, family + 10, family + 20, family + 30};
+      ChainPrefixHashes(r.prefix_block_hashes);
+      r.prefix_identified_tokens = std::min(r.prompt_len, 4 * (2 + i % 3));
+    }
     outcome.target[r.id] = r.target_output_len;
     outcome.prompt_len[r.id] = r.prompt_len;
     EXPECT_TRUE(scheduler.AddRequest(r, 0));
@@ -75,6 +91,11 @@ inline Outcome DriveEngine(std::unique_ptr<ModelRunner> runner, const RunOptions
     size_t k = 0;
     for (const ScheduledRequest& s : plan.seqs) {
       outcome.reprefills += s.num_computed_tokens == 0 && s.request->num_generated > 0;
+      outcome.cached_tokens += s.num_cached_tokens;
+      if (!outcome.prompts.contains(s.request->id)) {
+        const auto ids = backend.Tokens().Tokens(s.request->id);
+        outcome.prompts[s.request->id].assign(ids.begin(), ids.begin() + s.request->prompt_len);
+      }
       if (s.emits_token) outcome.tokens[s.request->id].push_back(result.sampled_tokens[k++]);
     }
     outcome.elapsed_positive = outcome.elapsed_positive && result.elapsed > 0;
