@@ -58,6 +58,9 @@ struct alignas(64) Request {
   std::vector<uint64_t> prefix_block_hashes;
   int32_t prefix_block_tokens = 0;
   int32_t prefix_identified_tokens = 0;
+  // Multi-turn sessions: the session this turn belongs to (-1: none) and its turn (0-based).
+  int64_t session = -1;
+  int32_t turn = 0;
 
   // --- Progress that changes rarely (owned by the Scheduler). ---
   RejectReason reject_reason = RejectReason::kNone;

@@ -26,6 +26,8 @@ enum class RngStream : uint64_t {
   kClients = 4,
   kPrefixChoice = 5,   // which shared system prompt a request starts with
   kPrefixLengths = 6,  // the shared system prompts' lengths
+  kSessions = 7,       // a session's turns, think times and lengths (one derived stream
+                       // per session: DeriveSeed(seed, kSessions) ^ session)
 };
 
 // SplitMix64: advances `state` by the golden-ratio increment and returns its mix.

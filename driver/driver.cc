@@ -84,7 +84,7 @@ Request* Driver::NewRequest() {
 void Driver::Release(Request* request) {
   // Keep the vectors' capacity: the next request reuses them without allocating.
   std::vector<int32_t> blocks = std::move(request->block_table);
-  std::vector<uint64_t> hashes = std::move(request->prefix_block_hashes);
+  std::vector<uint64_t> hashes = std::move(request->prefix_block_hashes);  // (capacity kept)
   blocks.clear();
   hashes.clear();
   *request = Request();
@@ -104,8 +104,26 @@ void Driver::PullArrival() {
   events_.Push(r->arrival, EventPayload{EventKind::kArrival, -1});
 }
 
-void Driver::Arrive(TimeNs now) {
-  Request* r = next_arrival_;
+void Driver::ScheduleFollowUp(const Request& done) {
+  if (!workload_->HasFollowUps()) return;
+  Request* next = NewRequest();
+  if (!workload_->FollowUp(done, *next)) {
+    Release(next);
+    return;
+  }
+  int32_t index;
+  if (free_follow_ups_.empty()) {
+    index = static_cast<int32_t>(follow_ups_.size());
+    follow_ups_.push_back(next);
+  } else {
+    index = free_follow_ups_.back();
+    free_follow_ups_.pop_back();
+    follow_ups_[static_cast<size_t>(index)] = next;
+  }
+  events_.Push(next->arrival, EventPayload{EventKind::kFollowUp, index});
+}
+
+void Driver::Arrive(Request* r, TimeNs now) {
   for (size_t i = 0; i < replicas_.size(); ++i) {
     const Scheduler& s = *replicas_[i]->scheduler;
     loads_[i] = ReplicaLoad{s.NumRunning(), s.NumWaiting(), s.TokensPending()};
@@ -118,9 +136,9 @@ void Driver::Arrive(TimeNs now) {
   if (!replicas_[target]->scheduler->AddRequest(*r, now)) {
     ++progress_.rejected;
     metrics_->OnRejected(*r);
+    ScheduleFollowUp(*r);
     Release(r);
   }
-  PullArrival();
 }
 
 void Driver::StepDone(int32_t index, TimeNs now) {
@@ -133,6 +151,7 @@ void Driver::StepDone(int32_t index, TimeNs now) {
     ++progress_.finished;
     metrics_->OnFinished(*done);
     replica.backend->OnRequestFinished(done->id);
+    ScheduleFollowUp(*done);
     Release(done);
   }
   replica.busy = false;
@@ -178,7 +197,14 @@ StatusOr<RunSummary> Driver::Run(const std::function<void(const DriverProgress&)
     const TimeNs now = clock_.HandleAt(event.time);
     progress_.now = now;
     if (event.payload.kind == EventKind::kArrival) {
-      Arrive(now);
+      Arrive(next_arrival_, now);
+      PullArrival();
+    } else if (event.payload.kind == EventKind::kFollowUp) {
+      const auto index = static_cast<size_t>(event.payload.replica);
+      Request* r = follow_ups_[index];
+      follow_ups_[index] = nullptr;
+      free_follow_ups_.push_back(event.payload.replica);
+      Arrive(r, now);
     } else {
       StepDone(event.payload.replica, now);
       if (on_progress && progress_.steps % progress_every_steps == 0) on_progress(progress_);

@@ -109,17 +109,19 @@ class Driver {
     int64_t steps = 0;
     bool busy = false;
   };
-  enum class EventKind : uint8_t { kArrival, kStepDone };
+  enum class EventKind : uint8_t { kArrival, kStepDone, kFollowUp };
   struct EventPayload {
     EventKind kind;
-    int32_t replica;
+    int32_t replica;  // kStepDone; kFollowUp: the index into follow_ups_
   };
 
   Driver(Clock& clock) : clock_(clock) {}
   Request* NewRequest();
   void Release(Request* request);
   void PullArrival();
-  void Arrive(TimeNs now);
+  void Arrive(Request* request, TimeNs now);
+  // A finished or rejected request's follow-up (multi-turn sessions), as an event.
+  void ScheduleFollowUp(const Request& done);
   void StepDone(int32_t replica, TimeNs now);
   Status StartStep(int32_t replica, TimeNs now);
 
@@ -133,6 +135,8 @@ class Driver {
   std::deque<Request> pool_;     // stable addresses
   std::vector<Request*> free_;   // recycled slots
   Request* next_arrival_ = nullptr;
+  std::vector<Request*> follow_ups_;       // pending follow-up arrivals, by event index
+  std::vector<int32_t> free_follow_ups_;   // reusable indexes into follow_ups_
   DriverProgress progress_;
   bool prefix_caching_ = false;  // scheduler.prefix_cache is on
   ServedFacts served_;

@@ -61,6 +61,7 @@ StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
   p.workload = std::move(workload).value();
 
   MetricsOptions& m = d.metrics;
+  m.sessions = !config.workload.has_trace && config.workload.has_sessions;
   m.run_name = config.name;
   for (const auto& c : config.workload.clients) {
     m.client_names.push_back(c.name);

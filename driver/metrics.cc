@@ -75,7 +75,10 @@ class MetricsCollector::Impl {
         slo_e2e_ns_(FromSeconds(options_.slo_e2e_s)),
         clients_(options_) {
     const std::string_view cached = options_.prefix_caching ? ",cached_tokens" : "";
-    if (requests_.enabled()) requests_.Line(std::string(kRequestsHeader) + std::string(cached));
+    const std::string_view session = options_.sessions ? ",session,turn" : "";
+    if (requests_.enabled()) {
+      requests_.Line(std::string(kRequestsHeader) + std::string(cached) + std::string(session));
+    }
     if (steps_.enabled()) steps_.Line(std::string(kStepsHeader) + std::string(cached));
     if (options_.prefix_caching) prefix_replicas_.resize(options_.num_replicas);
   }
@@ -198,6 +201,7 @@ class MetricsCollector::Impl {
     if (r.first_scheduled != kNever) requests_.Seconds(queue); else requests_.Empty();
     requests_.Int(r.num_preemptions);
     if (options_.prefix_caching) requests_.Int(r.num_cached_tokens);
+    if (options_.sessions) requests_.Int(r.session).Int(r.turn);
     requests_.EndRow();
   }
 
@@ -213,6 +217,7 @@ class MetricsCollector::Impl {
     requests_.Seconds(r.arrival).Empty().Empty().Int(r.prompt_len).Int(r.num_generated);
     requests_.Empty().Empty().Empty().Empty().Int(r.num_preemptions);
     if (options_.prefix_caching) requests_.Int(r.num_cached_tokens);
+    if (options_.sessions) requests_.Int(r.session).Int(r.turn);
     requests_.EndRow();
   }
 

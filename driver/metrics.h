@@ -61,6 +61,8 @@ struct MetricsOptions {
   // Prefix caching on (scheduler.prefix_cache): requests.csv and steps.csv gain a
   // cached_tokens column, the trace a cached_tokens arg, the summary a prefix_cache block.
   bool prefix_caching = false;
+  // Multi-turn sessions (workload.sessions): requests.csv gains session and turn columns.
+  bool sessions = false;
 };
 
 // Where the streamed outputs go; any pointer may be null (that output is not written).

@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "driver/arrival_process.h"
 #include "driver/length_distribution.h"
+#include "driver/sessions.h"
 #include "driver/shared_prefixes.h"
 #include "driver/trace_reader.h"
 #include "driver/workload.h"
@@ -70,7 +71,8 @@ class SyntheticWorkload final : public Workload {
  public:
   SyntheticWorkload(const WorkloadConfig& config, uint64_t seed, ArrivalGenerator arrivals,
                     LengthDistribution input, LengthDistribution output, ClientPicker clients,
-                    StopRule stop, std::optional<SharedPrefixes> prefixes)
+                    StopRule stop, std::optional<SharedPrefixes> prefixes,
+                    std::optional<LengthDistribution> turns)
       : arrivals_(std::move(arrivals)),
         input_(std::move(input)),
         output_(std::move(output)),
@@ -83,7 +85,9 @@ class SyntheticWorkload final : public Workload {
         output_rng_(seed, RngStream::kOutputLengths),
         client_rng_(seed, RngStream::kClients),
         prefixes_(std::move(prefixes)),
-        prefix_rng_(seed, RngStream::kPrefixChoice) {
+        prefix_rng_(seed, RngStream::kPrefixChoice),
+        turns_(std::move(turns)) {
+    if (turns_) sessions_.emplace(config.sessions, seed, input_, output_);
     // Same file => same rows (every row holds a value in each sampled column).
     SERVELAB_CHECK(!joint_ || input_.NumRows() == output_.NumRows());
   }
@@ -91,11 +95,13 @@ class SyntheticWorkload final : public Workload {
   bool Next(Request& request) override {
     if (done_) return false;
     const TimeNs arrival = arrivals_.Next(arrival_rng_);
-    if (stop_.Stops(next_id_, arrival)) {
+    // Follow-ups take ids too: the stop rule counts what the arrival process started.
+    if (stop_.Stops(started_, arrival)) {
       done_ = true;
       return false;
     }
     request.id = next_id_++;
+    ++started_;
     request.arrival = arrival;
     if (joint_) {
       // One row, drawn from the input stream, for both: keeps (input, output) pairs.
@@ -111,8 +117,18 @@ class SyntheticWorkload final : public Workload {
     request.prefix_identified_tokens = 0;
     if (prefixes_) prefixes_->Apply(prefix_rng_, request);
     clients_.Pick(client_rng_, request);
+    request.session = -1;
+    request.turn = 0;
+    if (sessions_) sessions_->Start(request, *turns_);
     return true;
   }
+
+  bool FollowUp(const Request& finished, Request& next) override {
+    if (!sessions_ || !sessions_->Next(finished, next_id_, next)) return false;
+    ++next_id_;
+    return true;
+  }
+  bool HasFollowUps() const override { return sessions_.has_value(); }
 
  private:
   ArrivalGenerator arrivals_;
@@ -127,6 +143,9 @@ class SyntheticWorkload final : public Workload {
   Rng client_rng_;
   std::optional<SharedPrefixes> prefixes_;  // workload.prefix
   Rng prefix_rng_;
+  int64_t started_ = 0;  // requests (sessions) the arrival process started
+  std::optional<LengthDistribution> turns_;  // workload.sessions
+  std::optional<Sessions> sessions_;
   int64_t next_id_ = 0;
   bool done_ = false;
 };
@@ -247,10 +266,16 @@ StatusOr<std::unique_ptr<Workload>> MakeWorkload(const WorkloadConfig& config, u
     if (!made.ok()) return made.status();
     prefixes = std::move(made).value();
   }
+  std::optional<LengthDistribution> turns;
+  if (config.has_sessions) {
+    auto made = Sessions::MakeTurns(config.sessions);
+    if (!made.ok()) return made.status();
+    turns = std::move(made).value();
+  }
   return std::unique_ptr<Workload>(
       new SyntheticWorkload(config, seed, std::move(*arrivals), std::move(*input),
                             std::move(*output), std::move(*clients), stop,
-                            std::move(prefixes)));
+                            std::move(prefixes), std::move(turns)));
 }
 
 }  // namespace servelab

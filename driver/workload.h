@@ -19,8 +19,14 @@ class Workload {
   virtual ~Workload() = default;
   // Fills the workload fields of `request` (id, client, priority, arrival, prompt_len,
   // target_output_len, prefix hashes) and returns true; false at the end of the stream.
-  // Ids are 0, 1, 2, ... in arrival order.
+  // Ids are 0, 1, 2, ... in arrival order (with sessions: in order of generation).
   virtual bool Next(Request& request) = 0;
+  // Closed-loop workloads (multi-turn sessions): `finished` completed at finished.finish;
+  // fills `next` with the request it causes (its arrival >= that time) and returns true,
+  // or false when it causes none. Such requests take the next ids, so ids are in order
+  // of generation, not of arrival.
+  virtual bool FollowUp(const Request& /*finished*/, Request& /*next*/) { return false; }
+  virtual bool HasFollowUps() const { return false; }
 };
 
 // Every random stream is derived from `seed`, one independent stream per purpose

@@ -149,6 +149,32 @@ struct SharedPrefixConfig {
   }
 };
 
+// Multi-turn sessions (workload.sessions): the arrival process starts sessions; each has
+// `turns` turns (drawn per session). A turn's prompt is the whole conversation so far --
+// the session's system prompt (workload.prefix), every earlier message and answer -- plus
+// its new message (input_tokens); its answer is output_tokens long; the next turn arrives
+// think_time_s (exponential with this mean; 0 = at once) after the answer is complete, so
+// the load is closed-loop. Later turns find the conversation in the prefix cache. A
+// session's lengths and think times are drawn up front from its own stream (the same
+// conversation whatever the policy); a rejected turn ends its session.
+//
+// reuse_answers: a turn's answer is part of its identified prefix, so the next turn
+// reuses the blocks its decode filled (a real server's next prompt holds exactly that
+// answer). The engine cannot feed a turn the tokens it sampled for the previous one, so
+// there it must be false: the answer is then computed once more, as the next prompt.
+struct SessionConfig {
+  LengthDistConfig turns = LengthDistConfig::Fixed(4);
+  double think_time_s = 10.0;
+  bool reuse_answers = true;
+
+  template <class V>
+  void VisitFields(V& v) {
+    v.Section("turns", turns);
+    v.Field("think_time_s", think_time_s, Bounds{0.0, 1e6});
+    v.Field("reuse_answers", reuse_answers);
+  }
+};
+
 struct WorkloadConfig {
   // Stop after this many requests (0 = no limit) and/or after arrivals pass duration_s
   // (0 = no limit). A synthetic workload needs at least one of the two.
@@ -162,6 +188,8 @@ struct WorkloadConfig {
   std::vector<ClientConfig> clients{ClientConfig{}};
   bool has_prefix = false;
   SharedPrefixConfig prefix;  // synthetic only: the prompt is a shared prefix + input_tokens
+  bool has_sessions = false;
+  SessionConfig sessions;     // synthetic only; num_requests / duration_s bound the sessions
 
   template <class V>
   void VisitFields(V& v) {
@@ -173,6 +201,7 @@ struct WorkloadConfig {
       v.Section("input_tokens", input_tokens);
       v.Section("output_tokens", output_tokens);
       v.OptionalSection("prefix", prefix, has_prefix);
+      v.OptionalSection("sessions", sessions, has_sessions);
     }
     v.List("clients", clients);
   }

@@ -64,6 +64,12 @@ Status CheckEngineSection(const ExperimentConfig& config) {
                            "engine.device: cuda (for the cpu engine, engine.create_model "
                            "writes a seeded random checkpoint instead)");
   }
+  if (config.workload.has_sessions && config.workload.sessions.reuse_answers &&
+      config.scheduler.PrefixCaching() != PrefixCacheType::kNone) {
+    return InvalidArgument(config.source_path + ": workload.sessions.reuse_answers: the engine "
+                           "cannot feed a turn the answer it sampled for the previous one, so "
+                           "that answer's blocks must not be reused; set reuse_answers: false");
+  }
 #if !SERVELAB_HAS_CUDA
   if (engine.device == EngineDevice::kCuda) {
     return InvalidArgument(config.source_path + ": engine.device: cuda, but this servelab "

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "driver/experiment.h"
 #include "driver/gpu_catalog.h"
@@ -246,6 +248,82 @@ TEST(PrefixCacheResultsTest, CacheAwareRoutingBeatsRoundRobinOnHitRateAndTtft) {
   EXPECT_LT(aware.ttft_s.p50, 0.5 * rr.ttft_s.p50);
   EXPECT_LT(aware.ttft_s.p99, rr.ttft_s.p99);
   for (const PrefixCacheSummary& r : aware.prefix_cache_replicas) EXPECT_GT(r.queried_tokens, 0);
+}
+
+// Rows of a requests.csv, by column name.
+std::vector<std::map<std::string, std::string>> Rows(const std::string& csv) {
+  std::istringstream in(csv);
+  std::string line, field;
+  std::getline(in, line);
+  std::vector<std::string> header;
+  std::istringstream h(line);
+  while (std::getline(h, field, ',')) header.push_back(field);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    std::map<std::string, std::string> row;
+    std::istringstream r(line);
+    for (size_t i = 0; i < header.size() && std::getline(r, field, ','); ++i) row[header[i]] = field;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// Multi-turn sessions, closed loop, with KV for everything: each turn's prompt is the
+// previous turn's prompt and answer plus a new message, it arrives after the previous
+// answer, and it takes from the cache exactly the previous turn's full blocks -- of its
+// prompt and answer (reuse_answers), or of its prompt only (the engine's setting).
+TEST(PrefixCacheResultsTest, SessionTurnsReuseTheConversationSoFar) {
+  for (const bool reuse_answers : {true, false}) {
+    ExperimentConfig c = SystemPrompts(PrefixCacheType::kHash);
+    c.workload.num_requests = 60;  // sessions
+    c.workload.arrival.rate = 2;
+    c.workload.input_tokens.dist = LengthDist::kUniform;
+    c.workload.input_tokens.min = 20;
+    c.workload.input_tokens.max = 300;
+    c.workload.output_tokens.dist = LengthDist::kUniform;
+    c.workload.output_tokens.min = 1;
+    c.workload.output_tokens.max = 200;
+    c.workload.prefix.prompt_tokens = LengthDistConfig::Fixed(1000);  // 62 full blocks + 8
+    c.workload.has_sessions = true;
+    c.workload.sessions.turns.dist = LengthDist::kUniform;
+    c.workload.sessions.turns.min = 1;
+    c.workload.sessions.turns.max = 6;
+    c.workload.sessions.think_time_s = 5;
+    c.workload.sessions.reuse_answers = reuse_answers;
+    const Outputs o = Simulate(c);
+    ASSERT_EQ(o.summary.prefix_cache.evicted_blocks, 0);
+    struct Turn {
+      double arrival, finish;
+      int64_t input, output, cached;
+    };
+    std::map<int64_t, std::map<int32_t, Turn>> sessions;
+    for (const auto& row : Rows(o.requests_csv)) {
+      ASSERT_EQ(row.at("status"), "finished");
+      const Turn t{std::stod(row.at("arrival_s")), std::stod(row.at("finish_s")),
+                   std::stoll(row.at("input_tokens")), std::stoll(row.at("output_tokens")),
+                   std::stoll(row.at("cached_tokens"))};
+      ASSERT_TRUE(sessions[std::stoll(row.at("session"))].emplace(std::stoi(row.at("turn")), t).second);
+    }
+    ASSERT_EQ(sessions.size(), 60u);
+    int64_t later_turns = 0;
+    for (const auto& [id, turns] : sessions) {
+      SCOPED_TRACE("session " + std::to_string(id));
+      EXPECT_EQ(turns.rbegin()->first + 1, static_cast<int32_t>(turns.size())) << "turns 0..n-1";
+      const int64_t first = turns.at(0).cached;
+      EXPECT_TRUE(first == 0 || first == 992) << first;  // its system prompt, once computed
+      for (int32_t k = 1; k < static_cast<int32_t>(turns.size()); ++k) {
+        const Turn& prev = turns.at(k - 1);
+        const Turn& cur = turns.at(k);
+        EXPECT_GT(cur.input, prev.input + prev.output);
+        EXPECT_GE(cur.arrival, prev.finish);
+        // The previous turn computed its prompt and all but its last answer token.
+        const int64_t reusable = reuse_answers ? prev.input + prev.output - 1 : prev.input;
+        EXPECT_EQ(cur.cached, reusable / 16 * 16) << "turn " << k;
+        ++later_turns;
+      }
+    }
+    EXPECT_GT(later_turns, 100);
+  }
 }
 
 TEST(PrefixCacheResultsTest, SameSeedGivesByteIdenticalOutputs) {
