@@ -29,6 +29,7 @@ REQUEST_DTYPES = {
     "input_tokens": "float64", "output_tokens": "float64", "ttft_s": "float64",
     "e2e_s": "float64", "tpot_s": "float64", "queue_s": "float64",
     "preemptions": "float64",
+    "cached_tokens": "float64",  # with scheduler.prefix_cache only
 }
 # steps.csv can hold millions of rows: float32 counts halve the memory; they are
 # exact below 2^24, far above any batch size, token count or block count.
@@ -37,6 +38,7 @@ STEP_DTYPES = {
     "batch_size": "float32", "prefill_tokens": "float32", "decode_tokens": "float32",
     "kv_blocks_used": "float32", "kv_blocks_total": "float32", "waiting": "float32",
     "preempted": "float32",
+    "cached_tokens": "float32",  # with scheduler.prefix_cache only
 }
 
 

@@ -461,5 +461,50 @@ class PolicyFigureHelperTest(unittest.TestCase):
         self.assertEqual(by_length.bucket_labels([]), ["all"])
 
 
+class PrefixCacheFigureTest(PlotTestCase):
+    """prefix_cache.py: runs with scheduler.prefix_cache on carry cached_tokens columns."""
+
+    def with_cached_tokens(self, directory):
+        for name, rate in (("requests.csv", 3), ("steps.csv", 2)):
+            path = os.path.join(directory, name)
+            with open(path) as f:
+                lines = f.read().splitlines()
+            out = [lines[0] + ",cached_tokens"]
+            out += [f"{l},{(i % rate) * 16}" for i, l in enumerate(lines[1:])]
+            with open(path, "w") as f:
+                f.write("\n".join(out) + "\n")
+        return directory
+
+    def test_prefix_cache_draws_hit_rate_and_prefill_split(self):
+        a = self.with_cached_tokens(write_run(os.path.join(self.tmp, "hash")))
+        b = self.with_cached_tokens(write_run(os.path.join(self.tmp, "radix"), n_requests=20))
+        before = tree_digest(a)
+        out = os.path.join(self.tmp, "figs")
+        r = run("prefix_cache.py", a, b, "--labels", "hash,radix", "--bins", "10", "--out", out)
+        self.assertOk(r)
+        self.assertPng(os.path.join(out, "prefix_cache.png"))
+        self.assertEqual(tree_digest(a), before)
+
+    def test_prefix_cache_without_the_column_is_exit_2_naming_it(self):
+        r = run("prefix_cache.py", write_run(os.path.join(self.tmp, "off")))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cached_tokens", r.stderr)
+        r = run("prefix_cache.py", write_run(os.path.join(self.tmp, "x")), "--bins", "0")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--bins", r.stderr)
+
+    def test_hit_rate_by_time_hand_computed(self):
+        import prefix_cache
+        requests = pd.DataFrame({"status": ["finished"] * 4 + ["rejected"],
+                                 "arrival_s": [0.0, 1.0, 9.0, 9.5, 5.0],
+                                 "queue_s": [0.0, 0.0, 1.0, 0.5, np.nan],
+                                 "input_tokens": [100.0, 100.0, 50.0, 150.0, 999.0],
+                                 "cached_tokens": [0.0, 50.0, 40.0, 60.0, 0.0]})
+        # Admissions at 0, 1, 10, 10 -> two bins over [0, 10]: 50/200, 100/200.
+        t, rate = prefix_cache.hit_rate_by_time(requests, 2)
+        self.assertEqual(list(t), [2.5, 7.5])
+        self.assertEqual(list(rate), [0.25, 0.5])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)
