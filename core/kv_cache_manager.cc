@@ -82,10 +82,9 @@ int32_t KvCacheManager::MatchPrefix(const Request& request) const {
   return static_cast<int32_t>(match_.blocks.size());
 }
 
-void KvCacheManager::InsertBlocks(Request& request, int32_t first_block) {
-  const int32_t end = std::min(request.num_computed_tokens / block_size_,
-                               std::min(NumKeyedBlocks(request, block_size_),
-                                        static_cast<int32_t>(request.block_table.size())));
+void KvCacheManager::InsertBlocks(Request& request, int32_t first_block, int32_t end_block) {
+  const int32_t end = std::min(end_block, std::min(NumKeyedBlocks(request, block_size_),
+                                                   static_cast<int32_t>(request.block_table.size())));
   for (int32_t k = first_block; k < end; ++k) {
     const int32_t block = request.block_table[static_cast<size_t>(k)];
     const int32_t parent = k > 0 ? request.block_table[static_cast<size_t>(k) - 1] : -1;
@@ -198,9 +197,16 @@ void KvCacheManager::Free(Request& request) {
     host.blocks.clear();
     host.swapped = false;
   }
-  // Release in reverse so the request's first block ends on top of the free stack.
-  for (auto it = request.block_table.rbegin(); it != request.block_table.rend(); ++it) {
-    ReleaseBlock(*it);
+  // Release in reverse so the request's first block ends on top of the free stack (or,
+  // cached, is the last of them to be evicted).
+  if (cache_ == nullptr) {  // (hot: every finished request)
+    for (auto it = request.block_table.rbegin(); it != request.block_table.rend(); ++it) {
+      device_.Release(*it);
+    }
+  } else {
+    for (auto it = request.block_table.rbegin(); it != request.block_table.rend(); ++it) {
+      ReleaseBlock(*it);
+    }
   }
   request.block_table.clear();
 }

@@ -120,14 +120,15 @@ class KvCacheManager {
   bool Admit(Request& request, int32_t num_new_tokens, int32_t num_reserved_tokens,
              std::vector<BlockCopy>& swap_in);
 
-  // A running request's computed tokens grew from `from_tokens` to num_computed_tokens:
-  // its blocks that became full and have a key are registered in the prefix cache.
+  // A running request's computed tokens grow (grew) from `from_tokens` to `to_tokens` in
+  // the step being committed: its blocks that become full and have a key are registered
+  // in the prefix cache.
   // With a cache that deduplicates (radix), a block already cached under its key is
   // replaced in the request's table by the cached one, and its own freed.
   // (Hot: once per scheduled request per step. REQUIRES: Cache() != nullptr.)
-  void CacheComputedBlocks(Request& request, int32_t from_tokens) {
+  void CacheComputedBlocks(Request& request, int32_t from_tokens, int32_t to_tokens) {
     const int32_t first = BlockOf(from_tokens);
-    if (BlockOf(request.num_computed_tokens) != first) InsertBlocks(request, first);
+    if (BlockOf(to_tokens) != first) InsertBlocks(request, first, BlockOf(to_tokens));
   }
 
   // Moves every block of a running request to the host (device -> host copies appended
@@ -165,7 +166,8 @@ class KvCacheManager {
   // Leading cached blocks of a waiting request (see CachedPrefixTokens), left in
   // match_.blocks; memoized until the cache or the request changes.
   int32_t MatchPrefix(const Request& request) const;
-  void InsertBlocks(Request& request, int32_t first_block);
+  // Registers blocks [first_block, end_block) that have a key.
+  void InsertBlocks(Request& request, int32_t first_block, int32_t end_block);
 
   struct Match {
     const Request* request = nullptr;

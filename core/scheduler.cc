@@ -207,14 +207,19 @@ void Scheduler::Preempt(Request& victim, TimeNs now) {
 
 std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end) {
   finished_.clear();
+  if (kv_->Cache() != nullptr) {
+    // Blocks this step fills are cached before a finishing request frees them.
+    for (const ScheduledRequest& s : plan_.seqs) {
+      if (s.is_padding) continue;
+      kv_->CacheComputedBlocks(*s.request, s.num_computed_tokens, s.ContextLen());
+    }
+  }
   size_t sampled = 0;
   bool any_done = false;
-  const bool caching = kv_->Cache() != nullptr;
   for (const ScheduledRequest& s : plan_.seqs) {
     if (s.is_padding) continue;
     Request& r = *s.request;
     r.num_computed_tokens += s.num_new_tokens;
-    if (caching) kv_->CacheComputedBlocks(r, s.num_computed_tokens);
     if (!s.emits_token) continue;
     r.num_generated += 1;
     if (r.num_generated == 1) {  // (reads only the hot cache line: see request.h)

@@ -21,8 +21,12 @@ StatusOr<LengthDistribution> Sessions::MakeTurns(const SessionConfig& config) {
     return InvalidArgument("workload.sessions.think_time_s: must be in [0, 1000000]");
   }
   LengthDistConfig turns = config.turns;
-  // At most 10,000 turns: a conversation's tokens must fit an int32 prompt anyway.
-  if (turns.max == 0 || turns.max > 10000) turns.max = 10000;
+  const int64_t asked = turns.dist == LengthDist::kFixed ? turns.value : turns.max;
+  if (asked > kMaxTurns) {
+    return InvalidArgument("workload.sessions.turns: at most " + std::to_string(kMaxTurns) +
+                           " turns per session, got " + std::to_string(asked));
+  }
+  if (turns.max == 0) turns.max = kMaxTurns;  // unbounded distributions stop there
   return LengthDistribution::Make(turns, "workload.sessions.turns");
 }
 
@@ -44,7 +48,10 @@ void Sessions::Start(Request& first, const LengthDistribution& turns) {
     s.answers.push_back(answer);
     const double think = config_.think_time_s > 0 ? rng.Exponential(config_.think_time_s) : 0.0;
     s.think.push_back(FromSeconds(std::min(think, 1e9)));
-    total = std::min<int64_t>(total + message + answer, std::numeric_limits<int32_t>::max());
+    total += message + answer;
+    // A longer conversation fits no model: its turns past this are rejected (ending the
+    // session), so none is drawn, and its hashes stay bounded (1M, 8 MB).
+    if (total > kMaxConversationTokens) break;
   }
   // The system prompt's full hash blocks, then the session's own.
   s.hashes.assign(first.prefix_block_hashes.begin(), first.prefix_block_hashes.end());

@@ -15,6 +15,10 @@
 
 namespace servelab {
 
+// Bounds that keep a session's state small whatever the config asks.
+inline constexpr int64_t kMaxTurns = 10000;
+inline constexpr int64_t kMaxConversationTokens = int64_t{1} << 24;
+
 class Sessions {
  public:
   // Answers are identified when config.reuse_answers (see SessionConfig).

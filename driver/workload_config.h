@@ -156,7 +156,8 @@ struct SharedPrefixConfig {
 // think_time_s (exponential with this mean; 0 = at once) after the answer is complete, so
 // the load is closed-loop. Later turns find the conversation in the prefix cache. A
 // session's lengths and think times are drawn up front from its own stream (the same
-// conversation whatever the policy); a rejected turn ends its session.
+// conversation whatever the policy); a rejected turn ends its session. At most 10,000
+// turns (an unbounded turns distribution stops there) and 2^24 tokens of conversation.
 //
 // reuse_answers: a turn's answer is part of its identified prefix, so the next turn
 // reuses the blocks its decode filled (a real server's next prompt holds exactly that

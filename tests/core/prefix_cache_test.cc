@@ -37,7 +37,7 @@ int32_t AdmitAndPrefill(KvCacheManager& kv, Request& r) {
   EXPECT_EQ(r.num_computed_tokens, cached);
   const int32_t from = r.num_computed_tokens;
   r.num_computed_tokens += n;
-  kv.CacheComputedBlocks(r, from);
+  kv.CacheComputedBlocks(r, from, r.num_computed_tokens);
   return cached;
 }
 
@@ -164,13 +164,13 @@ TEST_P(PrefixCacheTest, RandomOperationsKeepTheAccountsExact) {
       if (kv.Admit(r, m, m, copies)) {
         const int32_t from = r.num_computed_tokens;
         r.num_computed_tokens += m;
-        kv.CacheComputedBlocks(r, from);
+        kv.CacheComputedBlocks(r, from, r.num_computed_tokens);
       }
     } else if (r.num_computed_tokens + n < r.prompt_len + r.target_output_len &&
                kv.AllocateSlots(r, n)) {
       const int32_t from = r.num_computed_tokens;
       r.num_computed_tokens += n;
-      kv.CacheComputedBlocks(r, from);
+      kv.CacheComputedBlocks(r, from, r.num_computed_tokens);
     }
     ExpectConsistent(kv, all);
     if (HasFatalFailure()) return;
@@ -248,8 +248,8 @@ TEST(PrefixCacheOrderTest, RadixDeduplicatesConcurrentCopies) {
     ASSERT_TRUE(kv.Admit(a, 4, 4, copies));
     ASSERT_TRUE(kv.Admit(b, 4, 4, copies));  // both admitted before either computed
     a.num_computed_tokens = b.num_computed_tokens = 4;
-    kv.CacheComputedBlocks(a, 0);
-    kv.CacheComputedBlocks(b, 0);
+    kv.CacheComputedBlocks(a, 0, 4);
+    kv.CacheComputedBlocks(b, 0, 4);
     const bool dedup = type == PrefixCacheType::kRadix;
     EXPECT_EQ(b.block_table == a.block_table, dedup);
     EXPECT_EQ(kv.NumUsedBlocks(), dedup ? 2 : 4);

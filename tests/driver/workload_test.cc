@@ -248,6 +248,82 @@ TEST(WorkloadTest, MooncakeTraceCarriesPrefixHashes) {
   EXPECT_EQ(requests[1].arrival, 10 * kNsPerMs);
 }
 
+// Shared system prompts: a prompt's hashes are shared by every request that starts with
+// it, and prompt_len grows by its length; with share 0 nobody gets one.
+TEST(WorkloadTest, SharedSystemPromptsPrefixTheirRequests) {
+  WorkloadConfig c;
+  c.num_requests = 200;
+  c.input_tokens = LengthDistConfig::Fixed(10);
+  c.has_prefix = true;
+  c.prefix.num_prompts = 3;
+  c.prefix.prompt_tokens = LengthDistConfig::Fixed(40);  // 2 full 16-token blocks + 8
+  const auto requests = Drain(*Make(c));
+  std::set<std::vector<uint64_t>> distinct;
+  for (const Request& r : requests) {
+    EXPECT_EQ(r.prompt_len, 50);
+    EXPECT_EQ(r.prefix_block_tokens, 16);
+    EXPECT_EQ(r.prefix_identified_tokens, 32);
+    ASSERT_EQ(r.prefix_block_hashes.size(), 2u);
+    distinct.insert(r.prefix_block_hashes);
+  }
+  EXPECT_EQ(distinct.size(), 3u);
+  c.prefix.share = 0;
+  for (const Request& r : Drain(*Make(c))) {
+    EXPECT_EQ(r.prompt_len, 10);
+    EXPECT_TRUE(r.prefix_block_hashes.empty());
+  }
+}
+
+// Sessions: turn k+1's prompt is turn k's prompt + answer + a new message, it arrives
+// think time after turn k finished, its hashes extend turn k's, and the last turn (or a
+// rejected one) has no follow-up.
+TEST(WorkloadTest, SessionTurnsFollowTheirPredecessor) {
+  WorkloadConfig c;
+  c.num_requests = 5;
+  c.input_tokens = LengthDistConfig::Fixed(30);
+  c.output_tokens = LengthDistConfig::Fixed(20);
+  c.has_sessions = true;
+  c.sessions.turns = LengthDistConfig::Fixed(3);
+  c.sessions.think_time_s = 2;
+  auto w = Make(c);
+  ASSERT_TRUE(w->HasFollowUps());
+  Request first;
+  ASSERT_TRUE(w->Next(first));
+  EXPECT_EQ(first.session, 0);
+  EXPECT_EQ(first.turn, 0);
+  EXPECT_EQ(first.prompt_len, 30);
+  EXPECT_EQ(first.prefix_identified_tokens, 50) << "prompt and answer";
+  Request turn = first;
+  std::vector<uint64_t> before = first.prefix_block_hashes;
+  int64_t next_id = 1;
+  for (int k = 1; k < 3; ++k) {
+    turn.state = RequestState::kFinished;
+    turn.finish = 100 * kNsPerSec;
+    Request next;
+    ASSERT_TRUE(w->FollowUp(turn, next));
+    EXPECT_EQ(next.turn, k);
+    EXPECT_EQ(next.session, 0);
+    EXPECT_EQ(next.id, next_id++);
+    EXPECT_EQ(next.prompt_len, turn.prompt_len + 20 + 30);
+    EXPECT_GE(next.arrival, turn.finish);
+    ASSERT_GE(next.prefix_block_hashes.size(), before.size());
+    const size_t full = static_cast<size_t>(turn.prefix_identified_tokens / 16);
+    for (size_t j = 0; j < full; ++j) EXPECT_EQ(next.prefix_block_hashes[j], before[j]) << j;
+    before = next.prefix_block_hashes;
+    turn = next;
+  }
+  turn.state = RequestState::kFinished;
+  Request none;
+  EXPECT_FALSE(w->FollowUp(turn, none)) << "three turns";
+  Request second;
+  ASSERT_TRUE(w->Next(second));
+  EXPECT_EQ(second.session, 1);
+  second.state = RequestState::kRejected;
+  EXPECT_FALSE(w->FollowUp(second, none)) << "a rejected turn ends its session";
+  c.sessions.turns = LengthDistConfig::Fixed(20000);
+  EXPECT_NE(ErrorOf(c).find("workload.sessions.turns"), std::string::npos);
+}
+
 TEST(WorkloadTest, TraceErrorsPropagate) {
   auto missing = MakeWorkload(TraceConfigFor("/nonexistent/t.csv", TraceFormat::kAzure), 1);
   ASSERT_FALSE(missing.ok());

@@ -31,7 +31,7 @@ void Warm(KvCacheManager& kv, Request r) {
   ASSERT_TRUE(kv.Admit(r, n, n, copies));
   const int32_t from = r.num_computed_tokens;
   r.num_computed_tokens += n;
-  kv.CacheComputedBlocks(r, from);
+  kv.CacheComputedBlocks(r, from, r.num_computed_tokens);
   kv.Free(r);
 }
 
