@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/read_file.h"
 #include "driver/config_yaml_internal.h"
 #include "core/text.h"
 #include "driver/gpu_catalog.h"
@@ -60,7 +61,17 @@ class Locator {
 }
 
 // A duplicate key is an error anywhere in the document (yaml-cpp keeps both silently).
-void CheckDuplicates(const YAML::Node& node, const std::string& path, const Locator& loc) {
+// `budget` bounds the nodes visited: aliases nested in aliases ("billion laughs") expand
+// exponentially, and a walk over them would never end.
+constexpr int64_t kMaxYamlNodes = 1'000'000;
+
+void CheckDuplicates(const YAML::Node& node, const std::string& path, const Locator& loc,
+                     int64_t& budget) {
+  if (--budget < 0) {
+    Fail(loc.Where(path, node), path,
+         "the document expands to more than " + std::to_string(kMaxYamlNodes) +
+             " YAML nodes (aliases nested in aliases?)");
+  }
   if (node.IsMap()) {
     std::map<std::string, int> first_line;
     for (auto it = node.begin(); it != node.end(); ++it) {
@@ -72,11 +83,11 @@ void CheckDuplicates(const YAML::Node& node, const std::string& path, const Loca
         Fail(loc.Where(JoinPath(path, key), it->first), JoinPath(path, key),
              "duplicate key (first given at line " + std::to_string(pos->second) + ")");
       }
-      CheckDuplicates(it->second, JoinPath(path, key), loc);
+      CheckDuplicates(it->second, JoinPath(path, key), loc, budget);
     }
   } else if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i) {
-      CheckDuplicates(node[i], path + "[" + std::to_string(i) + "]", loc);
+      CheckDuplicates(node[i], path + "[" + std::to_string(i) + "]", loc, budget);
     }
   }
 }
@@ -433,7 +444,8 @@ StatusOr<YAML::Node> LoadDocument(const std::string& yaml_text, const std::strin
                            ": expected a mapping of experiment keys at the top level");
   }
   try {
-    CheckDuplicates(root, "", Locator(source_name, {}));
+    int64_t budget = kMaxYamlNodes;
+    CheckDuplicates(root, "", Locator(source_name, {}), budget);
   } catch (const ConfigError& e) {
     return InvalidArgument(e.message);
   }
@@ -530,12 +542,7 @@ StatusOr<ExperimentConfig> LoadExperiment(const std::string& path,
 }
 
 StatusOr<std::string> ReadExperimentFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open experiment file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Internal(path + ": read error");
-  return text.str();
+  return ReadRegularFile(path, kMaxConfigFileBytes, "experiment file");
 }
 
 }  // namespace servelab

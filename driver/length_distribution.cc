@@ -146,7 +146,7 @@ StatusOr<std::vector<int64_t>> ReadLengthColumn(const std::string& path,
                                                 std::string_view key) {
   auto file = LineFile::Open(path);
   if (!file.ok()) {
-    return NotFound(Key(key, "path") + ": cannot open empirical length file '" + path + "'");
+    return Status(file.status().code(), Key(key, "path") + ": " + file.status().message());
   }
   std::string line;
   std::vector<std::string_view> fields;

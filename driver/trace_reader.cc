@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/read_file.h"
 #include "core/text.h"
 
 namespace servelab {
@@ -288,13 +289,11 @@ int32_t TraceBlockTokens(TraceFormat format) {
 // ---- CSV helpers ----
 
 StatusOr<LineFile> LineFile::Open(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open file");
-  std::ostringstream text;
-  text << in.rdbuf();
+  auto text = ReadRegularFile(path, kMaxDataFileBytes, "data file");
+  if (!text.ok()) return text.status();
   LineFile file;
   file.path_ = path;
-  file.text_ = std::move(text).str();
+  file.text_ = std::move(text).value();
   return file;
 }
 

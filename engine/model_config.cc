@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/read_file.h"
 #include "core/text.h"
 
 namespace servelab {
@@ -282,11 +283,9 @@ StatusOr<ModelConfig> LoadModelConfig(const std::filesystem::path& path) {
   std::error_code ec;
   const bool is_file = path.extension() == ".json" && !fs::is_directory(path, ec);
   const fs::path file = is_file ? path : path / "config.json";
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return NotFound(file.string() + ": cannot open (no such file or not readable)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  StatusOr<ModelConfig> config = ParseModelConfig(text.str(), file.string());
+  auto text = ReadRegularFile(file.string(), kMaxConfigFileBytes, "model config");
+  if (!text.ok()) return text.status();
+  StatusOr<ModelConfig> config = ParseModelConfig(*text, file.string());
   if (config.ok()) {
     config->spec.name = fs::absolute(file, ec).lexically_normal().parent_path().filename().string();
   }

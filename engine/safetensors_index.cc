@@ -5,6 +5,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/read_file.h"
 #include "engine/safetensors.h"
 
 namespace servelab {
@@ -12,13 +13,11 @@ namespace servelab {
 StatusOr<SafetensorsFile> SafetensorsFile::OpenSharded(const std::filesystem::path& index_path) {
   using json = nlohmann::json;
   const std::string index_name = index_path.string();
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) return NotFound(index_name + ": cannot open (no such file or not readable)");
-  std::ostringstream text;
-  text << in.rdbuf();
+  auto text = ReadRegularFile(index_name, kMaxConfigFileBytes, "safetensors index");
+  if (!text.ok()) return text.status();
   json index;
   try {
-    index = json::parse(text.str());
+    index = json::parse(*text);
   } catch (const json::exception& e) {
     return InvalidArgument(index_name + ": not valid JSON: " + e.what());
   }

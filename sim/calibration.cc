@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/percentile.h"
+#include "core/read_file.h"
 #include "core/text.h"
 #include "driver/gpu_catalog.h"
 
@@ -692,13 +693,11 @@ void CheckKeys(const std::string& path, const YAML::Node& map, const std::string
 }  // namespace
 
 StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open the calibrated model");
-  std::ostringstream text;
-  text << in.rdbuf();
+  auto text = ReadRegularFile(path, kMaxConfigFileBytes, "calibrated model");
+  if (!text.ok()) return text.status();
   YAML::Node root;
   try {
-    root = YAML::Load(text.str());
+    root = YAML::Load(*text);
   } catch (const YAML::Exception& e) {
     return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ":" +
                            std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);

@@ -44,6 +44,11 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   EXPECT_EQ(Run("run x.yaml --bogus").exit_code, 2);
   EXPECT_EQ(Run("list nothing").exit_code, 2);
   EXPECT_EQ(Run("memory --model llama-2-7b").exit_code, 2);
+  // Only regular files are read: /dev/zero would never end, a directory is named.
+  const CliResult zero = Run("run /dev/zero");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_THAT(zero.err, HasSubstr("/dev/zero: the experiment file is not a regular file"));
+  EXPECT_THAT(Run("run " + dir_.string()).err, HasSubstr("(a directory)"));
 }
 
 TEST_F(CliTest, EverySubcommandHasHelp) {

@@ -26,6 +26,23 @@ std::string ErrorOf(const std::string& yaml, const std::vector<std::string>& set
   return config.status().message();
 }
 
+// "Billion laughs": nine levels of ten aliases would expand to 10^10 nodes; the walk
+// stops at a million and names the file, the line and the key.
+TEST(ConfigYamlTest, NestedAliasesAreBounded) {
+  std::string yaml = std::string(kMinimal) + "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 10; ++i) {
+    yaml += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) yaml += (k ? ", *a" : "*a") + std::to_string(i - 1);
+    yaml += "]\n";
+  }
+  const std::string error = ErrorOf(yaml);
+  EXPECT_THAT(error, HasSubstr("exp.yaml:"));
+  EXPECT_THAT(error, HasSubstr("more than 1000000 YAML nodes"));
+  // A few aliases are fine (and then an unknown key, as any other).
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "a0: &a0 [x]\na1: [*a0, *a0]\n"),
+              HasSubstr("unknown key 'a0'"));
+}
+
 TEST(ConfigYamlTest, MinimalConfigGetsDocumentedDefaults) {
   auto c = ParseExperiment(kMinimal, "exp.yaml", "/data");
   ASSERT_TRUE(c.ok()) << c.status().message();
