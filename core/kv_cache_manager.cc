@@ -56,23 +56,43 @@ void KvCacheManager::Grow(Request& request, int32_t count) {
   while (count-- > 0) request.block_table.push_back(TakeBlock());
 }
 
-int32_t KvCacheManager::MatchPrefix(const Request& request) const {
-  if (cache_ == nullptr || !request.block_table.empty() || request.num_computed_tokens != 0 ||
-      IsSwappedOut(request)) {
-    return 0;
+int32_t KvCacheManager::MatchLength(const Request& request) const {
+  if (!MayMatch(request)) return 0;
+  SERVELAB_CHECK(request.slot >= 0);
+  const auto slot = static_cast<size_t>(request.slot);
+  if (slot >= hints_.size()) hints_.resize(slot + 1);
+  PrefixHint& hint = hints_[slot];
+  const int32_t limit = MatchLimit(request);
+  bool intact = hint.request_id == request.id;
+  if (intact && hint.blocks > 0) {
+    intact = cache_->KeepsPrefixesWhole()
+                 ? cache_->Find(BlockKey(request, hint.blocks - 1, block_size_)) == hint.last_block
+                 : hint.evictions == stats_.evicted_blocks;
   }
-  if (match_.request == &request && match_.num_tokens == request.NumTokens() &&
-      match_.epoch == epoch_) {
+  if (!intact || hint.blocks > limit) hint = PrefixHint{request.id, 0, -1, 0};
+  hint.evictions = stats_.evicted_blocks;
+  for (int32_t k = hint.blocks; k < limit; ++k) {
+    const int32_t block = cache_->Find(BlockKey(request, k, block_size_));
+    if (block < 0) break;
+    hint.blocks = k + 1;
+    hint.last_block = block;
+  }
+  return hint.blocks;
+}
+
+int32_t KvCacheManager::MatchPrefix(const Request& request) const {
+  if (!MayMatch(request)) return 0;
+  if (match_.request == &request && match_.request_id == request.id &&
+      match_.num_tokens == request.NumTokens() && match_.epoch == epoch_) {
     return static_cast<int32_t>(match_.blocks.size());
   }
+  match_.request_id = request.id;
   match_.request = &request;
   match_.num_tokens = request.NumTokens();
   match_.epoch = epoch_;
   match_.blocks.clear();
   match_.num_unreferenced = 0;
-  // The last token is always computed, so that the step samples from its logits.
-  const int32_t limit =
-      std::min(NumKeyedBlocks(request, block_size_), (request.NumTokens() - 1) / block_size_);
+  const int32_t limit = MatchLimit(request);
   for (int32_t k = 0; k < limit; ++k) {
     const int32_t block = cache_->Find(BlockKey(request, k, block_size_));
     if (block < 0) break;

@@ -97,13 +97,15 @@ class KvCacheManager {
   // Tokens of a waiting request that admitting it now would take from the prefix
   // cache: a multiple of the block size, < NumTokens(); 0 without a cache, for a
   // swapped-out request, or one holding blocks.
+  // Cheap to ask again for a waiting request (policies rank by it every step): the
+  // lookup resumes where the request's last one ended while that prefix is intact.
   int32_t CachedPrefixTokens(const Request& request) const {
-    return MatchPrefix(request) * block_size_;
+    return MatchLength(request) * block_size_;
   }
   // The last block of that cached prefix (the radix tree's node where the request's
   // match ends), or -1 when nothing is cached.
   int32_t LastCachedBlock(const Request& request) const {
-    return MatchPrefix(request) > 0 ? match_.blocks.back() : -1;
+    return MatchLength(request) > 0 ? hints_[static_cast<size_t>(request.slot)].last_block : -1;
   }
 
   // Whether a waiting request could be admitted with room for `num_tokens` more tokens
@@ -166,10 +168,31 @@ class KvCacheManager {
   // Leading cached blocks of a waiting request (see CachedPrefixTokens), left in
   // match_.blocks; memoized until the cache or the request changes.
   int32_t MatchPrefix(const Request& request) const;
+  // The same count through the request's hint (hints_), without the block list.
+  int32_t MatchLength(const Request& request) const;
+  bool MayMatch(const Request& request) const {
+    return cache_ != nullptr && request.block_table.empty() && request.num_computed_tokens == 0 &&
+           !IsSwappedOut(request);
+  }
+  int32_t MatchLimit(const Request& request) const {
+    // The last token is always computed, so that the step samples from its logits.
+    return std::min(NumKeyedBlocks(request, block_size_), (request.NumTokens() - 1) / block_size_);
+  }
   // Registers blocks [first_block, end_block) that have a key.
   void InsertBlocks(Request& request, int32_t first_block, int32_t end_block);
 
+  // Where a waiting request's last lookup ended, by slot. Still a valid start while the
+  // request is the same and that prefix is cached: in the radix tree, when its last block
+  // still holds its key (a cached node's ancestors are cached); in the hash table, when
+  // nothing was evicted since (it can drop any block).
+  struct PrefixHint {
+    int64_t request_id = -1;
+    int32_t blocks = 0;
+    int32_t last_block = -1;
+    int64_t evictions = 0;  // stats_.evicted_blocks when taken
+  };
   struct Match {
+    int64_t request_id = -1;
     const Request* request = nullptr;
     int32_t num_tokens = -1;  // request.NumTokens() when matched
     uint64_t epoch = 0;       // epoch_ when matched
@@ -187,6 +210,7 @@ class KvCacheManager {
   PrefixCacheStats stats_;
   uint64_t epoch_ = 1;    // bumped by every change of the cache's blocks
   mutable Match match_;   // the last MatchPrefix (a reused scratch)
+  mutable std::vector<PrefixHint> hints_;  // by Request::slot, grown on first use
 };
 
 }  // namespace servelab

@@ -50,6 +50,9 @@ class PrefixCache {
   // cached block and frees its own (SGLang, after inserting into the tree) rather than
   // keeping the duplicate private (vLLM).
   virtual bool Deduplicates() const = 0;
+  // Whether a cached block's whole prefix is always cached too (the radix tree evicts
+  // leaves only; vLLM's table may drop any block).
+  virtual bool KeepsPrefixesWhole() const = 0;
   // The last holder of cached `block` let it go: it becomes evictable.
   virtual void Unreferenced(int32_t block) = 0;
   // Removes one evictable block from the cache and returns it (unreferenced, now

@@ -13,6 +13,7 @@
 // when their identified prefixes agree up to the end of that source block. Only blocks
 // wholly inside the identified tokens have a key; later blocks (a request's own text,
 // its output) are never shared.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -44,7 +45,11 @@ inline void ChainPrefixHashes(std::vector<uint64_t>& ids) {
 // Leading KV blocks of `request` that have a key (<= its prefix_identified_tokens / bs).
 inline int32_t NumKeyedBlocks(const Request& request, int32_t block_size) {
   if (request.prefix_block_tokens <= 0 || request.prefix_block_hashes.empty()) return 0;
-  return request.prefix_identified_tokens / block_size;
+  // (Never past the hashes, whatever prefix_identified_tokens says.)
+  const int64_t hashed =
+      static_cast<int64_t>(request.prefix_block_hashes.size()) * request.prefix_block_tokens;
+  return static_cast<int32_t>(std::min<int64_t>(request.prefix_identified_tokens, hashed) /
+                              block_size);
 }
 
 // The key of `request`'s KV block `index`. REQUIRES: index < NumKeyedBlocks(request, bs).

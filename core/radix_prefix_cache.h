@@ -29,6 +29,7 @@ class RadixPrefixCache final : public PrefixCache {
   void Touch(int32_t block) override;
   bool Insert(uint64_t key, int32_t block, int32_t parent) override;
   bool Deduplicates() const override { return true; }
+  bool KeepsPrefixesWhole() const override { return true; }
   void Unreferenced(int32_t block) override;
   int32_t Evict() override;
   bool IsCached(int32_t block) const override { return cached_[block] != 0; }

@@ -44,15 +44,18 @@ void Sessions::Start(Request& first, const LengthDistribution& turns) {
   for (int32_t t = 0; t < n; ++t) {
     const int32_t message = t == 0 ? static_cast<int32_t>(first_message) : messages_.Sample(rng);
     const int32_t answer = t == 0 ? first.target_output_len : answers_.Sample(rng);
+    // A longer conversation fits no model: no turn past it is drawn (the first always is,
+    // and is rejected as too long if it is).
+    if (t > 0 && total + message + answer > kMaxConversationTokens) break;
     s.messages.push_back(message);
     s.answers.push_back(answer);
     const double think = config_.think_time_s > 0 ? rng.Exponential(config_.think_time_s) : 0.0;
     s.think.push_back(FromSeconds(std::min(think, 1e9)));
     total += message + answer;
-    // A longer conversation fits no model: its turns past this are rejected (ending the
-    // session), so none is drawn, and its hashes stay bounded (1M, 8 MB).
-    if (total > kMaxConversationTokens) break;
   }
+  // Hashes for at most kMaxConversationTokens (1M of them, 8 MB): a first turn longer
+  // than that is identified only that far.
+  total = std::min(total, kMaxConversationTokens);
   // The system prompt's full hash blocks, then the session's own.
   s.hashes.assign(first.prefix_block_hashes.begin(), first.prefix_block_hashes.end());
   uint64_t parent = s.hashes.empty() ? MixKey(0x5e55105eULL, 0) : s.hashes.back();
@@ -76,7 +79,8 @@ void Sessions::Fill(const Session& s, int64_t session, int32_t turn, Request& r)
   r.target_output_len = s.answers[turn];
   const int64_t identified = prompt + (identify_answers_ ? s.answers[turn] : 0);
   r.prefix_block_tokens = kSharedPrefixBlockTokens;
-  r.prefix_identified_tokens = static_cast<int32_t>(std::min(identified, kMax));
+  r.prefix_identified_tokens = static_cast<int32_t>(
+      std::min({identified, kMax, static_cast<int64_t>(s.hashes.size()) * kSharedPrefixBlockTokens}));
   const auto needed = static_cast<size_t>((int64_t{r.prefix_identified_tokens} + kSharedPrefixBlockTokens - 1) /
                                           kSharedPrefixBlockTokens);
   r.prefix_block_hashes.assign(s.hashes.begin(),

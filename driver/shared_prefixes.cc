@@ -25,8 +25,15 @@ StatusOr<SharedPrefixes> SharedPrefixes::Make(const SharedPrefixConfig& config, 
   p.config_ = config;
   Rng rng(seed, RngStream::kPrefixLengths);
   double total = 0;
+  int64_t total_tokens = 0;
   for (int32_t k = 0; k < config.num_prompts; ++k) {
     const int32_t length = lengths->Sample(rng);
+    total_tokens += length;
+    if (total_tokens > kMaxSharedPrefixTokens) {  // before their hashes are allocated
+      return InvalidArgument("workload.prefix: the system prompts come to more than " +
+                             std::to_string(kMaxSharedPrefixTokens) +
+                             " tokens; fewer or shorter prompts");
+    }
     p.lengths_.push_back(length);
     // Content ids: the prompt's index and the block's position, then chained.
     std::vector<uint64_t> ids(static_cast<size_t>(length / kSharedPrefixBlockTokens));

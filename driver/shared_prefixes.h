@@ -17,6 +17,8 @@ namespace servelab {
 // (it shares a hash block with the request's own tokens), so at most 15 of its tokens
 // are computed again by each request.
 inline constexpr int32_t kSharedPrefixBlockTokens = 16;
+// All system prompts together (their hashes: 8M, 64 MB).
+inline constexpr int64_t kMaxSharedPrefixTokens = int64_t{1} << 27;
 
 class SharedPrefixes {
  public:

@@ -1,7 +1,6 @@
 #include "policies/prefix_policies.h"
 
 #include <algorithm>
-#include <functional>
 #include <unordered_map>
 #include <utility>
 
@@ -28,6 +27,8 @@ void PrefixAwarePolicy::Enqueue(Request& request, TimeNs /*now*/) {
 Request* PrefixAwarePolicy::Peek(TimeNs /*now*/) {
   if (waiting_.empty()) return nullptr;
   if (static_cast<int64_t>(waiting_.size()) > fcfs_threshold_) return waiting_.front();
+  if (ranked_ && stepped_) ranked_ = RankingStillHolds();
+  stepped_ = false;
   if (!ranked_) Rank();
   SERVELAB_CHECK(next_ < order_.size());
   return order_[next_];
@@ -48,6 +49,15 @@ Request* PrefixAwarePolicy::PickVictim(std::span<Request* const> running, TimeNs
   return running.empty() ? nullptr : running.back();
 }
 
+bool PrefixAwarePolicy::RankingStillHolds() const {
+  // Admissions change dfs-weight's subtree weights (lpm's order of the rest stays).
+  if (rule_ == Rule::kDfsWeight && next_ > 0) return false;
+  for (size_t i = next_; i < order_.size(); ++i) {
+    if (RankKey(*order_[i]) != keys_[i]) return false;
+  }
+  return true;
+}
+
 void PrefixAwarePolicy::Rank() {
   order_.assign(waiting_.begin(), waiting_.end());
   next_ = 0;
@@ -57,6 +67,8 @@ void PrefixAwarePolicy::Rank() {
   } else {
     RankDepthFirst();
   }
+  keys_.clear();
+  for (const Request* r : order_) keys_.push_back(RankKey(*r));
 }
 
 void PrefixAwarePolicy::RankByMatch() {
@@ -71,40 +83,59 @@ void PrefixAwarePolicy::RankByMatch() {
 void PrefixAwarePolicy::RankDepthFirst() {
   const auto& tree = static_cast<const RadixPrefixCache&>(*kv_->Cache());
   const int32_t root = tree.Root();
-  // The subtree spanned by the waiting requests' match nodes: weights, children in
-  // order of first appearance, and each node's own requests in FCFS order. (References
-  // into an unordered_map survive its rehashing.)
+  // The subtree spanned by the waiting requests' match nodes. A path is walked up only
+  // until it meets a node already linked, so building it costs the nodes it holds, not
+  // requests x depth. (References into an unordered_map survive its rehashing.)
   struct Node {
-    int64_t weight = 0;
+    int64_t weight = 0;   // waiting requests at or below it
     bool linked = false;  // in its parent's children
-    std::vector<int32_t> children;
-    std::vector<Request*> requests;
+    std::vector<int32_t> children;  // in order of first appearance
+    std::vector<Request*> requests;  // whose match ends here, FCFS
   };
   std::unordered_map<int32_t, Node> nodes;
+  nodes[root];
   for (Request* r : order_) {
     const int32_t last = kv_->LastCachedBlock(*r);
     const int32_t at = last >= 0 ? last : root;
     nodes[at].requests.push_back(r);
-    for (int32_t n = at;; n = tree.Parent(n)) {
+    for (int32_t n = at; n != root;) {
       Node& node = nodes[n];
-      ++node.weight;
-      if (n == root) break;
-      if (!node.linked) {
-        node.linked = true;
-        nodes[tree.Parent(n)].children.push_back(n);
-      }
+      if (node.linked) break;
+      node.linked = true;
+      const int32_t parent = tree.Parent(n);
+      nodes[parent].children.push_back(n);
+      n = parent;
     }
   }
+  // Weights bottom-up: a preorder listed in reverse has every child before its parent.
+  std::vector<int32_t> preorder{root};
+  for (size_t i = 0; i < preorder.size(); ++i) {
+    const Node& node = nodes[preorder[i]];
+    preorder.insert(preorder.end(), node.children.begin(), node.children.end());
+  }
+  for (auto it = preorder.rbegin(); it != preorder.rend(); ++it) {
+    Node& node = nodes[*it];
+    node.weight += static_cast<int64_t>(node.requests.size());
+    for (const int32_t child : node.children) node.weight += nodes[child].weight;
+  }
+  // Depth first, heavier children first, a node's own requests after its children's --
+  // with an explicit stack: a cached path can be as deep as a prompt is long in blocks.
   order_.clear();
-  const std::function<void(int32_t)> visit = [&](int32_t n) {
+  std::vector<std::pair<int32_t, bool>> stack{{root, false}};  // (node, children pushed)
+  while (!stack.empty()) {
+    auto [n, expanded] = stack.back();
     Node& node = nodes[n];
+    if (expanded) {
+      stack.pop_back();
+      order_.insert(order_.end(), node.requests.begin(), node.requests.end());
+      continue;
+    }
+    stack.back().second = true;
     std::stable_sort(node.children.begin(), node.children.end(), [&](int32_t a, int32_t b) {
       return nodes[a].weight > nodes[b].weight;
     });
-    for (const int32_t child : node.children) visit(child);
-    order_.insert(order_.end(), node.requests.begin(), node.requests.end());
-  };
-  visit(root);
+    for (auto c = node.children.rbegin(); c != node.children.rend(); ++c) stack.emplace_back(*c, false);
+  }
 }
 
 namespace {

@@ -14,9 +14,13 @@
 //               children's (ties by first appearance in arrival order). Requests that
 //               share a prefix run together while it is cached. Same threshold.
 //
-// A round is what lies between two iterations: the ranking is computed at the round's
-// first Peek and kept until the next OnStepDone (the cache only changes when a step
-// commits). Victim: the latest admitted, as FCFS.
+// A round is what lies between two iterations. The ranking is kept across rounds until
+// a request arrives or comes back, a waiting request's cached prefix changed (its length,
+// or for dfs-weight the node it ends at) or, for dfs-weight, one was admitted (the
+// weights change): checking that costs one resumed lookup per waiting request
+// (KvCacheManager::CachedPrefixTokens); the result is the ranking SGLang computes afresh
+// each round.
+// Victim: the latest admitted, as FCFS.
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -42,20 +46,28 @@ class PrefixAwarePolicy final : public Policy {
   Request* Peek(TimeNs now) override;
   void Admitted(Request& request, TimeNs now) override;
   Request* PickVictim(std::span<Request* const> running, TimeNs now) override;
-  void OnStepDone(const StepPlan&, const StepResult&, TimeNs) override { ranked_ = false; }
+  void OnStepDone(const StepPlan&, const StepResult&, TimeNs) override { stepped_ = true; }
   size_t NumWaiting() const override { return waiting_.size(); }
 
  private:
   void Rank();
   void RankByMatch();
   void RankDepthFirst();
+  // What the ranking of `r` depended on: its cached tokens, or the node its match ends at.
+  int64_t RankKey(const Request& r) const {
+    return rule_ == Rule::kLongestPrefixMatch ? kv_->CachedPrefixTokens(r)
+                                              : kv_->LastCachedBlock(r);
+  }
+  bool RankingStillHolds() const;
 
   Rule rule_;
   const KvCacheManager* kv_;
   int32_t fcfs_threshold_;
   std::deque<Request*> waiting_;  // FCFS order: arrivals at the back, preempted at the front
   bool ranked_ = false;
-  std::vector<Request*> order_;   // this round's ranking, not yet admitted ones
+  bool stepped_ = false;          // a step committed since the ranking was last checked
+  std::vector<Request*> order_;   // the ranking; order_[next_..] not yet admitted
+  std::vector<int64_t> keys_;     // RankKey of each when ranked
   size_t next_ = 0;               // order_[next_] is the candidate
 };
 

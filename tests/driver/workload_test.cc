@@ -322,6 +322,15 @@ TEST(WorkloadTest, SessionTurnsFollowTheirPredecessor) {
   EXPECT_FALSE(w->FollowUp(second, none)) << "a rejected turn ends its session";
   c.sessions.turns = LengthDistConfig::Fixed(20000);
   EXPECT_NE(ErrorOf(c).find("workload.sessions.turns"), std::string::npos);
+  // A conversation no model could serve is named by at most 2^24 tokens of hashes.
+  c.sessions.turns = LengthDistConfig::Fixed(2);
+  c.input_tokens = LengthDistConfig::Fixed(1'000'000'000);
+  auto huge = Make(c);
+  Request big;
+  ASSERT_TRUE(huge->Next(big));
+  EXPECT_EQ(big.prompt_len, 1'000'000'000);
+  EXPECT_LE(big.prefix_block_hashes.size(), size_t{1} << 20);
+  EXPECT_LE(big.prefix_identified_tokens, 1 << 24);
 }
 
 TEST(WorkloadTest, TraceErrorsPropagate) {

@@ -326,6 +326,27 @@ TEST(PrefixCacheResultsTest, SessionTurnsReuseTheConversationSoFar) {
   }
 }
 
+// A radix path is as deep as a cached prompt is long in blocks: 120,000 one-token blocks
+// here. dfs-weight walks it without recursion (it overflowed the stack) and without
+// walking it again per request per step.
+TEST(PrefixCacheResultsTest, DfsWeightHandlesPathsAsDeepAsAPrompt) {
+  ExperimentConfig c = SystemPrompts(PrefixCacheType::kRadix);
+  c.model = *FindModel("llama-3.1-8b");
+  c.hardware.gpu = *FindGpu("h100-80gb");
+  c.hardware.num_gpu_blocks = 400000;
+  c.scheduler.block_size = 1;
+  c.scheduler.max_num_seqs = 2;
+  c.scheduler.max_num_batched_tokens = 131072;
+  c.scheduler.policy = NamedParams{"dfs-weight", {}, "scheduler.policy", "", ""};
+  c.workload.num_requests = 6;
+  c.workload.arrival.rate = 1000;
+  c.workload.prefix.num_prompts = 1;
+  c.workload.prefix.prompt_tokens = LengthDistConfig::Fixed(120000);
+  const RunSummary s = Simulate(c).summary;
+  EXPECT_EQ(s.num_finished, 6);
+  EXPECT_GE(s.prefix_cache.hit_tokens, 4 * 120000);
+}
+
 TEST(PrefixCacheResultsTest, SameSeedGivesByteIdenticalOutputs) {
   ExperimentConfig c = SystemPrompts(PrefixCacheType::kRadix);
   c.hardware.num_gpu_blocks = 900;
