@@ -18,6 +18,7 @@ KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, int32_t w
       host_(num_host_blocks),
       cache_(MakePrefixCache(prefix_cache, device_)) {
   SERVELAB_CHECK(block_size >= 1 && num_host_blocks >= 0);
+  SERVELAB_CHECK(num_blocks <= kMaxKvBlocks && num_host_blocks <= kMaxKvBlocks);
   SERVELAB_CHECK(watermark_blocks >= 0 && watermark_blocks <= num_blocks);
 }
 

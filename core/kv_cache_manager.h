@@ -45,6 +45,10 @@
 
 namespace servelab {
 
+// The most KV blocks one pool may have (device or host): 2^24, 268M tokens at 16 per
+// block, far past any GPU; the manager and its prefix cache keep arrays per block.
+inline constexpr int32_t kMaxKvBlocks = int32_t{1} << 24;
+
 // Prefix-cache counters of one KV manager (vLLM's prefix cache stats, in tokens and in
 // blocks): a query is one admission's lookup, over all of the request's tokens then.
 struct PrefixCacheStats {

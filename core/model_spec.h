@@ -40,14 +40,16 @@ struct ModelSpec {
   template <class V>
   void VisitFields(V& v) {
     v.Field("name", name);
-    v.Field("hidden_size", hidden_size, kAtLeastOne);
-    v.Field("num_hidden_layers", num_hidden_layers, kAtLeastOne);
-    v.Field("num_attention_heads", num_attention_heads, kAtLeastOne);
-    v.Field("num_key_value_heads", num_key_value_heads, kAtLeastOne);
-    v.Field("head_dim", head_dim, kNonNegative);
-    v.Field("intermediate_size", intermediate_size, kAtLeastOne);
-    v.Field("vocab_size", vocab_size, kAtLeastOne);
-    v.Field("max_position_embeddings", max_position_embeddings, kAtLeastOne);
+    // Every size bounded so that parameter counts and KV bytes stay exact in int64 (the
+    // largest models served have hidden 16384, 126 layers, 128 heads, vocab 256K).
+    v.Field("hidden_size", hidden_size, Bounds{1, 1 << 20});
+    v.Field("num_hidden_layers", num_hidden_layers, Bounds{1, 1 << 14});
+    v.Field("num_attention_heads", num_attention_heads, Bounds{1, 1 << 14});
+    v.Field("num_key_value_heads", num_key_value_heads, Bounds{1, 1 << 14});
+    v.Field("head_dim", head_dim, Bounds{0, 1 << 14});
+    v.Field("intermediate_size", intermediate_size, Bounds{1, 1 << 22});
+    v.Field("vocab_size", vocab_size, Bounds{1, 1 << 24});
+    v.Field("max_position_embeddings", max_position_embeddings, Bounds{1, 1 << 26});
     v.Field("tie_word_embeddings", tie_word_embeddings);
     v.Field("attention_bias", attention_bias);
     v.Field("rms_norm_eps", rms_norm_eps, kPositive);

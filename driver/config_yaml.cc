@@ -384,7 +384,8 @@ std::string SetPath(YAML::Node& root, const std::string& key_path, const YAML::N
     if (part.empty()) throw ConfigError{label + ": empty key in path"};
     const bool last = i + 1 == parts.size();
     if (IsIndex(part) && cur.IsSequence()) {
-      const size_t index = std::stoul(part);
+      // (Digits only, but maybe more than any size_t: compared as text first.)
+      const size_t index = part.size() > 9 ? cur.size() : std::stoul(part);
       if (index >= cur.size()) {
         throw ConfigError{label + ": index " + part + " is past the end of " + normalized + " (" +
                           std::to_string(cur.size()) + " items)"};

@@ -181,6 +181,11 @@ Status Driver::StartStep(int32_t index, TimeNs now) {
   }
   replica.result = std::move(result).value();
   SERVELAB_CHECK(replica.result.elapsed >= 0);
+  if (replica.result.elapsed > kMaxTime - now) {
+    return InvalidArgument("replica " + std::to_string(index) + ", step " +
+                           std::to_string(replica.steps) + ": simulated time would pass " +
+                           std::to_string(ToSeconds(kMaxTime)) + " s");
+  }
   replica.step_start = now;
   replica.busy = true;
   ++replica.steps;

@@ -37,9 +37,9 @@ struct HardwareConfig {
     v.Field("tensor_parallel", tensor_parallel, Bounds{1, 64});
     v.Field("pipeline_parallel", pipeline_parallel, Bounds{1, 64});
     v.Field("memory_utilization", memory_utilization, kOpenUnitInterval);
-    v.Field("framework_overhead_gib", framework_overhead_gib, kNonNegative);
-    v.Field("num_gpu_blocks", num_gpu_blocks, kNonNegative);
-    v.Field("swap_space_gib", swap_space_gib, kNonNegative);
+    v.Field("framework_overhead_gib", framework_overhead_gib, Bounds{0, 1e6});
+    v.Field("num_gpu_blocks", num_gpu_blocks, Bounds{0, 1 << 24});  // kMaxKvBlocks
+    v.Field("swap_space_gib", swap_space_gib, Bounds{0, 1e6});
   }
 };
 

@@ -22,15 +22,17 @@ struct GpuSpec {
   template <class V>
   void VisitFields(V& v) {
     v.Field("name", name);
-    v.Field("memory_gib", memory_gib, kPositive);
-    v.Field("mem_bandwidth_gbps", mem_bandwidth_gbps, kPositive);
-    v.Field("bf16_tflops", bf16_tflops, kPositive);
-    v.Field("fp8_tflops", fp8_tflops, kNonNegative);
-    v.Field("fp32_tflops", fp32_tflops, kNonNegative);
-    v.Field("interconnect_gbps", interconnect_gbps, kNonNegative);
-    v.Field("pcie_gbps", pcie_gbps, kNonNegative);
-    v.Field("power_w", power_w, kNonNegative);
-    v.Field("price_per_hour", price_per_hour, kNonNegative);
+    // Ranges far wider than any real part, narrow enough that no product of them leaves
+    // a double's exact range or a step's time the int64 nanoseconds.
+    v.Field("memory_gib", memory_gib, Bounds{1e-3, 1e6});
+    v.Field("mem_bandwidth_gbps", mem_bandwidth_gbps, Bounds{1e-3, 1e7});
+    v.Field("bf16_tflops", bf16_tflops, Bounds{1e-6, 1e7});
+    v.Field("fp8_tflops", fp8_tflops, Bounds{0, 1e7});
+    v.Field("fp32_tflops", fp32_tflops, Bounds{0, 1e7});
+    v.Field("interconnect_gbps", interconnect_gbps, Bounds{0, 1e7});
+    v.Field("pcie_gbps", pcie_gbps, Bounds{0, 1e7});
+    v.Field("power_w", power_w, Bounds{0, 1e7});
+    v.Field("price_per_hour", price_per_hour, Bounds{0, 1e9});
   }
 };
 

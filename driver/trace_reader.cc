@@ -69,6 +69,11 @@ StatusOr<std::vector<TraceRecord>> Finish(std::vector<TraceRecord> records,
     std::stable_sort(records.begin(), records.end(), by_arrival);
   }
   const TimeNs first = records.front().arrival;
+  TimeNs span = 0;
+  if (__builtin_sub_overflow(records.back().arrival, first, &span) || span > kMaxTime) {
+    return InvalidArgument(path + ": the trace spans more than " +
+                           std::to_string(ToSeconds(kMaxTime)) + " s (about 126 years)");
+  }
   for (TraceRecord& r : records) {
     r.arrival -= first;
     r.prompt_len = std::max(r.prompt_len, 1);
@@ -128,9 +133,11 @@ StatusOr<std::vector<TraceRecord>> ReadCsvTrace(const std::string& path,
       record.arrival = *t;
     } else {
       double seconds = 0;
-      if (!ParseDouble(time_text, seconds) || seconds < 0 || seconds > 9.0e9) {
+      if (!ParseDouble(time_text, seconds) || !(seconds >= 0) ||
+          seconds > ToSeconds(kMaxTime)) {
         return LineError(path, file->line_number(),
-                         "expected a time in seconds >= 0, got '" + std::string(time_text) + "'",
+                         "expected a time in seconds in [0, " + std::to_string(ToSeconds(kMaxTime)) +
+                             "], got '" + std::string(time_text) + "'",
                          time_name);
       }
       record.arrival = FromSeconds(seconds);
@@ -199,6 +206,9 @@ StatusOr<TimeNs> ParseTimestamp(std::string_view text) {
   }
   const int64_t days = DaysSinceEpoch(year, static_cast<int>(month), static_cast<int>(day));
   const int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second;
+  // Nanoseconds since 1970 in an int64 (years 1678 to 2262); Finish() bounds the span.
+  constexpr int64_t kMaxSeconds = std::numeric_limits<int64_t>::max() / kNsPerSec - 1;
+  if (seconds < -kMaxSeconds || seconds >= kMaxSeconds) return bad("year out of range 1678-2262");
   return seconds * kNsPerSec + fraction_ns;
 }
 
@@ -230,12 +240,16 @@ StatusOr<std::vector<TraceRecord>> ReadMooncakeTrace(const std::string& path) {
     TraceRecord record;
     const nlohmann::json& ts = row["timestamp"];
     int64_t count = 0;
-    if (JsonCount(ts, std::numeric_limits<int64_t>::max() / kNsPerMs, count)) {
+    if (JsonCount(ts, kMaxTime / kNsPerMs, count)) {
       record.arrival = count * kNsPerMs;  // exact for integer milliseconds
-    } else if (ts.is_number_float() && ts.get<double>() >= 0 && ts.get<double>() < 9.0e12) {
+    } else if (ts.is_number_float() && ts.get<double>() >= 0 &&
+               ts.get<double>() < ToSeconds(kMaxTime) * 1e3) {
       record.arrival = std::llround(ts.get<double>() * static_cast<double>(kNsPerMs));
     } else {
-      return LineError(path, n, "expected a time in ms >= 0, got " + ts.dump(), "timestamp");
+      return LineError(path, n,
+                       "expected a time in ms in [0, " + std::to_string(kMaxTime / kNsPerMs) +
+                           "], got " + ts.dump(),
+                       "timestamp");
     }
     const auto length = [&](const char* key, int32_t& out) {
       if (!JsonCount(row[key], kInt32Max, count)) {

@@ -8,6 +8,7 @@
 
 #include "core/prefix_key.h"
 #include "core/rng.h"
+#include "core/text.h"
 #include "driver/arrival_process.h"
 #include "driver/length_distribution.h"
 #include "driver/sessions.h"
@@ -248,6 +249,14 @@ StatusOr<std::unique_ptr<Workload>> MakeWorkload(const WorkloadConfig& config, u
 
   if (config.num_requests == 0 && config.duration_s == 0) {
     return InvalidArgument("workload: set num_requests or duration_s");
+  }
+  // Requests in flight are held in memory: a run's expected count stays bounded.
+  constexpr double kMaxExpectedRequests = 1e9;
+  if (config.num_requests == 0 && config.arrival.process != ArrivalProcess::kBurst &&
+      config.duration_s * config.arrival.rate > kMaxExpectedRequests) {
+    return InvalidArgument("workload: duration_s x arrival.rate = " +
+                           FormatDouble(config.duration_s * config.arrival.rate) +
+                           " requests, more than 1e9; set num_requests to bound the run");
   }
   if (config.arrival.process == ArrivalProcess::kBurst && config.num_requests == 0) {
     return InvalidArgument(

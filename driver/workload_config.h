@@ -24,7 +24,8 @@ struct ArrivalConfig {
   template <class V>
   void VisitFields(V& v) {
     v.Enum("process", process, EnumNames<ArrivalProcess>(kArrivalNames));
-    if (process != ArrivalProcess::kBurst) v.Field("rate", rate, kPositive);
+    // (At most one arrival per nanosecond; at least one per ~30 years.)
+    if (process != ArrivalProcess::kBurst) v.Field("rate", rate, Bounds{1e-9, 1e9});
     if (process == ArrivalProcess::kGamma) v.Field("cv", cv, kPositive);
   }
 };
@@ -194,8 +195,8 @@ struct WorkloadConfig {
 
   template <class V>
   void VisitFields(V& v) {
-    v.Field("num_requests", num_requests, kNonNegative);
-    v.Field("duration_s", duration_s, kNonNegative);
+    v.Field("num_requests", num_requests, Bounds{0, 1e9});
+    v.Field("duration_s", duration_s, Bounds{0, 1e9});  // ~31 years: ns fit an int64
     v.OptionalSection("trace", trace, has_trace);
     if (!has_trace) {
       v.Section("arrival", arrival);

@@ -174,8 +174,8 @@ StatusOr<std::unique_ptr<CostModel>> MakeRooflineCostModel(ParamReader& params,
   o.interconnect_efficiency =
       params.GetDouble("interconnect_efficiency", o.interconnect_efficiency, kOpenUnitInterval);
   o.allreduce_latency_us =
-      params.GetDouble("allreduce_latency_us", o.allreduce_latency_us, kNonNegative);
-  o.step_overhead_ms = params.GetDouble("step_overhead_ms", o.step_overhead_ms, kNonNegative);
+      params.GetDouble("allreduce_latency_us", o.allreduce_latency_us, Bounds{0, 1e9});
+  o.step_overhead_ms = params.GetDouble("step_overhead_ms", o.step_overhead_ms, Bounds{0, 1e6});
   SERVELAB_RETURN_IF_ERROR(params.Finish());
   SERVELAB_RETURN_IF_ERROR(RooflineCostModel::Validate(deployment));
   return std::unique_ptr<CostModel>(std::make_unique<RooflineCostModel>(o, deployment));

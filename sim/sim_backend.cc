@@ -62,11 +62,22 @@ StatusOr<SimReplica> SimReplicaOf(const ExperimentConfig& config) {
                             hw.pipeline_parallel) *
       config.scheduler.block_size);
   r.capacity.block_size = config.scheduler.block_size;
-  r.capacity.num_gpu_blocks =
-      static_cast<int32_t>(hw.num_gpu_blocks > 0 ? hw.num_gpu_blocks : r.memory.kv_blocks);
+  const int64_t blocks = hw.num_gpu_blocks > 0 ? hw.num_gpu_blocks : r.memory.kv_blocks;
+  if (blocks > kMaxKvBlocks) {
+    return InvalidArgument(src + ": hardware" + (hw.num_gpu_blocks > 0 ? ".num_gpu_blocks" : "") +
+                           ": a KV cache of " + std::to_string(blocks) + " blocks, more than " +
+                           std::to_string(kMaxKvBlocks) + " (a larger block_size holds more)");
+  }
+  r.capacity.num_gpu_blocks = static_cast<int32_t>(blocks);
   r.capacity.bytes_per_block = r.kv_bytes_per_block_per_gpu * gpus;
-  r.capacity.num_cpu_blocks = static_cast<int32_t>(std::floor(
-      hw.swap_space_gib * kBytesPerGib / static_cast<double>(r.kv_bytes_per_block_per_gpu)));
+  const double host_blocks =
+      std::floor(hw.swap_space_gib * kBytesPerGib / static_cast<double>(r.kv_bytes_per_block_per_gpu));
+  if (config.scheduler.preemption == PreemptionMode::kSwap && host_blocks > kMaxKvBlocks) {
+    return InvalidArgument(src + ": hardware.swap_space_gib: " + std::to_string(hw.swap_space_gib) +
+                           " GiB is " + std::to_string(host_blocks) + " KV blocks, more than " +
+                           std::to_string(kMaxKvBlocks));
+  }
+  r.capacity.num_cpu_blocks = static_cast<int32_t>(std::min<double>(host_blocks, kMaxKvBlocks));
   if (config.scheduler.preemption == PreemptionMode::kSwap) {
     if (hw.gpu.pcie_gbps <= 0) {
       return InvalidArgument(src + ": scheduler.preemption: swap needs hardware.gpu.pcie_gbps > 0");
@@ -96,6 +107,21 @@ std::optional<TimeNs> SimBackend::PredictPrefillTime(int32_t num_tokens) const {
   plan.num_prefill_tokens = num_tokens;
   plan.num_emitting = 1;
   return cost_model_->StepTime(plan);
+}
+
+StatusOr<StepResult> SimBackend::Execute(const StepPlan& plan) {
+  StepResult result;
+  const TimeNs compute = cost_model_->StepTime(plan);
+  const TimeNs swap = SwapTime(plan);
+  if (!(compute >= 0 && compute <= kMaxStepTime && swap >= 0 && swap <= kMaxStepTime)) {
+    return InvalidArgument("the cost model predicts a step of " +
+                           std::to_string(ToSeconds(compute)) + " s (+ " +
+                           std::to_string(ToSeconds(swap)) + " s of swap), more than " +
+                           std::to_string(ToSeconds(kMaxStepTime)) +
+                           " s: check the cost model's and the GPU's figures");
+  }
+  result.elapsed = compute + swap;
+  return result;
 }
 
 TimeNs SimBackend::SwapTime(const StepPlan& plan) const {

@@ -42,6 +42,9 @@ StatusOr<SimReplica> SimReplicaOf(const ExperimentConfig& config);
 // experiment's cost model is checked whichever backend runs it.
 Status ResolveCostModel(ExperimentConfig& config);
 
+// The longest step a simulated replica may take (a million seconds).
+inline constexpr TimeNs kMaxStepTime = TimeNs{1'000'000} * kNsPerSec;
+
 class SimBackend final : public Backend {
  public:
   SimBackend(std::unique_ptr<CostModel> cost_model, const SimReplica& replica)
@@ -53,11 +56,9 @@ class SimBackend final : public Backend {
   std::string_view Name() const override { return "sim"; }
   KvCapacity Capacity() const override { return capacity_; }
   int32_t MaxModelLen() const override { return max_model_len_; }
-  StatusOr<StepResult> Execute(const StepPlan& plan) override {
-    StepResult result;
-    result.elapsed = cost_model_->StepTime(plan) + SwapTime(plan);
-    return result;
-  }
+  // A step predicted longer than kMaxStepTime is an error naming it (a cost model or GPU
+  // with figures out of any real range), never a time that overflows.
+  StatusOr<StepResult> Execute(const StepPlan& plan) override;
   // The cost model's time for one request's prefill of `num_tokens` alone.
   std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const override;
   std::string Describe() const override { return cost_model_->Describe(); }

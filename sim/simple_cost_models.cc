@@ -27,17 +27,17 @@ TimeNs LinearCostModel::StepTime(const StepPlan& plan) const {
 StatusOr<std::unique_ptr<CostModel>> MakeConstantCostModel(ParamReader& params,
                                                            const DeploymentSpec& /*deployment*/) {
   ConstantCostModelOptions options;
-  options.step_ms = params.GetDouble("step_ms", options.step_ms, kPositive);
+  options.step_ms = params.GetDouble("step_ms", options.step_ms, Bounds{0, 1e6, true, false});
   return std::unique_ptr<CostModel>(std::make_unique<ConstantCostModel>(options));
 }
 
 StatusOr<std::unique_ptr<CostModel>> MakeLinearCostModel(ParamReader& params,
                                                          const DeploymentSpec& /*deployment*/) {
   LinearCostModelOptions options;
-  options.base_ms = params.GetDouble("base_ms", options.base_ms, kNonNegative);
-  options.per_token_ms = params.GetDouble("per_token_ms", options.per_token_ms, kNonNegative);
+  options.base_ms = params.GetDouble("base_ms", options.base_ms, Bounds{0, 1e6});
+  options.per_token_ms = params.GetDouble("per_token_ms", options.per_token_ms, Bounds{0, 1e6});
   options.per_context_token_ms =
-      params.GetDouble("per_context_token_ms", options.per_context_token_ms, kNonNegative);
+      params.GetDouble("per_context_token_ms", options.per_context_token_ms, Bounds{0, 1e6});
   return std::unique_ptr<CostModel>(std::make_unique<LinearCostModel>(options));
 }
 

@@ -43,6 +43,29 @@ TEST(ConfigYamlTest, NestedAliasesAreBounded) {
               HasSubstr("unknown key 'a0'"));
 }
 
+// Every numeric key has a range that keeps the computation inside its types: values past
+// it are errors naming the key and the range, at parse time (they aborted, wrapped to 0,
+// or overflowed a step's time before).
+TEST(ConfigYamlTest, NumbersPastTheirTypeAreOutOfRange) {
+  const struct {
+    const char* set;
+    const char* range;
+  } cases[] = {
+      {"hardware.num_gpu_blocks=2147483648", "hardware.num_gpu_blocks: value 2147483648 out of range: must be in [0, 16777216]"},
+      {"hardware.num_gpu_blocks=4294967296", "must be in [0, 16777216]"},
+      {"hardware.swap_space_gib=1e30", "hardware.swap_space_gib: value 1e30 out of range"},
+      {"hardware.gpu={base: a100-80gb, mem_bandwidth_gbps: 1e-300}", "hardware.gpu.mem_bandwidth_gbps: value 1e-300 out of range"},
+      {"model={base: llama-2-7b, hidden_size: 2147483647}", "model.hidden_size: value 2147483647 out of range: must be in [1, 1048576]"},
+      {"workload.duration_s=1e12", "workload.duration_s: value 1e12 out of range: must be in [0, 1000000000]"},
+      {"workload.arrival.rate=1e-12", "workload.arrival.rate: value 1e-12 out of range"},
+      {"workload.arrival.rate=1e30", "workload.arrival.rate: value 1e30 out of range"},
+      {"workload.num_requests=99999999999", "workload.num_requests: value 99999999999 out of range"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_THAT(ErrorOf(kMinimal, {c.set}), HasSubstr(c.range)) << c.set;
+  }
+}
+
 TEST(ConfigYamlTest, MinimalConfigGetsDocumentedDefaults) {
   auto c = ParseExperiment(kMinimal, "exp.yaml", "/data");
   ASSERT_TRUE(c.ok()) << c.status().message();

@@ -165,6 +165,16 @@ INSTANTIATE_TEST_SUITE_P(
                       "TIMESTAMP,ContextTokens,GeneratedTokens\n" AZURE_ROW1
                       "2023-11-16 18:15:47.0,374\n",
                       ":3:", "GeneratedTokens"},
+        MalformedCase{"azure_year_9999", TraceFormat::kAzure,  // past int64 ns
+                      "TIMESTAMP,ContextTokens,GeneratedTokens\n" AZURE_ROW1
+                      "9999-11-16 18:15:47.0,3,5\n",
+                      ":3:", "TIMESTAMP"},
+        MalformedCase{"mooncake_far_future", TraceFormat::kMooncake,
+                      "{\"timestamp\": 9223372036854, \"input_length\": 1, \"output_length\": 1}\n",
+                      ":1:", "timestamp"},
+        MalformedCase{"splitwise_far_future", TraceFormat::kSplitwise,
+                      "arrived_at,num_prefill_tokens,num_decode_tokens\n1e10,5,5\n",
+                      ":2:", "arrived_at"},
         MalformedCase{"azure_nan", TraceFormat::kAzure,
                       "TIMESTAMP,ContextTokens,GeneratedTokens\n" AZURE_ROW1
                       "2023-11-16 18:15:47.0,abc,5\n",

@@ -88,7 +88,7 @@ TEST(ResolveCostModelTest, FillsDefaultsAndKeepsGivenValues) {
   ExperimentConfig bad = Parse("model: llama-2-7b\nhardware: {gpu: a100-80gb}\n"
                                "cost_model: {type: constant, step_ms: -1}\n");
   const Status status = ResolveCostModel(bad);
-  EXPECT_EQ(status.message(), "exp.yaml:3: cost_model.step_ms: value -1 out of range: must be > 0");
+  EXPECT_EQ(status.message(), "exp.yaml:3: cost_model.step_ms: value -1 out of range: must be in (0, 1000000]");
 }
 
 // The backend the factory builds reports those facts and predicts a lone prefill with the

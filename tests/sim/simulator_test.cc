@@ -225,5 +225,20 @@ TEST(SimulatorTest, SameSeedGivesByteIdenticalOutputs) {
   EXPECT_NE(outputs[0].substr(0, requests.str().size()), requests.str());
 }
 
+// A step longer than kMaxStepTime (figures out of any real range) ends the run with an
+// error naming it, not an overflowed time or a CHECK.
+TEST(SimulatorTest, AStepPastTheTimeRangeIsAnError) {
+  ExperimentConfig c = BaseConfig();
+  c.workload.num_requests = 3;
+  c.workload.input_tokens = LengthDistConfig::Fixed(2000);
+  c.cost_model = NamedParams{"linear", {Param{"per_context_token_ms", "1e6", ""}}, "cost_model",
+                             "", ""};
+  auto outcome = RunSimulation(c, MetricsSinks{});
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_NE(outcome.status().message().find("the cost model predicts a step of"), std::string::npos)
+      << outcome.status().message();
+  EXPECT_NE(outcome.status().message().find("replica 0, step 0"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace servelab
