@@ -2,12 +2,15 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include "cli/commands.h"
 #include "core/text.h"
 #include "policies/registry.h"
 #include "sim/cost_model.h"
 #include "driver/gpu_catalog.h"
+#include "core/scheduler_config.h"
+#include "driver/experiment.h"
 #include "sim/memory.h"
 #include "driver/model_catalog.h"
 #include "driver/router.h"
@@ -138,13 +141,34 @@ int MemoryCommand(const std::vector<std::string>& args) {
   if (!kv || (*kv != DType::kFp16 && *kv != DType::kBf16 && *kv != DType::kFp8)) {
     return fail("--kv-dtype: '" + kv_dtype + "' is not one of fp16, bf16, fp8");
   }
-  if (mem.tensor_parallel < 1 || mem.pipeline_parallel < 1) return fail("--tp and --pp must be >= 1");
-  if (mem.memory_utilization <= 0 || mem.memory_utilization > 1) {
-    return fail("--memory-utilization must be in (0, 1]");
-  }
-  if (mem.block_size < 1 || mem.max_num_batched_tokens < 1 || mem.max_num_seqs < 1 ||
-      mem.context_len < 0 || mem.framework_overhead_gib < 0) {
-    return fail("sizes must be positive");
+  // The ranges and checks `run` applies to the same keys (one validation for both).
+  HardwareConfig hw;
+  hw.tensor_parallel = mem.tensor_parallel;
+  hw.pipeline_parallel = mem.pipeline_parallel;
+  hw.memory_utilization = mem.memory_utilization;
+  hw.framework_overhead_gib = mem.framework_overhead_gib;
+  SchedulerConfig scheduler;
+  scheduler.max_num_batched_tokens = mem.max_num_batched_tokens;
+  scheduler.max_num_seqs = mem.max_num_seqs;
+  scheduler.block_size = mem.block_size;
+  BoundsCheck bounds;
+  scheduler.VisitFields(bounds);
+  const std::map<std::string, std::string> flag_of = {
+      {"tensor_parallel", "--tp"}, {"pipeline_parallel", "--pp"},
+      {"memory_utilization", "--memory-utilization"}, {"framework_overhead_gib", "--overhead-gib"},
+      {"max_num_batched_tokens", "--max-num-batched-tokens"}, {"max_num_seqs", "--max-num-seqs"},
+      {"block_size", "--block-size"}};
+  const auto flag_error = [&](const std::string& error) {
+    const std::string key = error.substr(0, error.find(':'));
+    const auto it = flag_of.find(key);
+    return fail((it != flag_of.end() ? it->second + " (" + key + ")" : key) +
+                error.substr(key.size()));
+  };
+  if (!bounds.error.empty()) return flag_error(bounds.error);
+  if (const Status s = CheckParallelism(*model, hw, ""); !s.ok()) return flag_error(s.message());
+  if (mem.context_len < 0 || mem.context_len > model->max_position_embeddings) {
+    return fail("--context: " + std::to_string(mem.context_len) + " is outside [0, " +
+                std::to_string(model->max_position_embeddings) + "], the window of " + model->name);
   }
   mem.weight_dtype = *w;
   mem.kv_dtype = *kv;

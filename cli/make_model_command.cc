@@ -2,6 +2,7 @@
 // seeded random weights, of any Llama / Mistral / Qwen2 shape or a catalog model scaled down.
 #include <boost/program_options.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -50,6 +51,7 @@ int MakeModelCommand(const std::vector<std::string>& args) {
   int32_t head_dim = 0, max_position = 0, shards = 1;
   double rope_theta = 0;
   uint64_t seed = 0;
+  std::string seed_text;  // parsed here: program_options reads "-1" as 2^64-1
   options.add_options()
       ("help,h", "show this help")
       ("arch", po::value<std::string>(&arch), "llama | mistral | qwen2 (qwen2: q/k/v biases)")
@@ -67,7 +69,8 @@ int MakeModelCommand(const std::vector<std::string>& args) {
       ("rope-theta", po::value<double>(&rope_theta), "rope_theta (default 10000)")
       ("tie-embeddings", "tie_word_embeddings: no lm_head.weight")
       ("dtype", po::value<std::string>(&dtype_name)->default_value("bf16"), "f32 | f16 | bf16")
-      ("seed", po::value<uint64_t>(&seed)->default_value(0), "random seed of the weights")
+      ("seed", po::value<std::string>(&seed_text)->default_value("0"),
+       "random seed of the weights (0 to 2^64-1)")
       ("shards", po::value<int32_t>(&shards)->default_value(1),
        "weight files; > 1 also writes model.safetensors.index.json")
       ("out", po::value<std::string>(&out), "output folder (created if absent)");
@@ -161,6 +164,13 @@ int MakeModelCommand(const std::vector<std::string>& args) {
   }
   const std::optional<DType> dtype = ParseWeightDType(dtype_name);
   if (!dtype) return fail("--dtype: '" + dtype_name + "' is not one of f32, f16, bf16");
+  {
+    const char* end = seed_text.data() + seed_text.size();
+    const auto [ptr, ec] = std::from_chars(seed_text.data(), end, seed);
+    if (seed_text.empty() || ec != std::errc() || ptr != end) {
+      return fail("--seed: '" + seed_text + "' is not a whole number in [0, 2^64-1]");
+    }
+  }
   config.family = *family;
   config.o_proj_bias = false;
   config.torch_dtype = *dtype;

@@ -35,4 +35,10 @@ std::string Bounds::Describe() const {
   return out.str();
 }
 
+std::string BoundsCheck::FormatBoundValue(double v) {
+  std::ostringstream out;
+  out << Num{v};
+  return out.str();
+}
+
 }  // namespace servelab

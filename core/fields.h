@@ -24,6 +24,7 @@
 // The parser visits fields in order, so a VisitFields may branch on a field it already
 // visited (e.g. a distribution's `dist` selects which parameters exist).
 #include <limits>
+#include <type_traits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -83,6 +84,34 @@ struct NamedParams {
   std::string path;    // dotted config path of this value, for messages
   std::string where;   // source location of the name
   std::string base_dir;  // relative path parameters resolve against (the YAML's folder)
+};
+
+// The bounds of a struct's numeric fields, checked without the YAML layer (for values
+// that come from command-line flags): the first field out of its range, or NaN, is
+// `error` ("tensor_parallel: value 0 out of range: must be in [1, 64]"). Visits only
+// Field(); a VisitFields that branches on enums or sections sees their defaults.
+struct BoundsCheck {
+  std::string error;
+
+  template <class T>
+  void Field(const std::string& key, T& value, Bounds bounds = kAny) {
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+      const auto v = static_cast<double>(value);
+      if (error.empty() && !bounds.Contains(v)) {
+        error = key + ": value " + FormatBoundValue(v) + " out of range: must be " +
+                bounds.Describe();
+      }
+    }
+  }
+  template <class... A> void Path(A&&...) {}
+  template <class... A> void Enum(A&&...) {}
+  template <class... A> void Section(A&&...) {}
+  template <class... A> void OptionalSection(A&&...) {}
+  template <class... A> void List(A&&...) {}
+  template <class... A> void Named(A&&...) {}
+  template <class... A> void Catalog(A&&...) {}
+
+  static std::string FormatBoundValue(double v);
 };
 
 }  // namespace servelab

@@ -99,8 +99,14 @@ std::string TypeName(const YAML::Node& node) {
   return "'" + node.Scalar() + "'";
 }
 
-// Plain (unquoted) scalars only stand for numbers and booleans.
-bool IsPlainScalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
+// Plain (unquoted, untagged) scalars only stand for numbers and booleans; a quoted one
+// ('256', tag "!") or one tagged as a string (!!str 256) is text.
+bool IsPlainScalar(const YAML::Node& node) {
+  if (!node.IsScalar()) return false;
+  const std::string& tag = node.Tag();
+  return tag.empty() || tag == "?" || tag == "tag:yaml.org,2002:int" ||
+         tag == "tag:yaml.org,2002:float" || tag == "tag:yaml.org,2002:bool";
+}
 
 template <class T>
 bool ParseNumber(const std::string& text, T& out) {
@@ -434,7 +440,13 @@ std::vector<std::string> SplitPath(const std::string& path) {
 StatusOr<YAML::Node> LoadDocument(const std::string& yaml_text, const std::string& source_name) {
   YAML::Node root;
   try {
-    root = YAML::Load(yaml_text);
+    // One experiment per file: a second document would be silently ignored by Load.
+    std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
+    if (documents.size() > 1) {
+      return InvalidArgument(source_name + ":" + std::to_string(documents[1].Mark().line + 1) +
+                             ": a second YAML document ('---'); one experiment per file");
+    }
+    if (!documents.empty()) root = documents[0];
   } catch (const YAML::Exception& e) {
     return InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) + ":" +
                            std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);

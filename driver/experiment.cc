@@ -6,6 +6,24 @@
 
 namespace servelab {
 
+Status CheckParallelism(const ModelSpec& model, const HardwareConfig& hw,
+                        const std::string& prefix) {
+  BoundsCheck bounds;
+  HardwareConfig copy = hw;
+  copy.VisitFields(bounds);
+  if (!bounds.error.empty()) return InvalidArgument(prefix + bounds.error);
+  if (model.num_attention_heads % hw.tensor_parallel != 0) {
+    return InvalidArgument(prefix + "tensor_parallel: " + std::to_string(hw.tensor_parallel) +
+                           " does not divide the " + std::to_string(model.num_attention_heads) +
+                           " attention heads of " + model.name);
+  }
+  if (hw.pipeline_parallel > model.num_hidden_layers) {
+    return InvalidArgument(prefix + "pipeline_parallel: " + std::to_string(hw.pipeline_parallel) +
+                           " stages for " + std::to_string(model.num_hidden_layers) + " layers");
+  }
+  return Status::Ok();
+}
+
 StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
   PreparedExperiment p;
   p.config = config;
@@ -13,17 +31,7 @@ StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
   const ModelSpec& model = config.model;
   const HardwareConfig& hw = config.hardware;
 
-  if (model.num_attention_heads % hw.tensor_parallel != 0) {
-    return InvalidArgument(src + ": hardware.tensor_parallel: " +
-                           std::to_string(hw.tensor_parallel) + " does not divide the " +
-                           std::to_string(model.num_attention_heads) + " attention heads of " +
-                           model.name);
-  }
-  if (hw.pipeline_parallel > model.num_hidden_layers) {
-    return InvalidArgument(src + ": hardware.pipeline_parallel: " +
-                           std::to_string(hw.pipeline_parallel) + " stages for " +
-                           std::to_string(model.num_hidden_layers) + " layers");
-  }
+  SERVELAB_RETURN_IF_ERROR(CheckParallelism(model, hw, src + ": hardware."));
   if (config.scheduler.max_num_batched_tokens < config.scheduler.max_num_seqs) {
     return InvalidArgument(src + ": scheduler.max_num_batched_tokens (" +
                            std::to_string(config.scheduler.max_num_batched_tokens) +

@@ -27,6 +27,12 @@ struct PreparedExperiment {
   std::unique_ptr<Workload> workload;  // made once from config.workload; a run consumes it
 };
 
+// The hardware's ranges (HardwareConfig's bounds, for values that did not come through
+// the YAML parser) and how it splits the model: tensor_parallel divides the attention
+// heads, pipeline_parallel <= layers. Messages start with `prefix` ("exp.yaml:
+// hardware."). PrepareExperiment and `servelab memory` share it.
+Status CheckParallelism(const ModelSpec& model, const HardwareConfig& hw, const std::string& prefix);
+
 // Bad input (an unknown policy, a broken trace, tp not dividing the heads) is an
 // InvalidArgument naming file, line and key.
 StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config);

@@ -308,6 +308,8 @@ StatusOr<LineFile> LineFile::Open(const std::string& path) {
   LineFile file;
   file.path_ = path;
   file.text_ = std::move(text).value();
+  // A UTF-8 byte-order mark (spreadsheet exports) is not part of the first header name.
+  if (file.text_.starts_with("\xEF\xBB\xBF")) file.pos_ = 3;
   return file;
 }
 

@@ -76,6 +76,29 @@ TEST_F(CliTest, MemoryReportsFitAndKvTokens) {
   EXPECT_THAT(unknown.err, HasSubstr("Unable to find GPU 'a100'"));
 }
 
+// `memory` applies run's ranges and checks to the same keys: NaN, infinities, a tensor
+// split that does not divide the heads, more stages than layers, a context past the
+// window are errors naming the flag, exit 2 (they printed NaN or wrong figures).
+TEST_F(CliTest, MemoryRefusesWhatRunRefuses) {
+  const struct {
+    const char* flags;
+    const char* says;
+  } cases[] = {
+      {"--memory-utilization nan", "--memory-utilization (memory_utilization): value nan out of range"},
+      {"--overhead-gib inf", "--overhead-gib (framework_overhead_gib): value inf out of range"},
+      {"--tp 3", "--tp (tensor_parallel): 3 does not divide the 32 attention heads"},
+      {"--pp 1000", "--pp (pipeline_parallel): value 1000 out of range"},
+      {"--context 2147483647", "--context: 2147483647 is outside [0, 4096]"},
+      {"--max-num-seqs 0", "--max-num-seqs (max_num_seqs): value 0 out of range"},
+  };
+  for (const auto& c : cases) {
+    const CliResult r = Run(std::string("memory --model llama-2-7b --gpu a100-80gb ") + c.flags);
+    EXPECT_EQ(r.exit_code, 2) << c.flags;
+    EXPECT_THAT(r.err, HasSubstr(c.says)) << c.flags;
+  }
+  EXPECT_EQ(Run("memory --model llama-2-7b --gpu a100-80gb --tp 4 --context 4096").exit_code, 0);
+}
+
 TEST_F(CliTest, RunWritesEveryResultFileAndIsByteIdenticalAcrossRuns) {
   const fs::path exp = Write("small.yaml", kSmall);
   const CliResult first = Run("run " + exp.string() + " --out " + (dir_ / "a").string());

@@ -66,6 +66,21 @@ TEST(ConfigYamlTest, NumbersPastTheirTypeAreOutOfRange) {
   }
 }
 
+// A second YAML document would be ignored, and a string-tagged or quoted number is text:
+// both are errors naming the line and key.
+TEST(ConfigYamlTest, SecondDocumentsAndTaggedStringsAreRefused) {
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "---\nname: other\n"),
+              HasSubstr("exp.yaml:7: a second YAML document"));
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "scheduler: {max_num_seqs: !!str 256}\n"),
+              HasSubstr("scheduler.max_num_seqs"));
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "scheduler: {max_num_seqs: '256'}\n"),
+              HasSubstr("scheduler.max_num_seqs"));
+  auto tagged = ParseExperiment(std::string(kMinimal) + "scheduler: {max_num_seqs: !!int 64}\n",
+                                "exp.yaml", "/data");
+  ASSERT_TRUE(tagged.ok()) << tagged.status().message();
+  EXPECT_EQ(tagged->scheduler.max_num_seqs, 64);
+}
+
 TEST(ConfigYamlTest, MinimalConfigGetsDocumentedDefaults) {
   auto c = ParseExperiment(kMinimal, "exp.yaml", "/data");
   ASSERT_TRUE(c.ok()) << c.status().message();

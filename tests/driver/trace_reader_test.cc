@@ -221,6 +221,15 @@ INSTANTIATE_TEST_SUITE_P(
                       ":1:", "hash_ids"}),
     [](const testing::TestParamInfo<MalformedCase>& info) { return info.param.name; });
 
+// A UTF-8 byte-order mark before the header (spreadsheet exports) is skipped.
+TEST(TraceReaderTest, AByteOrderMarkBeforeTheHeaderIsSkipped) {
+  const auto records = Read(WriteFixture("bom.csv", "\xEF\xBB\xBFTIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                                    "2023-11-16 18:15:46.6805900,374,44\n"),
+                            TraceFormat::kAzure);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].prompt_len, 374);
+}
+
 TEST(TraceReaderTest, SplitCsvLineTrimsBlanksAndQuotes) {
   std::vector<std::string_view> fields;
   SplitCsvLine(" a ,\t\"b c\" ,, d", fields);

@@ -140,6 +140,8 @@ TEST_F(MakeModelCommandTest, BadFlagsExitTwoWithAMessage) {
       {"--from llama-9b" + out, "--from: Unable to find model 'llama-9b'"},
       {"--from mistral-7b --arch qwen2" + out, "--arch qwen2 conflicts with --from mistral-7b"},
       {std::string(kSmall) + " --bogus" + out, "unrecognised option '--bogus'"},
+      {std::string(kSmall) + " --seed -1" + out, "--seed: '-1' is not a whole number in [0, 2^64-1]"},
+      {std::string(kSmall) + " --seed 1.5" + out, "--seed: '1.5' is not a whole number"},
   };
   for (const auto& c : cases) {
     const Result r = Run(c.args);
