@@ -24,7 +24,11 @@ class Emitter {
   void Field(const std::string& key, const std::string& value, Bounds = kAny) {
     out_ << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << value;
   }
-  void Path(const std::string& key, const std::string& value) { Field(key, value); }
+  // An empty path is an unset one (every path's default): left out, since the parser
+  // refuses an empty path, so that a resolved config always parses again.
+  void Path(const std::string& key, const std::string& value) {
+    if (!value.empty()) Field(key, value);
+  }
   template <class E>
   void Enum(const std::string& key, E value, EnumNames<E> names) {
     out_ << YAML::Key << key << YAML::Value << std::string(NameOf(names, value));

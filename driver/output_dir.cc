@@ -1,7 +1,9 @@
 #include "driver/output_dir.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <system_error>
 
@@ -9,28 +11,69 @@ namespace servelab {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The staging folder of `dir` for process `pid`: beside it, so renames stay on one
+// filesystem and nothing of a run that dies mid-way is left inside the result folder.
+fs::path StagingPath(const fs::path& dir, long pid) {
+  return dir.parent_path() / ("." + dir.filename().string() + ".staging." + std::to_string(pid));
+}
+
+bool ProcessAlive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+// Removes what runs that were killed left: staging folders of `dir` (and the temporaries
+// older builds wrote inside it, ".NAME.tmp.PID") whose process is gone.
+void RemoveStaleStaging(const fs::path& dir) {
+  std::error_code ec;
+  const std::string staging_prefix = "." + dir.filename().string() + ".staging.";
+  for (const fs::path& folder : {dir.parent_path(), dir}) {
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      size_t at = std::string::npos;
+      if (folder == dir.parent_path() && name.starts_with(staging_prefix)) {
+        at = staging_prefix.size();
+      } else if (folder == dir && name.starts_with(".") && name.find(".tmp.") != std::string::npos) {
+        at = name.rfind(".tmp.") + 5;
+      }
+      if (at == std::string::npos || at >= name.size() ||
+          name.find_first_not_of("0123456789", at) != std::string::npos) {
+        continue;
+      }
+      if (ProcessAlive(std::stol(name.substr(at, 18)))) continue;
+      std::error_code remove_ec;
+      fs::remove_all(it->path(), remove_ec);
+    }
+  }
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<OutputDir>> OutputDir::Open(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) {
     return InvalidArgument(dir + ": cannot create output folder: " + ec.message());
   }
-  return std::unique_ptr<OutputDir>(new OutputDir(dir));
+  fs::path normal = fs::absolute(dir, ec).lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();
+  RemoveStaleStaging(normal);
+  const fs::path staging = StagingPath(normal, static_cast<long>(::getpid()));
+  fs::remove_all(staging, ec);
+  fs::create_directory(staging, ec);
+  if (ec) return Internal(staging.string() + ": cannot create staging folder: " + ec.message());
+  return std::unique_ptr<OutputDir>(new OutputDir(dir, staging.string()));
 }
 
 OutputDir::~OutputDir() {
-  if (committed_) return;
-  for (auto& e : entries_) {
-    e.stream.reset();
-    std::error_code ec;
-    fs::remove(e.temp_path, ec);
-  }
+  for (auto& e : entries_) e.stream.reset();
+  std::error_code ec;
+  fs::remove_all(staging_, ec);  // empty after a commit; the uncommitted files otherwise
 }
 
 StatusOr<std::ostream*> OutputDir::Stream(const std::string& name) {
   Entry e;
   e.name = name;
-  e.temp_path = (fs::path(dir_) / ("." + name + ".tmp." + std::to_string(::getpid()))).string();
+  e.temp_path = (fs::path(staging_) / name).string();
   e.stream = std::make_unique<std::ofstream>(e.temp_path, std::ios::binary | std::ios::trunc);
   if (!*e.stream) return Internal(e.temp_path + ": cannot open for writing");
   std::ostream* out = e.stream.get();

@@ -1,7 +1,9 @@
 #pragma once
-// A result folder written atomically per file: every output goes to a hidden temporary
-// file first and is renamed into place only when the whole run succeeded, so a failed
-// or interrupted run never leaves a half-written file over a previous good result.
+// A result folder written atomically per file: every output goes to a staging folder
+// beside it first (".NAME.staging.PID", same filesystem) and is renamed into place only
+// when the whole run succeeded, so a failed, interrupted or killed run leaves the result
+// folder as it was, hidden files included. A later Open removes the staging folders of
+// runs whose process is gone.
 #include <fstream>
 #include <memory>
 #include <string>
@@ -25,13 +27,15 @@ class OutputDir {
   const std::string& Dir() const { return dir_; }
 
  private:
-  explicit OutputDir(std::string dir) : dir_(std::move(dir)) {}
+  OutputDir(std::string dir, std::string staging)
+      : dir_(std::move(dir)), staging_(std::move(staging)) {}
   struct Entry {
     std::string name;
     std::string temp_path;
     std::unique_ptr<std::ofstream> stream;
   };
   std::string dir_;
+  std::string staging_;
   std::vector<Entry> entries_;
   bool committed_ = false;
 };

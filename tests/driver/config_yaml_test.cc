@@ -81,6 +81,27 @@ TEST(ConfigYamlTest, SecondDocumentsAndTaggedStringsAreRefused) {
   EXPECT_EQ(tagged->scheduler.max_num_seqs, 64);
 }
 
+// A resolved config always parses again, to the same resolved config -- for every shipped
+// experiment, as the simulator would run it (backend: sim; engine experiments keep their
+// engine section), and with an engine section left empty (its model_path unset).
+TEST(ConfigYamlTest, EveryResolvedConfigParsesAgainToItself) {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(
+           std::string(SERVELAB_SOURCE_DIR) + "/experiments")) {
+    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+  }
+  ASSERT_GT(files.size(), 15u);
+  for (const std::string& file : files) {
+    SCOPED_TRACE(file);
+    auto first = LoadExperiment(file, {"backend=sim"});
+    ASSERT_TRUE(first.ok()) << first.status().message();
+    const std::string resolved = EmitResolvedConfig(*first);
+    auto again = ParseExperiment(resolved, "config.resolved.yaml", "/");
+    ASSERT_TRUE(again.ok()) << again.status().message() << "\n" << resolved;
+    EXPECT_EQ(EmitResolvedConfig(*again), resolved);
+  }
+}
+
 TEST(ConfigYamlTest, MinimalConfigGetsDocumentedDefaults) {
   auto c = ParseExperiment(kMinimal, "exp.yaml", "/data");
   ASSERT_TRUE(c.ok()) << c.status().message();

@@ -1,0 +1,88 @@
+#include "driver/output_dir.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace servelab {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every file under `dir`, hidden ones included, with its bytes.
+std::map<std::string, std::string> Tree(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    files[fs::relative(e.path(), dir).string()] = text.str();
+  }
+  return files;
+}
+
+class OutputDirTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("servelab_output_dir_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    dir_ = root_ / "run";
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  fs::path root_, dir_;
+};
+
+TEST_F(OutputDirTest, FilesAppearOnlyAtCommit) {
+  auto out = OutputDir::Open(dir_.string());
+  ASSERT_TRUE(out.ok());
+  ASSERT_TRUE((*out)->WriteFile("a.csv", "1\n").ok());
+  EXPECT_TRUE(Tree(dir_).empty());
+  ASSERT_TRUE((*out)->Commit().ok());
+  EXPECT_EQ(Tree(dir_), (std::map<std::string, std::string>{{"a.csv", "1\n"}}));
+  out->reset();
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), 1)
+      << "no staging folder left";
+}
+
+// A run killed mid-way (no destructor runs) leaves the earlier result byte-identical,
+// hidden files included; the next Open removes what the dead process staged.
+TEST_F(OutputDirTest, AKilledRunLeavesTheEarlierResultAsItWas) {
+  {
+    auto out = OutputDir::Open(dir_.string());
+    ASSERT_TRUE((*out)->WriteFile("requests.csv", "old\n").ok());
+    ASSERT_TRUE((*out)->Commit().ok());
+  }
+  const auto before = Tree(dir_);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto out = OutputDir::Open(dir_.string());
+    if (out.ok()) {
+      auto stream = (*out)->Stream("requests.csv");
+      if (stream.ok()) **stream << "half a file" << std::flush;
+    }
+    ::_exit(0);  // as if killed: no destructor, no commit
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_EQ(Tree(dir_), before);
+  bool staged = false;
+  for (const auto& e : fs::directory_iterator(root_)) staged |= e.path() != dir_;
+  EXPECT_TRUE(staged) << "the killed run's staging folder is beside the result";
+  // An old-style leftover inside the folder, from a process long gone.
+  std::ofstream(dir_ / ".requests.csv.tmp.999999999") << "x";
+  auto next = OutputDir::Open(dir_.string());
+  ASSERT_TRUE(next.ok());
+  next->reset();
+  EXPECT_EQ(Tree(dir_), before);
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), 1);
+}
+
+}  // namespace
+}  // namespace servelab
