@@ -437,16 +437,49 @@ std::vector<std::string> SplitPath(const std::string& path) {
   return parts;
 }
 
+// The 1-based line where a second document starts, or 0: a document marker ('---' or '...'
+// at column 0, alone or before a space) after the first document's content (such a line
+// always marks a document, even inside a block scalar).
+int SecondDocumentLine(const std::string& text) {
+  bool content = false, ended = false;
+  int line_number = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    ++line_number;
+    const auto marker = [&](std::string_view m) {
+      return line.starts_with(m) && (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
+    };
+    const size_t first = line.find_first_not_of(" \t");
+    const bool blank = first == std::string_view::npos || line[first] == '#';
+    if (marker("---")) {
+      if (content || ended) return line_number;
+      // A first '---' may carry content after it ("--- {name: x}").
+      if (line.find_first_not_of(" \t", 3) != std::string_view::npos) content = true;
+    } else if (marker("...")) {
+      ended = content || ended;
+    } else if (!blank && line[0] != '%') {
+      if (ended) return line_number;
+      content = true;
+    }
+    pos = end + 1;
+  }
+  return 0;
+}
+
 StatusOr<YAML::Node> LoadDocument(const std::string& yaml_text, const std::string& source_name) {
+  // One experiment per file: YAML::Load reads the first document and ignores the rest.
+  // (Not LoadAll: yaml-cpp 0.7's loops forever on some malformed inputs, such as ",".)
+  if (const int line = SecondDocumentLine(yaml_text); line > 0) {
+    return InvalidArgument(source_name + ":" + std::to_string(line) +
+                           ": a second YAML document; one experiment per file");
+  }
   YAML::Node root;
   try {
-    // One experiment per file: a second document would be silently ignored by Load.
-    std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
-    if (documents.size() > 1) {
-      return InvalidArgument(source_name + ":" + std::to_string(documents[1].Mark().line + 1) +
-                             ": a second YAML document ('---'); one experiment per file");
-    }
-    if (!documents.empty()) root = documents[0];
+    root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     return InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) + ":" +
                            std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
@@ -493,8 +526,13 @@ Status ApplySet(YAML::Node& root, const std::string& text,
   YAML::Node value;
   try {
     value = YAML::Load(value_text);
+    // A value's own keys obey the document's rules: no duplicates, bounded aliases.
+    int64_t budget = kMaxYamlNodes;
+    CheckDuplicates(value, key_path, Locator(label, {}), budget);
   } catch (const YAML::Exception& e) {
     return InvalidArgument(label + ": invalid value '" + value_text + "': " + e.msg);
+  } catch (const ConfigError& e) {
+    return InvalidArgument(e.message);
   }
   // The label names the normalized path ("--set workload.clients[0].rate").
   std::vector<OverriddenPath> one;

@@ -70,7 +70,18 @@ TEST(ConfigYamlTest, NumbersPastTheirTypeAreOutOfRange) {
 // both are errors naming the line and key.
 TEST(ConfigYamlTest, SecondDocumentsAndTaggedStringsAreRefused) {
   EXPECT_THAT(ErrorOf(std::string(kMinimal) + "---\nname: other\n"),
+              HasSubstr("exp.yaml:6: a second YAML document"));
+  EXPECT_THAT(ErrorOf("--- {name: x}\n--- {name: y}\n"), HasSubstr("exp.yaml:2: a second YAML document"));
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "...\nname: other\n"),
               HasSubstr("exp.yaml:7: a second YAML document"));
+  // A leading '---' and a final '...' are one document; "," (which makes yaml-cpp's
+  // LoadAll loop forever, a fuzzer finding) is an ordinary error.
+  EXPECT_TRUE(ParseExperiment("# c\n---\n" + std::string(kMinimal) + "...\n# end\n", "exp.yaml", "/").ok());
+  EXPECT_NE(ErrorOf(","), "(parsed fine)");
+  // A --set value's own duplicate keys (a fuzzer finding: both were kept, and the
+  // resolved config then failed to parse).
+  EXPECT_THAT(ErrorOf(kMinimal, {"cost_model={type: roofline, gemm_efficiency: 0.4, gemm_efficiency: 0.5}"}),
+              HasSubstr("cost_model.gemm_efficiency: duplicate key"));
   EXPECT_THAT(ErrorOf(std::string(kMinimal) + "scheduler: {max_num_seqs: !!str 256}\n"),
               HasSubstr("scheduler.max_num_seqs"));
   EXPECT_THAT(ErrorOf(std::string(kMinimal) + "scheduler: {max_num_seqs: '256'}\n"),

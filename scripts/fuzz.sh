@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (fuzz/) with clang, ASan and UBSan in build-fuzz/, then
+# runs each one on a copy of its seed corpus (fuzz/corpus/NAME/):
+#   scripts/fuzz.sh SECONDS     each harness for SECONDS seconds (e.g. 3600)
+#   scripts/fuzz.sh --runs N    each harness for N inputs, the corpus then seeded mutations:
+#                               the same inputs every time (CI runs this)
+# Exits 1 on the first finding (a crash, a sanitizer report, a broken contract, a leak,
+# a timeout); the input that found it is left in build-fuzz/findings/NAME/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ $# -eq 2 ] && [ "$1" = "--runs" ]; then
+  limit=(-runs="$2" -seed=1)  # a fixed seed: the same inputs every time (CI)
+elif [ $# -eq 1 ] && [[ "$1" =~ ^[0-9]+$ ]]; then
+  limit=(-max_total_time="$1")
+else
+  echo "usage: scripts/fuzz.sh SECONDS | --runs N" >&2
+  exit 2
+fi
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz: clang++ is missing; install Debian's clang: apt-get install -y clang" >&2
+  exit 2
+fi
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DSERVELAB_FUZZ=ON -DSERVELAB_CUDA=OFF -DSERVELAB_BUILD_TESTS=OFF -DSERVELAB_BUILD_BENCH=OFF \
+  >/dev/null
+cmake --build build-fuzz --parallel "$(nproc)" >/dev/null
+status=0
+for source in fuzz/*_fuzzer.cc; do
+  name=$(basename "$source" .cc)
+  corpus=build-fuzz/corpus/$name
+  findings=build-fuzz/findings/$name
+  rm -rf "$corpus" "$findings"
+  mkdir -p "$corpus" "$findings"
+  cp fuzz/corpus/"${name%_fuzzer}"/* "$corpus"/ 2>/dev/null || true
+  log=build-fuzz/$name.log
+  if ./build-fuzz/fuzz/"$name" "$corpus" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 \
+       -max_len=65536 -artifact_prefix="$findings"/ -print_final_stats=1 >"$log" 2>&1; then
+    echo "fuzz: $name: $(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}') inputs," \
+         "$(grep -E '^stat::average_exec_per_sec' "$log" | awk '{print $2}')/s, no finding"
+  else
+    echo "fuzz: $name: FINDING (see $log and $findings/)" >&2
+    tail -30 "$log" >&2
+    status=1
+  fi
+done
+exit $status
