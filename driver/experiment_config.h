@@ -155,7 +155,7 @@ struct EngineConfig {
     v.Enum("device", device, EnumNames<EngineDevice>(kEngineDeviceNames));
     v.Enum("weights", weights, EnumNames<EngineWeights>(kEngineWeightsNames));
     v.Enum("clock", clock, EnumNames<EngineClock>(kEngineClockNames));
-    v.Field("kv_cache_gib", kv_cache_gib, kPositive);
+    v.Field("kv_cache_gib", kv_cache_gib, Bounds{0, 1e6, true, false});
     v.Field("cuda_graphs", cuda_graphs);
     v.Field("ignore_eos", ignore_eos);
     v.Section("sampling", sampling);

@@ -60,6 +60,7 @@ TEST(ConfigYamlTest, NumbersPastTheirTypeAreOutOfRange) {
       {"workload.arrival.rate=1e-12", "workload.arrival.rate: value 1e-12 out of range"},
       {"workload.arrival.rate=1e30", "workload.arrival.rate: value 1e30 out of range"},
       {"workload.num_requests=99999999999", "workload.num_requests: value 99999999999 out of range"},
+      {"engine={model_path: m, kv_cache_gib: 1e30}", "engine.kv_cache_gib: value 1e30 out of range"},
   };
   for (const auto& c : cases) {
     EXPECT_THAT(ErrorOf(kMinimal, {c.set}), HasSubstr(c.range)) << c.set;
