@@ -17,9 +17,18 @@ else
   exit 2
 fi
 if ! command -v clang++ >/dev/null; then
-  echo "fuzz: clang++ is missing; install Debian's clang: apt-get install -y clang" >&2
+  echo "fuzz: clang++ is missing; install Debian's clang: apt-get install -y clang libclang-rt-14-dev" >&2
   exit 2
 fi
+probe=$(mktemp -d)
+printf '#include <cstddef>\n#include <cstdint>\nextern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }\n' \
+  > "$probe/probe.cc"
+if ! clang++ -fsanitize=fuzzer,address,undefined "$probe/probe.cc" -o "$probe/probe" 2>/dev/null; then
+  rm -rf "$probe"
+  echo "fuzz: clang cannot link libFuzzer with ASan/UBSan; install their runtime: apt-get install -y libclang-rt-14-dev" >&2
+  exit 2
+fi
+rm -rf "$probe"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSERVELAB_FUZZ=ON -DSERVELAB_CUDA=OFF -DSERVELAB_BUILD_TESTS=OFF -DSERVELAB_BUILD_BENCH=OFF \
   >/dev/null
