@@ -15,6 +15,7 @@ inline constexpr TimeNs kNever = -1;  // "has not happened"
 // such times still fits an int64, so `now + elapsed` is checked against it rather than
 // overflowing.
 inline constexpr TimeNs kMaxTime = 4'000'000'000'000'000'000;
+static_assert(kMaxTime < INT64_MAX - kMaxTime);
 
 inline constexpr double ToSeconds(TimeNs t) { return static_cast<double>(t) * 1e-9; }
 // Rounds to the nearest nanosecond, saturating at +-kMaxTime (NaN gives kMaxTime): a

@@ -80,17 +80,15 @@ class MetricsCollector::Impl {
       requests_.Line(std::string(kRequestsHeader) + std::string(cached) + std::string(session));
     }
     if (steps_.enabled()) steps_.Line(std::string(kStepsHeader) + std::string(cached));
-    if (options_.prefix_caching) prefix_replicas_.resize(options_.num_replicas);
+    if (options_.prefix_caching) prefix_stats_.resize(options_.num_replicas);
   }
 
   void OnArrival(const Request& r) { clients_.OnArrival(r); }
 
   void OnPrefixCacheStats(int32_t replica, const PrefixCacheStats& stats) {
     SERVELAB_CHECK(options_.prefix_caching && replica >= 0 &&
-                   static_cast<size_t>(replica) < prefix_replicas_.size());
-    prefix_replicas_[static_cast<size_t>(replica)] = PrefixCacheSummary{};
-    prefix_replicas_[static_cast<size_t>(replica)].Add(stats);
-    prefix_stats_.push_back(stats);
+                   static_cast<size_t>(replica) < prefix_stats_.size());
+    prefix_stats_[static_cast<size_t>(replica)] = stats;
   }
 
   void OnStep(int32_t replica, const StepPlan& plan, TimeNs start, TimeNs end,
@@ -280,8 +278,10 @@ class MetricsCollector::Impl {
     s.trace_dropped_steps = trace_.dropped_steps();
     if (options_.prefix_caching) {
       s.has_prefix_cache = true;
-      s.prefix_cache_replicas = prefix_replicas_;
-      for (const PrefixCacheStats& r : prefix_stats_) s.prefix_cache.Add(r);
+      for (const PrefixCacheStats& r : prefix_stats_) {
+        s.prefix_cache_replicas.emplace_back().Add(r);
+        s.prefix_cache.Add(r);
+      }
     }
     if (clients_csv_ != nullptr) s.WriteClientsCsv(*clients_csv_);
     return s;
@@ -314,8 +314,7 @@ class MetricsCollector::Impl {
   int64_t input_tokens_ = 0, output_tokens_ = 0;
   int64_t preemptions_ = 0, recomputed_tokens_ = 0;
   int64_t swap_out_blocks_ = 0, swap_in_blocks_ = 0;
-  std::vector<PrefixCacheSummary> prefix_replicas_;  // by replica
-  std::vector<PrefixCacheStats> prefix_stats_;       // as reported
+  std::vector<PrefixCacheStats> prefix_stats_;  // by replica, as reported at the end
   std::array<int64_t, 4> rejected_by_reason_{};  // indexed by RejectReason
 
   TimeNs last_end_ = 0;  // latest step end or finish: the makespan
