@@ -3,11 +3,12 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "core/text.h"
 
 namespace servelab {
 
 int ReportFailure(const std::string& command, const Status& status) {
-  std::cerr << "servelab" << (command.empty() ? "" : " " + command) << ": " << status.message()
+  std::cerr << "servelab" << (command.empty() ? "" : " " + command) << ": " << Printable(status.message())
             << "\n";
   return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
 }

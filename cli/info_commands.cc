@@ -127,7 +127,7 @@ int MemoryCommand(const std::vector<std::string>& args) {
     return kExitOk;
   }
   auto fail = [&](const std::string& message) {
-    std::cerr << "servelab memory: " << message << "\n";
+    std::cerr << "servelab memory: " << Printable(message) << "\n";
     return kExitBadInput;
   };
   if (model_name.empty() || gpu_name.empty()) return fail("--model and --gpu are required");

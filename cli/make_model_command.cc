@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "core/text.h"
 #include "engine/random_model.h"
 #include "driver/model_catalog.h"
 
@@ -87,7 +88,7 @@ int MakeModelCommand(const std::vector<std::string>& args) {
     return kExitOk;
   }
   auto fail = [](const std::string& message) {
-    std::cerr << "servelab make-model: " << message << "\n";
+    std::cerr << "servelab make-model: " << Printable(message) << "\n";
     return kExitBadInput;
   };
   if (out.empty()) return fail("--out is required");
@@ -182,7 +183,7 @@ int MakeModelCommand(const std::vector<std::string>& args) {
   make.shards = shards;
   StatusOr<WrittenModel> written = WriteRandomModel(make, out);
   if (!written.ok()) {
-    std::cerr << "servelab make-model: " << written.status().message() << "\n";
+    std::cerr << "servelab make-model: " << Printable(written.status().message()) << "\n";
     return written.status().IsBadInput() ? kExitBadInput : kExitRuntimeError;
   }
   std::printf("wrote %s: %s, %d layers, hidden %d, %d/%d heads, %.2fM params, %lld tensors, "

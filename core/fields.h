@@ -114,4 +114,18 @@ struct BoundsCheck {
   static std::string FormatBoundValue(double v);
 };
 
+// The keys a struct's VisitFields lists, in order (one level: sections are not entered).
+struct KeyNames {
+  std::vector<std::string> keys;
+
+  template <class... A> void Field(const std::string& key, A&&...) { keys.push_back(key); }
+  template <class... A> void Path(const std::string& key, A&&...) { keys.push_back(key); }
+  template <class... A> void Enum(const std::string& key, A&&...) { keys.push_back(key); }
+  template <class... A> void Section(const std::string& key, A&&...) { keys.push_back(key); }
+  template <class... A> void OptionalSection(const std::string& key, A&&...) { keys.push_back(key); }
+  template <class... A> void List(const std::string& key, A&&...) { keys.push_back(key); }
+  template <class... A> void Named(const std::string& key, A&&...) { keys.push_back(key); }
+  template <class... A> void Catalog(const std::string& key, A&&...) { keys.push_back(key); }
+};
+
 }  // namespace servelab

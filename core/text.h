@@ -20,4 +20,9 @@ std::string FormatDouble(double value);
 std::string UnknownNameMessage(std::string_view kind, std::string_view name,
                                const std::vector<std::string>& valid);
 
+// `text` safe to print on a terminal: control bytes (NUL, ESC, CR, ...; all but newline
+// and tab) become \xNN, so a message quoting a user's bytes is never cut short or
+// turned into terminal commands.
+std::string Printable(std::string_view text);
+
 }  // namespace servelab

@@ -1,5 +1,6 @@
 #include "driver/config_yaml.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -35,8 +36,9 @@ bool StartsWith(const std::string& s, const std::string& prefix) {
 // ("--set key", or a sweep value's "file:line").
 class Locator {
  public:
-  Locator(std::string source, std::vector<config_internal::OverriddenPath> overridden)
-      : source_(std::move(source)), overridden_(std::move(overridden)) {}
+  Locator(std::string source, std::vector<config_internal::OverriddenPath> overridden,
+          KeyLocations* given = nullptr)
+      : source_(std::move(source)), overridden_(std::move(overridden)), given_(given) {}
 
   std::string Where(const std::string& path, const YAML::Node& node) const {
     const config_internal::OverriddenPath* best = nullptr;
@@ -50,9 +52,15 @@ class Locator {
     return source_ + ":" + std::to_string(node.Mark().line + 1);
   }
 
+  // `path` was given in the document, its key at `key`.
+  void Given(const std::string& path, const YAML::Node& key) const {
+    if (given_ != nullptr) given_->Record(path, Where(path, key));
+  }
+
  private:
   std::string source_;
   std::vector<config_internal::OverriddenPath> overridden_;
+  KeyLocations* given_;
 };
 
 [[noreturn]] void Fail(const std::string& where, const std::string& path,
@@ -215,6 +223,7 @@ class Parser {
     for (size_t i = 0; i < n.size(); ++i) {
       Parser sub(n[i], Path(key) + "[" + std::to_string(i) + "]", loc_, base_dir_);
       if (!n[i].IsMap()) Fail(sub.Where("", n[i]), sub.path_, "expected a mapping");
+      loc_.Given(sub.path_, n[i]);
       S item;
       item.VisitFields(sub);
       sub.Finish();
@@ -240,6 +249,7 @@ class Parser {
     for (auto it = n.begin(); it != n.end(); ++it) {
       const std::string k = it->first.Scalar();
       const std::string where = loc_.Where(value.path + "." + k, it->first);
+      loc_.Given(value.path + "." + k, it->first);
       if (!it->second.IsScalar()) {
         Fail(where, value.path + "." + k, "expected a single value, got " + TypeName(it->second));
       }
@@ -259,6 +269,11 @@ class Parser {
                                  "max_position_embeddings"});
     if (model.num_attention_heads % model.num_key_value_heads != 0) {
       Fail(Where(key, n), Path(key), "num_attention_heads must be a multiple of num_key_value_heads");
+    }
+    if (model.HeadDim() < 1) {
+      Fail(Where(key, n), Path(key),
+           "hidden_size " + std::to_string(model.hidden_size) + " is less than num_attention_heads " +
+               std::to_string(model.num_attention_heads) + ": set head_dim, or fewer heads");
     }
   }
   void Catalog(const std::string& key, GpuSpec& gpu) {
@@ -311,6 +326,7 @@ class Parser {
     for (auto it = node_.begin(); it != node_.end(); ++it) {
       if (it->first.Scalar() == key) {
         if (it->second.IsNull()) Fail(loc_.Where(Path(key), it->first), Path(key), "missing value");
+        loc_.Given(Path(key), it->first);
         return it->second;
       }
     }
@@ -470,6 +486,51 @@ int SecondDocumentLine(const std::string& text) {
   return 0;
 }
 
+// The 1-based line of the first alias used as a mapping key ("*name : 5"), or 0. A node
+// built from an alias carries its anchor's position, so the parser could only name the
+// anchor's line for anything wrong with such a key; keys are plain names, so refuse it
+// where it is written. (An alias as a value is fine: its content is where it is written.)
+class AliasKeyFinder : public YAML::EventHandler {
+ public:
+  int line = 0;
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override { Node(); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
+    if (line == 0 && AtKey()) line = mark.line + 1;
+    Node();
+  }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Node();
+  }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Node();
+    open_.push_back({false, 0});
+  }
+  void OnSequenceEnd() override { open_.pop_back(); }
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Node();
+    open_.push_back({true, 0});
+  }
+  void OnMapEnd() override { open_.pop_back(); }
+
+ private:
+  struct Open {
+    bool is_map;
+    int64_t children;  // nodes seen directly inside: in a map, even = key, odd = value
+  };
+  bool AtKey() const { return !open_.empty() && open_.back().is_map && open_.back().children % 2 == 0; }
+  // A node starts inside the innermost open container.
+  void Node() {
+    if (!open_.empty()) ++open_.back().children;
+  }
+  std::vector<Open> open_;
+};
+
 StatusOr<YAML::Node> LoadDocument(const std::string& yaml_text, const std::string& source_name) {
   // One experiment per file: YAML::Load reads the first document and ignores the rest.
   // (Not LoadAll: yaml-cpp 0.7's loops forever on some malformed inputs, such as ",".)
@@ -483,6 +544,16 @@ StatusOr<YAML::Node> LoadDocument(const std::string& yaml_text, const std::strin
   } catch (const YAML::Exception& e) {
     return InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) + ":" +
                            std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
+  }
+  {
+    std::istringstream in(yaml_text);
+    YAML::Parser events(in);
+    AliasKeyFinder finder;
+    events.HandleNextDocument(finder);
+    if (finder.line > 0) {
+      return InvalidArgument(source_name + ":" + std::to_string(finder.line) +
+                             ": an alias as a key; keys must be plain names");
+    }
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) {
@@ -545,8 +616,9 @@ StatusOr<ExperimentConfig> ParseDocument(const YAML::Node& root, const std::stri
                                          const std::string& base_dir,
                                          const std::vector<OverriddenPath>& overridden) {
   try {
-    Locator loc(source_name, overridden);
     ExperimentConfig config;
+    config.locations = KeyLocations(source_name);
+    Locator loc(source_name, overridden, &config.locations);
     Parser parser(root, "", loc, base_dir.empty() ? std::string(".") : base_dir);
     config.VisitFields(parser);
     parser.Skip("sweep");

@@ -6,6 +6,16 @@
 
 namespace servelab {
 
+Status ExperimentConfig::Locate(const Status& status) const {
+  static const std::vector<std::string> roots = [] {
+    ExperimentConfig config;
+    KeyNames names;
+    config.VisitFields(names);
+    return names.keys;
+  }();
+  return locations.Locate(status, roots);
+}
+
 Status CheckParallelism(const ModelSpec& model, const HardwareConfig& hw,
                         const std::string& prefix) {
   BoundsCheck bounds;
@@ -27,13 +37,12 @@ Status CheckParallelism(const ModelSpec& model, const HardwareConfig& hw,
 StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
   PreparedExperiment p;
   p.config = config;
-  const std::string& src = config.source_path;
   const ModelSpec& model = config.model;
   const HardwareConfig& hw = config.hardware;
 
-  SERVELAB_RETURN_IF_ERROR(CheckParallelism(model, hw, src + ": hardware."));
+  SERVELAB_RETURN_IF_ERROR(config.Locate(CheckParallelism(model, hw, "hardware.")));
   if (config.scheduler.max_num_batched_tokens < config.scheduler.max_num_seqs) {
-    return InvalidArgument(src + ": scheduler.max_num_batched_tokens (" +
+    return InvalidArgument(config.Where("scheduler.max_num_batched_tokens") + " (" +
                            std::to_string(config.scheduler.max_num_batched_tokens) +
                            ") must be >= scheduler.max_num_seqs (" +
                            std::to_string(config.scheduler.max_num_seqs) +
@@ -58,14 +67,14 @@ StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
     PolicyContext probe = d.policy_context;
     probe.kv = &probe_kv;
     if (auto policy = BuiltinPolicies().Make(config.scheduler.policy, probe); !policy.ok()) {
-      return policy.status();
+      return config.Locate(policy.status());
     }
   }
   if (auto router = BuiltinRouters().Make(config.cluster.router); !router.ok()) {
-    return router.status();
+    return config.Locate(router.status());
   }
   auto workload = MakeWorkload(config.workload, static_cast<uint64_t>(config.seed));
-  if (!workload.ok()) return workload.status();
+  if (!workload.ok()) return config.Locate(workload.status());
   p.workload = std::move(workload).value();
 
   MetricsOptions& m = d.metrics;
@@ -89,7 +98,7 @@ StatusOr<int32_t> ServedContextLen(const ExperimentConfig& config, int32_t windo
   const int32_t limit = config.scheduler.max_model_len;
   if (limit == 0) return window;
   if (limit > window) {
-    return InvalidArgument(config.source_path + ": scheduler.max_model_len: " +
+    return InvalidArgument(config.Where("scheduler.max_model_len") + ": " +
                            std::to_string(limit) + " exceeds the context window of " +
                            model_name + " (" + std::to_string(window) + ")");
   }

@@ -9,6 +9,7 @@
 #include "core/model_spec.h"
 #include "core/scheduler_config.h"
 #include "driver/gpu_spec.h"
+#include "driver/key_locations.h"
 #include "driver/workload_config.h"
 
 namespace servelab {
@@ -182,6 +183,13 @@ struct ExperimentConfig {
   EngineConfig engine;  // required when backend: engine
 
   std::string source_path;  // the YAML file this came from (not a key)
+  KeyLocations locations;   // where each given key is in it, for later checks' messages
+
+  // "exp.yaml:12: scheduler.max_model_len" (KeyLocations::Label).
+  std::string Where(std::string_view key_path) const { return locations.Label(key_path); }
+  // `status` with the location of the key its message starts with, when it starts with
+  // one of this struct's keys (KeyLocations::Locate); defined in driver/experiment.cc.
+  Status Locate(const Status& status) const;
 
   template <class V>
   void VisitFields(V& v) {

@@ -34,7 +34,7 @@ Status EnsureModel(const ExperimentConfig& config) {
   const EngineConfig& engine = config.engine;
   if (fs::exists(fs::path(engine.model_path) / "config.json")) return Status::Ok();
   if (!engine.create_model) {
-    return NotFound(config.source_path + ": engine.model_path: " + engine.model_path +
+    return NotFound(config.Where("engine.model_path") + ": " + engine.model_path +
                     " holds no config.json (set engine.create_model: true to write a "
                     "seeded random model there, run `servelab make-model`, or, on "
                     "device: cuda, set engine.weights: random)");
@@ -55,24 +55,24 @@ int64_t SwapSpaceBytes(const ExperimentConfig& config) {
 
 Status CheckEngineSection(const ExperimentConfig& config) {
   if (!config.has_engine) {
-    return InvalidArgument(config.source_path + ": backend: engine needs an `engine` section "
+    return InvalidArgument(config.Where("backend") + ": engine needs an `engine` section "
                            "(engine.model_path at least)");
   }
   const EngineConfig& engine = config.engine;
   if (engine.weights == EngineWeights::kRandom && engine.device != EngineDevice::kCuda) {
-    return InvalidArgument(config.source_path + ": engine.weights: random needs "
+    return InvalidArgument(config.Where("engine.weights") + ": random needs "
                            "engine.device: cuda (for the cpu engine, engine.create_model "
                            "writes a seeded random checkpoint instead)");
   }
   if (config.workload.has_sessions && config.workload.sessions.reuse_answers &&
       config.scheduler.PrefixCaching() != PrefixCacheType::kNone) {
-    return InvalidArgument(config.source_path + ": workload.sessions.reuse_answers: the engine "
+    return InvalidArgument(config.Where("workload.sessions.reuse_answers") + ": the engine "
                            "cannot feed a turn the answer it sampled for the previous one, so "
                            "that answer's blocks must not be reused; set reuse_answers: false");
   }
 #if !SERVELAB_HAS_CUDA
   if (engine.device == EngineDevice::kCuda) {
-    return InvalidArgument(config.source_path + ": engine.device: cuda, but this servelab "
+    return InvalidArgument(config.Where("engine.device") + ": cuda, but this servelab "
                            "was built without CUDA (no nvcc when it was configured); use "
                            "device: cpu, or rebuild where /usr/local/cuda exists");
   }

@@ -70,7 +70,7 @@ int64_t NowNs() {
 StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
                                                 const ProfileOptions& options) {
   if (config.backend != BackendKind::kEngine) {
-    return InvalidArgument(config.source_path + ": profile needs an engine experiment "
+    return InvalidArgument(config.Where("backend") + ": profile needs an engine experiment "
                            "(backend: engine)");
   }
   if (options.warmup < 0 || options.repeats < 1 || options.max_tokens < 0 ||

@@ -27,7 +27,6 @@ DeploymentSpec DeploymentOf(const ExperimentConfig& config) {
 }
 
 StatusOr<SimReplica> SimReplicaOf(const ExperimentConfig& config) {
-  const std::string& src = config.source_path;
   const ModelSpec& model = config.model;
   const HardwareConfig& hw = config.hardware;
   SimReplica r;
@@ -46,7 +45,7 @@ StatusOr<SimReplica> SimReplicaOf(const ExperimentConfig& config) {
   r.memory = EstimateMemory(model, hw.gpu, mem);
   if (!r.memory.fits && hw.num_gpu_blocks == 0) {
     return InvalidArgument(
-        src + ": model: " + model.name + " (" + std::string(DTypeName(mem.weight_dtype)) +
+        config.Where("model") + ": " + model.name + " (" + std::string(DTypeName(mem.weight_dtype)) +
         ") does not fit on " + hw.gpu.name + " x" +
         std::to_string(hw.tensor_parallel * hw.pipeline_parallel) + ": short by " +
         Gib(r.memory.shortfall) + " per GPU (weights " + Gib(r.memory.weights) +
@@ -64,7 +63,7 @@ StatusOr<SimReplica> SimReplicaOf(const ExperimentConfig& config) {
   r.capacity.block_size = config.scheduler.block_size;
   const int64_t blocks = hw.num_gpu_blocks > 0 ? hw.num_gpu_blocks : r.memory.kv_blocks;
   if (blocks > kMaxKvBlocks) {
-    return InvalidArgument(src + ": hardware" + (hw.num_gpu_blocks > 0 ? ".num_gpu_blocks" : "") +
+    return InvalidArgument(config.Where(hw.num_gpu_blocks > 0 ? "hardware.num_gpu_blocks" : "hardware") +
                            ": a KV cache of " + std::to_string(blocks) + " blocks, more than " +
                            std::to_string(kMaxKvBlocks) + " (a larger block_size holds more)");
   }
@@ -73,14 +72,14 @@ StatusOr<SimReplica> SimReplicaOf(const ExperimentConfig& config) {
   const double host_blocks =
       std::floor(hw.swap_space_gib * kBytesPerGib / static_cast<double>(r.kv_bytes_per_block_per_gpu));
   if (config.scheduler.preemption == PreemptionMode::kSwap && host_blocks > kMaxKvBlocks) {
-    return InvalidArgument(src + ": hardware.swap_space_gib: " + std::to_string(hw.swap_space_gib) +
+    return InvalidArgument(config.Where("hardware.swap_space_gib") + ": " + std::to_string(hw.swap_space_gib) +
                            " GiB is " + std::to_string(host_blocks) + " KV blocks, more than " +
                            std::to_string(kMaxKvBlocks));
   }
   r.capacity.num_cpu_blocks = static_cast<int32_t>(std::min<double>(host_blocks, kMaxKvBlocks));
   if (config.scheduler.preemption == PreemptionMode::kSwap) {
     if (hw.gpu.pcie_gbps <= 0) {
-      return InvalidArgument(src + ": scheduler.preemption: swap needs hardware.gpu.pcie_gbps > 0");
+      return InvalidArgument(config.Where("scheduler.preemption") + ": swap needs hardware.gpu.pcie_gbps > 0");
     }
     r.swap_ns_per_block = static_cast<double>(r.kv_bytes_per_block_per_gpu) / hw.gpu.pcie_gbps;
   }
@@ -93,7 +92,7 @@ StatusOr<SimReplica> SimReplicaOf(const ExperimentConfig& config) {
 Status ResolveCostModel(ExperimentConfig& config) {
   NamedParams resolved;
   auto model = BuiltinCostModels().Make(config.cost_model, DeploymentOf(config), &resolved);
-  if (!model.ok()) return model.status();
+  if (!model.ok()) return config.Locate(model.status());
   config.cost_model = std::move(resolved);
   return Status::Ok();
 }
@@ -134,7 +133,7 @@ StatusOr<BackendFactory> MakeSimBackendFactory(const ExperimentConfig& config) {
   if (!replica.ok()) return replica.status();
   const DeploymentSpec deployment = DeploymentOf(config);
   if (auto cost = BuiltinCostModels().Make(config.cost_model, deployment); !cost.ok()) {
-    return cost.status();
+    return config.Locate(cost.status());
   }
   return BackendFactory([replica = std::move(replica).value(), deployment,
                          cost_model = config.cost_model](int32_t) -> StatusOr<std::unique_ptr<Backend>> {

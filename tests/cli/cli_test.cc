@@ -155,6 +155,14 @@ TEST_F(CliTest, BadInputExitsTwoAndLeavesEarlierResultsIntact) {
   EXPECT_THAT(bad_trace.err, HasSubstr(trace.string() + ":3"));
   EXPECT_THAT(bad_trace.err, HasSubstr("ContextTokens"));
 
+  // A NUL byte (or any control byte) the message quotes is printed escaped, so the rest
+  // of the message is not cut off.
+  Write("trace.csv", std::string("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                 "2023-11-16 18:15:46.6805900,37\0x\x1b[2J,20\n", 80));
+  const CliResult nul = Run("run " + replay.string() + " --out " + out.string());
+  EXPECT_EQ(nul.exit_code, 2);
+  EXPECT_THAT(nul.err, HasSubstr("got '37\\x00x\\x1b[2J', column 'ContextTokens'"));
+
   const CliResult missing = Run("run " + (dir_ / "nope.yaml").string());
   EXPECT_EQ(missing.exit_code, 2);
 

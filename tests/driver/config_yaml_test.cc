@@ -280,3 +280,96 @@ TEST(ExperimentTest, TensorParallelMustDivideHeads) {
 
 }  // namespace
 }  // namespace servelab
+
+namespace servelab {
+namespace {
+
+// Checks made after parsing, across keys or sections, name the file and the line of the
+// key they are about, as the parser's own messages do (they named the file alone, or
+// nothing).
+TEST(ExperimentTest, ChecksAfterParsingNameTheKeysLine) {
+  constexpr const char* kYaml = R"(name: t
+model: llama-2-7b
+hardware:
+  gpu: a100-80gb
+  tensor_parallel: 3
+scheduler:
+  max_num_seqs: 300
+  max_num_batched_tokens: 256
+workload:
+  num_requests: 10
+  output_tokens: {dist: uniform, min: 10, max: 5}
+)";
+  const auto error = [&](const std::vector<std::string>& sets) {
+    auto c = ParseExperiment(kYaml, "exp.yaml", "/", sets);
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    if (!c.ok()) return std::string();
+    auto p = PrepareExperiment(*c);
+    EXPECT_TRUE(p.status().IsBadInput());
+    return p.status().message();
+  };
+  EXPECT_THAT(error({}), HasSubstr("exp.yaml:5: hardware.tensor_parallel: 3 does not divide"));
+  EXPECT_THAT(error({"hardware.tensor_parallel=1"}),
+              HasSubstr("exp.yaml:8: scheduler.max_num_batched_tokens (256) must be >="));
+  EXPECT_THAT(error({"hardware.tensor_parallel=1", "scheduler.max_num_seqs=8"}),
+              HasSubstr("exp.yaml:11: workload.output_tokens.max: must be >= min (10), got 5"));
+  // Given by --set, the location is the override.
+  EXPECT_THAT(error({"hardware.tensor_parallel=1", "scheduler.max_num_seqs=8",
+                     "workload.output_tokens={dist: zipf, min: 9, max: 2}"}),
+              HasSubstr("--set workload.output_tokens: workload.output_tokens.max: must be >= min"));
+  // A key the file does not give is labelled by its nearest given section.
+  auto c = ParseExperiment(kYaml, "exp.yaml", "/");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->Where("workload.output_tokens.theta"), "exp.yaml:11: workload.output_tokens.theta");
+  EXPECT_EQ(c->Where("scheduler.max_model_len"), "exp.yaml:6: scheduler.max_model_len");
+  EXPECT_EQ(c->Where("slo.ttft_ms"), "exp.yaml: slo.ttft_ms");
+  auto context = ServedContextLen(*ParseExperiment(kYaml, "exp.yaml", "/",
+                                                   {"scheduler.max_model_len=5000"}),
+                                  4096, "llama-2-7b");
+  EXPECT_THAT(context.status().message(),
+              HasSubstr("--set scheduler.max_model_len: scheduler.max_model_len: 5000 exceeds"));
+  // Neither a number nor a duration: the workload section's line.
+  auto no_size = ParseExperiment("name: t\nmodel: llama-2-7b\nhardware: {gpu: a100-80gb}\n"
+                                 "workload:\n  arrival: {rate: 2}\n",
+                                 "exp.yaml", "/");
+  ASSERT_TRUE(no_size.ok());
+  EXPECT_THAT(PrepareExperiment(*no_size).status().message(),
+              HasSubstr("exp.yaml:4: workload: set num_requests or duration_s"));
+}
+
+TEST(KeyLocationsTest, LocatesOnlyMessagesThatStartWithAKey) {
+  KeyLocations where("exp.yaml");
+  where.Record("workload", "exp.yaml:9");
+  where.Record("workload.clients[1]", "exp.yaml:14");
+  const std::vector<std::string> roots = {"workload", "scheduler"};
+  EXPECT_EQ(where.Locate(InvalidArgument("workload.clients[1].rate: must be > 0"), roots).message(),
+            "exp.yaml:14: workload.clients[1].rate: must be > 0");
+  EXPECT_EQ(where.Locate(InvalidArgument("scheduler.policy: no"), roots).message(),
+            "exp.yaml: scheduler.policy: no");
+  // Already located, not a key, or not one of ours: unchanged.
+  for (const char* m : {"/data/t.csv:3: bad", "trace: empty", "workload is empty", "model: x"}) {
+    EXPECT_EQ(where.Locate(InvalidArgument(m), roots).message(), m);
+  }
+  EXPECT_TRUE(where.Locate(Status::Ok(), roots).ok());
+  EXPECT_EQ(where.Locate(NotFound("workload: x"), roots).code(), StatusCode::kNotFound);
+}
+
+// A node made from an alias carries its anchor's position, so an alias used as a key
+// would be reported at the anchor's line: it is refused where it is written.
+TEST(ConfigYamlTest, AnAliasAsAKeyIsRefusedAtItsOwnLine) {
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "seqs: &k max_num_seqs\nscheduler:\n  *k : 64\n"),
+              HasSubstr("exp.yaml:8: an alias as a key"));
+  // Aliases as values stay fine, and report what is in them at the anchor's lines.
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "x: &s\n  max_num_seqs: 64\n  bogus: 1\nscheduler: *s\n"),
+              HasSubstr("exp.yaml:8: scheduler.bogus: unknown key"));
+}
+
+TEST(ConfigYamlTest, ACustomModelNeedsAHeadDimOfOneOrMore) {
+  EXPECT_THAT(ErrorOf(kMinimal, {"model={base: llama-2-7b, hidden_size: 8}"}),
+              HasSubstr("hidden_size 8 is less than num_attention_heads 32"));
+  EXPECT_EQ(ErrorOf(kMinimal, {"model={base: llama-2-7b, hidden_size: 8, head_dim: 128}"}),
+            "(parsed fine)");
+}
+
+}  // namespace
+}  // namespace servelab

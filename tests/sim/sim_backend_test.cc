@@ -28,7 +28,7 @@ TEST(SimReplicaTest, AModelThatDoesNotFitSaysByHowMuch) {
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsBadInput());
   EXPECT_THAT(r.status().message(),
-              HasSubstr("exp.yaml: model: llama-2-70b (bf16) does not fit on a100-80gb x1: short by"));
+              HasSubstr("exp.yaml:1: model: llama-2-70b (bf16) does not fit on a100-80gb x1: short by"));
   c.hardware.tensor_parallel = 4;
   EXPECT_TRUE(SimReplicaOf(c).ok());
   // A fixed pool needs no memory formula.
@@ -56,8 +56,8 @@ TEST(SimReplicaTest, ContextServedIsTheWindowOrTheLowerLimit) {
   auto over = SimReplicaOf(Parse(yaml, {"scheduler.max_model_len=5000"}));
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.status().message(),
-            "exp.yaml: scheduler.max_model_len: 5000 exceeds the context window of llama-2-7b "
-            "(4096)");
+            "--set scheduler.max_model_len: scheduler.max_model_len: 5000 exceeds the context "
+            "window of llama-2-7b (4096)");
 }
 
 TEST(SimReplicaTest, SwapNeedsPcieBandwidth) {
