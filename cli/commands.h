@@ -19,5 +19,6 @@ int MakeModelCommand(const std::vector<std::string>& args);
 int CalibrateCommand(const std::vector<std::string>& args);
 int ProfileCommand(const std::vector<std::string>& args);
 int ValidateCommand(const std::vector<std::string>& args);
+int PlanCommand(const std::vector<std::string>& args);
 
 }  // namespace servelab

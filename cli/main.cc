@@ -18,6 +18,9 @@ constexpr const char* kUsage =
     "                      run every point of the file's `sweep:` grid, and sweep.csv\n"
     "  compare EXPERIMENT.yaml --policies a,b,... [--set ...] [--out DIR] [--jobs N]\n"
     "                      the same requests under each policy: table, compare.csv, plots\n"
+    "  plan PLAN.yaml [--target-rate R | --budget USD] [--set ...] [--out DIR]\n"
+    "                      the highest rate each candidate deployment serves within the\n"
+    "                      SLO, its cost, and the cheapest deployment for a peak\n"
     "  list gpus|models|policies|cost-models\n"
     "                      show the catalogs and registries\n"
     "  memory --model M --gpu G [--tp N] [--weight-dtype D] [--kv-dtype D] ...\n"
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
   if (command == "run") return servelab::RunCommand(args);
   if (command == "sweep") return servelab::SweepCommand(args);
   if (command == "compare") return servelab::CompareCommand(args);
+  if (command == "plan") return servelab::PlanCommand(args);
   if (command == "list") return servelab::ListCommand(args);
   if (command == "memory") return servelab::MemoryCommand(args);
   if (command == "make-model") return servelab::MakeModelCommand(args);

@@ -45,29 +45,14 @@ constexpr Column kPrefixColumns[] = {
     {"prefix_evicted_blocks", "/prefix_cache/evicted_blocks"},
 };
 
-std::string Number(double v) {
-  char buf[64];
-  auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, ptr);
-}
-
 // The cell for a JSON value: integers and doubles as numbers, strings verbatim.
 std::string Cell(const nlohmann::ordered_json& j) {
   if (j.is_number_integer()) return std::to_string(j.get<int64_t>());
   if (j.is_number_unsigned()) return std::to_string(j.get<uint64_t>());
-  if (j.is_number()) return Number(j.get<double>());
+  if (j.is_number()) return CsvNumber(j.get<double>());
   if (j.is_string()) return j.get<std::string>();
   if (j.is_boolean()) return j.get<bool>() ? "true" : "false";
   return "";
-}
-
-std::string Quote(const std::string& field) {
-  const bool needs = field.find_first_of(",\"\r\n") != std::string::npos ||
-                     (!field.empty() && (field.front() == ' ' || field.back() == ' '));
-  if (!needs) return field;
-  std::string out = "\"";
-  for (const char c : field) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
 }
 
 // The optional value of `pointer` in a summary, or null.
@@ -91,6 +76,21 @@ bool AnyHas(const std::vector<nlohmann::ordered_json>& jsons, const char* pointe
 
 }  // namespace
 
+std::string CsvNumber(double v) {
+  char buf[64];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, ptr);
+}
+
+std::string CsvQuote(const std::string& field) {
+  const bool needs = field.find_first_of(",\"\r\n") != std::string::npos ||
+                     (!field.empty() && (field.front() == ' ' || field.back() == ' '));
+  if (!needs) return field;
+  std::string out = "\"";
+  for (const char c : field) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
 std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>& results) {
   const std::vector<nlohmann::ordered_json> jsons = Jsons(results);
   std::vector<Column> columns(std::begin(kColumns), std::end(kColumns));
@@ -98,21 +98,21 @@ std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>
     columns.insert(columns.end(), std::begin(kPrefixColumns), std::end(kPrefixColumns));
   }
   std::string out;
-  for (const auto& axis : sweep.axes) out += Quote(axis.key) + ",";
+  for (const auto& axis : sweep.axes) out += CsvQuote(axis.key) + ",";
   out += "folder,status";
   for (const Column& c : columns) (out += ',') += c.name;
   out += "\n";
   for (size_t p = 0; p < sweep.points.size(); ++p) {
     const SweepPoint& point = sweep.points[p];
     for (size_t a = 0; a < sweep.axes.size(); ++a) {
-      out += Quote(sweep.axes[a].values[point.index[a]]) + ",";
+      out += CsvQuote(sweep.axes[a].values[point.index[a]]) + ",";
     }
-    out += Quote(point.folder) + (results[p].ok() ? ",ok" : ",failed");
+    out += CsvQuote(point.folder) + (results[p].ok() ? ",ok" : ",failed");
     for (const Column& c : columns) {
       const nlohmann::ordered_json* value =
           jsons[p].is_null() ? nullptr : Find(jsons[p], c.pointer);
       out += ',';
-      if (value != nullptr) out += Quote(Cell(*value));
+      if (value != nullptr) out += CsvQuote(Cell(*value));
     }
     out += "\n";
   }

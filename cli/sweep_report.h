@@ -19,6 +19,11 @@ namespace servelab {
 // A failed point's metric cells are empty. Fields are quoted (RFC 4180) when they hold
 // a comma, a quote, a line break or surrounding spaces; numbers are the shortest text
 // that reads back to the same double.
+// A CSV field, quoted (RFC 4180) when it holds a comma, a quote, a line break or
+// surrounding spaces; a double as the shortest text that reads back to it.
+std::string CsvQuote(const std::string& field);
+std::string CsvNumber(double value);
+
 std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>& results);
 
 // A Markdown table, one row per point labelled by `labels[i]`: finished, output tok/s,

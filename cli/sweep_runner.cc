@@ -12,9 +12,7 @@
 #include "cli/run_experiment.h"
 
 namespace servelab {
-namespace {
 
-// Calls fn(i) for every i in [0, n) on min(jobs, n) threads; each i exactly once.
 void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
   std::atomic<size_t> next{0};
   auto worker = [&] {
@@ -30,8 +28,6 @@ void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
   for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
 }
-
-}  // namespace
 
 int ResolveJobs(int jobs) {
   if (jobs > 0) return jobs;

@@ -2,6 +2,7 @@
 // Runs the points of a Sweep on worker threads, each into its own result folder.
 // Every point is an independent simulation seeded from its own config, so the files are
 // the same whatever the number of workers.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,10 @@ namespace servelab {
 // The worker count for `--jobs N`: N itself when positive; 0 means every core
 // (std::thread::hardware_concurrency(), at least 1).
 int ResolveJobs(int jobs);
+
+// Calls fn(i) for every i in [0, n) on min(jobs, n) threads, each i exactly once, handed
+// out in order as threads free up (points differ in cost).
+void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn);
 
 // Prepares every point (the checks only a whole experiment allows: the model fits, the
 // policy and workload can be built) on `jobs` threads, before anything runs. Bad input

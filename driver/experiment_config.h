@@ -10,6 +10,7 @@
 #include "core/scheduler_config.h"
 #include "driver/gpu_spec.h"
 #include "driver/key_locations.h"
+#include "driver/plan_config.h"
 #include "driver/workload_config.h"
 
 namespace servelab {
@@ -181,6 +182,8 @@ struct ExperimentConfig {
   BackendKind backend = BackendKind::kSim;
   bool has_engine = false;
   EngineConfig engine;  // required when backend: engine
+  bool has_plan = false;
+  PlanConfig plan;      // read by `servelab plan` only
 
   std::string source_path;  // the YAML file this came from (not a key)
   KeyLocations locations;   // where each given key is in it, for later checks' messages
@@ -206,6 +209,7 @@ struct ExperimentConfig {
     v.Section("output", output);
     v.Enum("backend", backend, EnumNames<BackendKind>(kBackendNames));
     v.OptionalSection("engine", engine, has_engine);
+    v.OptionalSection("plan", plan, has_plan);
   }
 };
 

@@ -506,5 +506,34 @@ class PrefixCacheFigureTest(PlotTestCase):
         self.assertEqual(list(rate), [0.25, 0.5])
 
 
+
+class PlanFigureTest(PlotTestCase):
+    """plan.py: the Pareto view of `servelab plan`."""
+
+    def test_pareto_front_by_hand(self):
+        sys.path.insert(0, HERE)
+        import plan
+        x = np.array([10.0, 20.0, 30.0, 15.0, 30.0])
+        y = np.array([900.0, 600.0, 200.0, 500.0, 100.0])
+        # (15, 500) is beaten by (20, 600); (30, 100) by (30, 200).
+        self.assertEqual(plan.pareto_front(x, y), [0, 1, 2])
+
+    def test_plan_draws_and_bad_input_is_exit_2(self):
+        path = os.path.join(self.tmp, "plan.csv")
+        with open(path, "w") as f:
+            f.write("hardware.tensor_parallel,candidate,status,gpus,max_rate,"
+                    "output_tok_s_per_gpu,output_tok_s_per_user\n"
+                    "1,tp-1,ok,1,12.5,2500,40\n2,tp-2,ok,2,30,3000,55\n"
+                    "4,tp-4,failed,4,,,\n8,tp-8,ok,8,0,,\n")
+        r = run("plan.py", self.tmp)
+        self.assertOk(r)
+        self.assertEqual(r.stdout.split(), [os.path.join(self.tmp, "plan.png")])
+        self.assertPng(os.path.join(self.tmp, "plan.png"))
+        with open(path, "w") as f:
+            f.write("candidate,status,max_rate\ntp-1,ok,1\n")
+        r = run("plan.py", path)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("output_tok_s_per_user", r.stderr)
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)

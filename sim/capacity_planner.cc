@@ -1,0 +1,197 @@
+#include "sim/capacity_planner.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "sim/sim_backend.h"
+
+namespace servelab {
+namespace {
+
+std::string Ms(double seconds) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f ms", seconds * 1e3);
+  return buf;
+}
+
+constexpr int kMaxSteps = 64;  // doublings, then bisections: 2^64 spans any rate range
+
+}  // namespace
+
+double Statistic(const Distribution& d, SloStatistic statistic) {
+  switch (statistic) {
+    case SloStatistic::kMean: return d.mean;
+    case SloStatistic::kP50: return d.p50;
+    case SloStatistic::kP90: return d.p90;
+    case SloStatistic::kP99: return d.p99;
+  }
+  return d.mean;
+}
+
+SloVerdict CheckSlo(const RunSummary& summary, const SloConfig& slo, const PlanConfig& plan) {
+  if (summary.num_finished == 0) return {false, "finished", "no request finished"};
+  const std::string stat(NameOf(EnumNames<SloStatistic>(kSloStatisticNames), plan.statistic));
+  const struct {
+    const char* metric;
+    double target_ms;
+    const Distribution& d;
+  } targets[] = {{"ttft", slo.ttft_ms, summary.ttft_s},
+                 {"tpot", slo.tpot_ms, summary.tpot_s},
+                 {"e2e", slo.e2e_ms, summary.e2e_s}};
+  for (const auto& t : targets) {
+    if (t.target_ms <= 0) continue;
+    const double value = Statistic(t.d, plan.statistic);
+    if (value > t.target_ms * 1e-3) {
+      return {false, t.metric,
+              std::string(t.metric) + " " + stat + " " + Ms(value) + " > " + Ms(t.target_ms * 1e-3)};
+    }
+  }
+  if (plan.attainment > 0 && summary.slo_attainment < plan.attainment) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "attainment %.2f%% < %.2f%%", summary.slo_attainment * 100,
+                  plan.attainment * 100);
+    return {false, "attainment", buf};
+  }
+  return {};
+}
+
+StatusOr<RateSearch> SearchMaxRate(const ProbeFn& probe, const PlanConfig& plan) {
+  if (plan.min_rate > plan.max_rate) {
+    return InvalidArgument("plan.min_rate (" + std::to_string(plan.min_rate) +
+                           ") is above plan.max_rate (" + std::to_string(plan.max_rate) + ")");
+  }
+  RateSearch s;
+  auto at = [&](double rate) -> StatusOr<RateProbe> {
+    ++s.probes;
+    return probe(rate);
+  };
+  auto first = at(plan.min_rate);
+  if (!first.ok()) return first.status();
+  if (!first->verdict.meets) {
+    s.lowest_miss = std::move(first).value();
+    return s;
+  }
+  double lo = plan.min_rate;
+  s.best = std::move(first).value();
+  // Bracket: double until a rate misses, or max_rate meets.
+  std::optional<double> hi;
+  for (int i = 0; i < kMaxSteps && !hi; ++i) {
+    if (lo >= plan.max_rate) {
+      s.at_max_rate = true;
+      break;
+    }
+    const double next = std::min(lo * 2, plan.max_rate);
+    auto p = at(next);
+    if (!p.ok()) return p.status();
+    if (p->verdict.meets) {
+      lo = next;
+      s.best = std::move(p).value();
+    } else {
+      hi = next;
+      s.lowest_miss = std::move(p).value();
+    }
+  }
+  // Bisect in log space: the bracket's ratio halves (in its logarithm) each probe.
+  for (int i = 0; i < kMaxSteps && hi && *hi > lo * (1 + plan.tolerance); ++i) {
+    const double mid = std::sqrt(lo * *hi);
+    auto p = at(mid);
+    if (!p.ok()) return p.status();
+    if (p->verdict.meets) {
+      lo = mid;
+      s.best = std::move(p).value();
+    } else {
+      hi = mid;
+      s.lowest_miss = std::move(p).value();
+    }
+  }
+  s.max_rate = lo;
+  return s;
+}
+
+StatusOr<RateProbe> ProbeRate(const ExperimentConfig& config, double rate) {
+  if (config.workload.has_trace) {
+    return InvalidArgument(config.Where("workload.trace") +
+                           ": a plan varies workload.arrival.rate, and a trace has its own "
+                           "arrival times; describe its shape with arrival and length "
+                           "distributions instead");
+  }
+  if (config.workload.arrival.process == ArrivalProcess::kBurst) {
+    return InvalidArgument(config.Where("workload.arrival.process") +
+                           ": a plan varies the arrival rate; a burst has none (use poisson, "
+                           "gamma or constant)");
+  }
+  ExperimentConfig probe = config;
+  probe.workload.arrival.rate = rate;
+  auto outcome = RunSimulation(probe);
+  if (!outcome.ok()) return outcome.status();
+  RateProbe p;
+  p.rate = rate;
+  p.verdict = CheckSlo(outcome->summary, config.slo, config.plan);
+  p.summary = std::move(outcome->summary);
+  return p;
+}
+
+CandidatePlan PlanCandidate(const ExperimentConfig& config) {
+  CandidatePlan c;
+  const HardwareConfig& hw = config.hardware;
+  c.gpus = int64_t{config.cluster.replicas} * hw.tensor_parallel * hw.pipeline_parallel;
+  c.usd_per_hour = static_cast<double>(c.gpus) * hw.gpu.price_per_hour;
+  if (config.backend != BackendKind::kSim) {
+    c.status = InvalidArgument(config.Where("backend") +
+                               ": a plan runs on the simulator (backend: sim)");
+    return c;
+  }
+  auto replica = SimReplicaOf(config);
+  if (!replica.ok()) {
+    c.status = replica.status();
+    return c;
+  }
+  c.kv_cache_gib_per_gpu = replica->memory.kv_cache / double(int64_t{1} << 30);
+  auto search = SearchMaxRate([&](double rate) { return ProbeRate(config, rate); }, config.plan);
+  if (!search.ok()) {
+    c.status = search.status();
+    return c;
+  }
+  c.search = std::move(search).value();
+  return c;
+}
+
+std::optional<Deployment> CheapestFor(std::span<const CandidatePlan> candidates,
+                                      double target_rate, double hours_per_month) {
+  std::optional<Deployment> best;
+  int64_t best_gpus = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const CandidatePlan& c = candidates[i];
+    if (!c.status.ok() || c.search.max_rate <= 0) continue;
+    const double needed = std::max(1.0, std::ceil(target_rate / c.search.max_rate));
+    if (needed > 1e12) continue;  // not a deployment
+    const auto copies = static_cast<int64_t>(needed);
+    const Deployment d{i, copies, needed * c.search.max_rate, needed * c.usd_per_hour * hours_per_month};
+    const int64_t gpus = copies * c.gpus;
+    if (!best || d.usd_per_month < best->usd_per_month ||
+        (d.usd_per_month == best->usd_per_month && gpus < best_gpus)) {
+      best = d;
+      best_gpus = gpus;
+    }
+  }
+  return best;
+}
+
+std::optional<Deployment> MostWithin(std::span<const CandidatePlan> candidates,
+                                     double budget_per_month, double hours_per_month) {
+  std::optional<Deployment> best;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const CandidatePlan& c = candidates[i];
+    const double monthly = c.usd_per_hour * hours_per_month;
+    if (!c.status.ok() || c.search.max_rate <= 0 || monthly <= 0) continue;
+    const double copies = std::min(std::floor(budget_per_month / monthly), 1e12);
+    if (copies < 1) continue;
+    const Deployment d{i, static_cast<int64_t>(copies), copies * c.search.max_rate, copies * monthly};
+    if (!best || d.rate > best->rate || (d.rate == best->rate && d.usd_per_month < best->usd_per_month)) {
+      best = d;
+    }
+  }
+  return best;
+}
+
+}  // namespace servelab
