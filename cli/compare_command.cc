@@ -124,6 +124,8 @@ int CompareCommand(const std::vector<std::string>& args) {
        "results/<name>-compare)")
       ("jobs,j", po::value<int>(&jobs), "policies run at once (default: every core)")
       ("no-plots", "do not draw compare.png")
+      ("replicates", po::value<int>(),
+       "run every point with N seeds: means and 95% intervals (the replicates key)")
       ("no-progress", "never draw the progress line");
   std::string experiment_path;
   po::variables_map vm;
@@ -136,6 +138,7 @@ int CompareCommand(const std::vector<std::string>& args) {
   auto axis = PolicyAxis(policies);
   if (!axis.ok()) return Report(axis.status());
 
+  if (vm.count("replicates")) sets.push_back("replicates=" + std::to_string(vm["replicates"].as<int>()));
   auto sweep = LoadSweep(experiment_path, sets, *axis);
   if (!sweep.ok()) return Report(sweep.status());
   if (sweep->ignored_sweep_line > 0) {
@@ -146,18 +149,25 @@ int CompareCommand(const std::vector<std::string>& args) {
   const std::string dir = out_dir.empty() ? "results/" + base.name + "-compare" : out_dir;
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
   std::vector<StatusOr<RunSummary>> results;
-  const int exit_code =
-      ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "compare", results);
+  std::vector<std::vector<RunSummary>> replicates;
+  const int exit_code = ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "compare",
+                                       results, replicates);
   if (exit_code == kExitBadInput) return exit_code;
 
-  const std::string table = CompareTable(axis->labels, results);
+  std::string table = CompareTable(axis->labels, results);
+  if (const std::string paired = PairedTable(axis->labels, replicates); !paired.empty()) {
+    table += "\nOver " + std::to_string(base.replicates) + " replicates (seeds derived from " +
+             std::to_string(base.seed) + "; the table above is replicate 0), each policy's "
+             "difference from " + axis->labels[0] + " on the same requests, with its 95% "
+             "interval:\n\n" + paired;
+  }
   const std::string markdown = "# " + base.name + ": policy comparison\n\nThe same request "
                                "stream (seed " + std::to_string(base.seed) + ") under each "
                                "policy; one result folder per policy. Latencies over finished "
                                "requests.\n\n" + table;
   auto folder = OutputDir::Open(dir);
   if (!folder.ok()) return Report(folder.status());
-  Status written = (*folder)->WriteFile("compare.csv", SweepCsv(*sweep, results));
+  Status written = (*folder)->WriteFile("compare.csv", SweepCsv(*sweep, results, replicates));
   if (written.ok()) written = (*folder)->WriteFile("compare.md", markdown);
   if (written.ok()) written = (*folder)->Commit();
   if (!written.ok()) return Report(written);

@@ -74,6 +74,7 @@ int PlanCommand(const std::vector<std::string>& args) {
   std::string out_dir;
   int jobs = 0;
   double target_rate = -1, budget = -1;
+  int replicates = 0;
   options.add_options()
       ("help,h", "show this help")
       ("set", po::value<std::vector<std::string>>(&sets)->composing(),
@@ -85,6 +86,8 @@ int PlanCommand(const std::vector<std::string>& args) {
        "the peak to serve, req/s: the cheapest deployment for it (plan.target_rate)")
       ("budget", po::value<double>(&budget),
        "USD a month: the deployment serving the most within it (plan.budget_per_month)")
+      ("replicates", po::value<int>(&replicates),
+       "search each candidate with N seeds: the max rate's mean and 95% interval (replicates)")
       ("no-plots", "do not draw plan.png")
       ("no-progress", "never draw the progress line");
   std::string plan_path;
@@ -96,6 +99,7 @@ int PlanCommand(const std::vector<std::string>& args) {
   // The flags are the plan keys, checked by the parser like any --set.
   if (vm.count("target-rate")) sets.push_back("plan.target_rate=" + FormatDouble(target_rate));
   if (vm.count("budget")) sets.push_back("plan.budget_per_month=" + FormatDouble(budget));
+  if (vm.count("replicates")) sets.push_back("replicates=" + std::to_string(replicates));
 
   auto candidates = LoadCandidates(plan_path, sets);
   if (!candidates.ok()) return Report(candidates.status());

@@ -17,7 +17,7 @@ Figures FiguresOf(const CandidatePlan& c) {
   Figures f;
   if (!c.search.best || c.gpus <= 0) return f;
   const RunSummary& s = c.search.best->summary;
-  f.rate_per_gpu = c.search.max_rate / static_cast<double>(c.gpus);
+  f.rate_per_gpu = c.max_rate.mean / static_cast<double>(c.gpus);
   f.tok_per_gpu = s.output_throughput / static_cast<double>(c.gpus);
   f.tok_per_user = s.tpot_s.mean > 0 ? 1.0 / s.tpot_s.mean : 0;
   f.usd_per_mtok = s.output_throughput > 0 ? c.usd_per_hour / (s.output_throughput * 3600) * 1e6 : 0;
@@ -45,7 +45,7 @@ std::string Fixed(double v, int decimals) {
 std::string PlanCsv(const Sweep& candidates, const std::vector<CandidatePlan>& plans) {
   std::string out;
   for (const auto& axis : candidates.axes) out += CsvQuote(axis.key) + ",";
-  out += "candidate,status,gpus,max_rate,at_max_rate,rate_per_gpu,output_tok_s_per_gpu,"
+  out += "candidate,status,gpus,replicates,max_rate,max_rate_ci_low,max_rate_ci_high,at_max_rate,rate_per_gpu,output_tok_s_per_gpu,"
          "output_tok_s_per_user,ttft_s,tpot_s,e2e_s,slo_attainment,usd_per_hour,"
          "usd_per_million_tokens,kv_cache_gib_per_gpu,limiting_slo,limiting_detail,probes,"
          "message\n";
@@ -56,14 +56,15 @@ std::string PlanCsv(const Sweep& candidates, const std::vector<CandidatePlan>& p
       out += CsvQuote(candidates.axes[a].values[point.index[a]]) + ",";
     }
     out += CsvQuote(point.folder) + (c.status.ok() ? ",ok," : ",failed,");
-    out += std::to_string(c.gpus) + ",";
+    out += std::to_string(c.gpus) + "," + std::to_string(point.config.replicates) + ",";
     if (!c.status.ok()) {
-      out += ",,,,,,,,," + CsvNumber(c.usd_per_hour) + ",,,,,," + CsvQuote(c.status.message()) + "\n";
+      out += ",,,,,,,,,,," + CsvNumber(c.usd_per_hour) + ",,,,,," + CsvQuote(c.status.message()) + "\n";
       continue;
     }
     const Figures f = FiguresOf(c);
     const RateSearch& s = c.search;
-    out += CsvNumber(s.max_rate) + (s.at_max_rate ? ",true," : ",false,");
+    out += CsvNumber(c.max_rate.mean) + "," + CsvNumber(c.max_rate.low()) + "," +
+           CsvNumber(c.max_rate.high()) + (s.at_max_rate ? ",true," : ",false,");
     if (s.best) {
       const RunSummary& r = s.best->summary;
       const SloStatistic stat = point.config.plan.statistic;
@@ -130,14 +131,15 @@ std::string PlanMarkdown(const Sweep& candidates, const std::vector<CandidatePla
     const Figures f = FiguresOf(c);
     const RateSearch& s = c.search;
     out += "| " + name + " | " + std::to_string(c.gpus) + " | " + (s.at_max_rate ? ">= " : "") +
-           Fixed(s.max_rate, 2) + " | " + Fixed(f.rate_per_gpu, 2) + " | " + Fixed(f.tok_per_gpu, 1) +
+           Fixed(c.max_rate.mean, 2) +
+           (c.max_rate.n >= 2 ? " ± " + Fixed(c.max_rate.half_width, 2) : std::string()) + " | " + Fixed(f.rate_per_gpu, 2) + " | " + Fixed(f.tok_per_gpu, 1) +
            " | " + Fixed(f.tok_per_user, 1) + " | " + Fixed(c.usd_per_hour, 2) + " | " +
            (s.best ? Fixed(f.usd_per_mtok, 3) : std::string()) + " | " +
            Fixed(c.kv_cache_gib_per_gpu, 2) + " | " +
            (s.lowest_miss ? s.lowest_miss->verdict.detail + " at " + Fixed(s.lowest_miss->rate, 2) + " req/s"
                           : std::string("none up to max_rate")) +
            " |\n";
-    if (s.max_rate <= 0) continue;
+    if (c.max_rate.mean <= 0) continue;
     if (!best_rate || f.rate_per_gpu > FiguresOf(plans[*best_rate]).rate_per_gpu) best_rate = i;
     if (s.best && f.usd_per_mtok > 0 &&
         (!best_cost || f.usd_per_mtok < FiguresOf(plans[*best_cost]).usd_per_mtok)) {

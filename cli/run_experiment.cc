@@ -32,4 +32,14 @@ StatusOr<RunSummary> RunExperimentToFolder(const ExperimentConfig& config, const
   return RunToFolder(*prepared, *backends, progress);
 }
 
+StatusOr<RunSummary> RunExperimentInMemory(const ExperimentConfig& config) {
+  auto prepared = PrepareExperiment(config);
+  if (!prepared.ok()) return prepared.status();
+  auto backends = ChooseBackend(*prepared);
+  if (!backends.ok()) return backends.status();
+  auto outcome = RunExperiment(*prepared, *backends, MetricsSinks{});
+  if (!outcome.ok()) return outcome.status();
+  return std::move(outcome->summary);
+}
+
 }  // namespace servelab

@@ -23,4 +23,8 @@ Status CheckExperiment(const ExperimentConfig& config);
 StatusOr<RunSummary> RunExperimentToFolder(const ExperimentConfig& config, const std::string& dir,
                                            bool progress);
 
+// The same with no files: prepares `config`, chooses its backend and runs it in memory
+// (a replicate whose files are not kept).
+StatusOr<RunSummary> RunExperimentInMemory(const ExperimentConfig& config);
+
 }  // namespace servelab

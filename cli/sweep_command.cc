@@ -53,6 +53,8 @@ int SweepCommand(const std::vector<std::string>& args) {
       ("out", po::value<std::string>(&out_dir), "sweep folder (default: output.dir, else "
        "results/<name>)")
       ("jobs,j", po::value<int>(&jobs), "points run at once (default: every core)")
+      ("replicates", po::value<int>(),
+       "run every point with N seeds: means and 95% intervals (the replicates key)")
       ("no-progress", "never draw the progress line");
   std::string experiment_path;
   po::variables_map vm;
@@ -63,17 +65,20 @@ int SweepCommand(const std::vector<std::string>& args) {
   }
   if (jobs < 0) return Report(InvalidArgument("--jobs: must be at least 1 (0 = every core)"));
 
+  if (vm.count("replicates")) sets.push_back("replicates=" + std::to_string(vm["replicates"].as<int>()));
   auto sweep = LoadSweep(experiment_path, sets);
   if (!sweep.ok()) return Report(sweep.status());
   const std::string dir = out_dir.empty() ? sweep->points[0].config.output.dir : out_dir;
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
   std::vector<StatusOr<RunSummary>> results;
-  const int exit_code = ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "sweep", results);
+  std::vector<std::vector<RunSummary>> replicates;
+  const int exit_code =
+      ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "sweep", results, replicates);
   if (exit_code == kExitBadInput) return exit_code;
 
   auto folder = OutputDir::Open(dir);
   if (!folder.ok()) return Report(folder.status());
-  Status written = (*folder)->WriteFile("sweep.csv", SweepCsv(*sweep, results));
+  Status written = (*folder)->WriteFile("sweep.csv", SweepCsv(*sweep, results, replicates));
   if (written.ok()) written = (*folder)->Commit();
   if (!written.ok()) return Report(written);
   size_t failed = 0;

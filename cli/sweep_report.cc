@@ -5,6 +5,8 @@
 #include <iterator>
 #include <vector>
 
+#include "core/confidence.h"
+
 namespace servelab {
 namespace {
 
@@ -91,16 +93,23 @@ std::string CsvQuote(const std::string& field) {
   return out + "\"";
 }
 
-std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>& results) {
+std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>& results,
+                     const std::vector<std::vector<RunSummary>>& replicates) {
   const std::vector<nlohmann::ordered_json> jsons = Jsons(results);
   std::vector<Column> columns(std::begin(kColumns), std::end(kColumns));
   if (AnyHas(jsons, "/prefix_cache")) {
     columns.insert(columns.end(), std::begin(kPrefixColumns), std::end(kPrefixColumns));
   }
+  bool replicated = false;
+  for (const auto& r : replicates) replicated = replicated || !r.empty();
   std::string out;
   for (const auto& axis : sweep.axes) out += CsvQuote(axis.key) + ",";
   out += "folder,status";
-  for (const Column& c : columns) (out += ',') += c.name;
+  if (replicated) out += ",replicates";
+  for (const Column& c : columns) {
+    (out += ',') += c.name;
+    if (replicated) (out += ",") += std::string(c.name) + "_ci95";
+  }
   out += "\n";
   for (size_t p = 0; p < sweep.points.size(); ++p) {
     const SweepPoint& point = sweep.points[p];
@@ -108,11 +117,33 @@ std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>
       out += CsvQuote(sweep.axes[a].values[point.index[a]]) + ",";
     }
     out += CsvQuote(point.folder) + (results[p].ok() ? ",ok" : ",failed");
+    const bool many = p < replicates.size() && !replicates[p].empty();
+    if (replicated) out += "," + (results[p].ok() ? std::to_string(many ? replicates[p].size() : 1) : "");
+    std::vector<nlohmann::ordered_json> each;
+    if (many) {
+      for (const RunSummary& r : replicates[p]) each.push_back(r.ToJson());
+    }
     for (const Column& c : columns) {
       const nlohmann::ordered_json* value =
           jsons[p].is_null() ? nullptr : Find(jsons[p], c.pointer);
       out += ',';
-      if (value != nullptr) out += CsvQuote(Cell(*value));
+      if (!many) {
+        if (value != nullptr) out += CsvQuote(Cell(*value));
+        if (replicated) out += ',';
+        continue;
+      }
+      // The mean over replicates and the half width of its 95% interval.
+      std::vector<double> values;
+      for (const auto& j : each) {
+        const nlohmann::ordered_json* v = Find(j, c.pointer);
+        if (v != nullptr && v->is_number()) values.push_back(v->get<double>());
+      }
+      if (values.size() == each.size()) {
+        const Estimate e = MeanWithInterval(values);
+        out += CsvNumber(e.mean) + "," + CsvNumber(e.half_width);
+      } else {
+        out += ',';
+      }
     }
     out += "\n";
   }
@@ -164,6 +195,52 @@ std::string CompareTable(const std::vector<std::string>& labels,
       } else {
         out += " |";
       }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string PairedTable(const std::vector<std::string>& labels,
+                        const std::vector<std::vector<RunSummary>>& replicates) {
+  const struct {
+    const char* title;
+    double scale;
+    double (*get)(const RunSummary&);
+  } metrics[] = {
+      {"output tok/s", 1, [](const RunSummary& s) { return s.output_throughput; }},
+      {"TTFT p50 (ms)", 1e3, [](const RunSummary& s) { return s.ttft_s.p50; }},
+      {"TTFT p99 (ms)", 1e3, [](const RunSummary& s) { return s.ttft_s.p99; }},
+      {"TPOT p50 (ms)", 1e3, [](const RunSummary& s) { return s.tpot_s.p50; }},
+      {"TPOT p99 (ms)", 1e3, [](const RunSummary& s) { return s.tpot_s.p99; }},
+      {"E2E mean (s)", 1, [](const RunSummary& s) { return s.e2e_s.mean; }},
+      {"goodput (req/s)", 1, [](const RunSummary& s) { return s.goodput; }},
+  };
+  if (replicates.empty() || replicates[0].size() < 2) return "";
+  const std::vector<RunSummary>& base = replicates[0];
+  std::string out = "| vs " + labels[0] + " |";
+  for (const auto& m : metrics) (out += " ") += std::string(m.title) + " |";
+  out += "\n|---|";
+  for (size_t i = 0; i < std::size(metrics); ++i) out += "---:|";
+  out += "\n";
+  for (size_t p = 1; p < replicates.size(); ++p) {
+    out += "| " + labels[p] + " |";
+    if (replicates[p].size() != base.size()) {
+      for (size_t i = 0; i < std::size(metrics); ++i) out += " |";
+      out += "\n";
+      continue;
+    }
+    for (const auto& m : metrics) {
+      std::vector<double> a, b;
+      for (size_t r = 0; r < base.size(); ++r) {
+        a.push_back(m.get(base[r]) * m.scale);
+        b.push_back(m.get(replicates[p][r]) * m.scale);
+      }
+      const Estimate d = PairedDifference(a, b);
+      char cell[96];
+      std::snprintf(cell, sizeof cell, " %+.2f ± %.2f%s |", d.mean, d.half_width,
+                    d.Excludes(0) ? "" : " (n.s.)");
+      out += cell;
     }
     out += "\n";
   }

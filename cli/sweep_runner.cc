@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/run_experiment.h"
+#include "driver/experiment.h"
 
 namespace servelab {
 
@@ -51,28 +52,57 @@ Status ValidateSweep(const Sweep& sweep, int jobs) {
 }
 
 std::vector<StatusOr<RunSummary>> RunSweep(const Sweep& sweep, const std::string& dir, int jobs,
-                                           const std::string& progress_label) {
-  std::vector<StatusOr<RunSummary>> results(sweep.points.size(), Internal("not run"));
+                                           const std::string& progress_label,
+                                           std::vector<std::vector<RunSummary>>& replicates) {
+  const size_t n = sweep.points.size();
+  // One task per (point, replicate), replicate 0 of every point first.
+  std::vector<std::pair<size_t, int32_t>> tasks;
+  for (size_t p = 0; p < n; ++p) tasks.emplace_back(p, 0);
+  for (size_t p = 0; p < n; ++p) {
+    for (int32_t r = 1; r < sweep.points[p].config.replicates; ++r) tasks.emplace_back(p, r);
+  }
+  std::vector<StatusOr<RunSummary>> results(n, Internal("not run"));
+  std::vector<std::vector<StatusOr<RunSummary>>> runs(n);
+  for (size_t p = 0; p < n; ++p) {
+    runs[p].assign(static_cast<size_t>(sweep.points[p].config.replicates), Internal("not run"));
+  }
   std::mutex mutex;
   size_t done = 0;
-  ParallelFor(sweep.points.size(), jobs, [&](size_t i) {
-    const SweepPoint& point = sweep.points[i];
-    const std::string folder = (std::filesystem::path(dir) / point.folder).string();
-    StatusOr<RunSummary> result = RunExperimentToFolder(point.config, folder, /*progress=*/false);
+  ParallelFor(tasks.size(), jobs, [&](size_t t) {
+    const auto [p, r] = tasks[t];
+    const SweepPoint& point = sweep.points[p];
+    StatusOr<RunSummary> result =
+        r == 0 ? RunExperimentToFolder(point.config,
+                                       (std::filesystem::path(dir) / point.folder).string(),
+                                       /*progress=*/false)
+               : RunExperimentInMemory(ReplicateOf(point.config, r));
     std::lock_guard<std::mutex> lock(mutex);
-    results[i] = std::move(result);
+    runs[p][static_cast<size_t>(r)] = std::move(result);
     ++done;
     if (!progress_label.empty()) {
-      std::fprintf(stderr, "\r%s: %zu/%zu points done ", progress_label.c_str(), done,
-                   sweep.points.size());
-      if (done == sweep.points.size()) std::fputs("\r\033[K", stderr);
+      std::fprintf(stderr, "\r%s: %zu/%zu runs done ", progress_label.c_str(), done, tasks.size());
+      if (done == tasks.size()) std::fputs("\r\033[K", stderr);
     }
   });
+  replicates.assign(n, {});
+  for (size_t p = 0; p < n; ++p) {
+    results[p] = runs[p][0];
+    if (runs[p].size() < 2) continue;
+    for (const auto& run : runs[p]) {
+      if (!run.ok()) {
+        results[p] = run.status();
+        break;
+      }
+    }
+    if (!results[p].ok()) continue;
+    for (auto& run : runs[p]) replicates[p].push_back(std::move(run).value());
+  }
   return results;
 }
 
 int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool progress,
-                   const std::string& command, std::vector<StatusOr<RunSummary>>& results) {
+                   const std::string& command, std::vector<StatusOr<RunSummary>>& results,
+                   std::vector<std::vector<RunSummary>>& replicates) {
   auto report = [&command](const Status& status) {
     std::fprintf(stderr, "servelab %s: %s\n", command.c_str(), status.message().c_str());
     return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
@@ -83,7 +113,7 @@ int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool pr
   if (ec || !std::filesystem::is_directory(dir)) {
     return report(InvalidArgument(dir + ": cannot create output folder: " + ec.message()));
   }
-  results = RunSweep(sweep, dir, jobs, progress ? command : std::string());
+  results = RunSweep(sweep, dir, jobs, progress ? command : std::string(), replicates);
   int exit_code = kExitOk;
   for (size_t i = 0; i < results.size(); ++i) {
     if (results[i].ok()) continue;

@@ -27,10 +27,14 @@ Status ValidateSweep(const Sweep& sweep, int jobs);
 
 // Runs every point into `dir`/<point.folder>/ (RunToFolder) on `jobs` threads; one
 // result per point, in grid order. A failed point does not stop the others.
-// A non-empty `progress_label` redraws "<label>: 7/24 points done" on stderr (the caller
+// A point with config.replicates = N > 1 also runs replicates 1 .. N-1 (ReplicateOf) in
+// memory; `replicates`[point] then holds all N summaries, replicate 0's first (and stays
+// empty for one replicate). A replicate that fails fails its point.
+// A non-empty `progress_label` redraws "<label>: 7/24 runs done" on stderr (the caller
 // checks it is a terminal).
 std::vector<StatusOr<RunSummary>> RunSweep(const Sweep& sweep, const std::string& dir, int jobs,
-                                           const std::string& progress_label);
+                                           const std::string& progress_label,
+                                           std::vector<std::vector<RunSummary>>& replicates);
 
 // The whole of `sweep` and `compare` between parsing and writing their tables:
 // validates every point (bad input: printed, returns kExitBadInput, nothing ran), opens
@@ -38,6 +42,7 @@ std::vector<StatusOr<RunSummary>> RunSweep(const Sweep& sweep, const std::string
 // "servelab <command>: point <folder> failed: <message>". Returns kExitOk, or
 // kExitRuntimeError when a point failed (`results` is then still complete).
 int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool progress,
-                   const std::string& command, std::vector<StatusOr<RunSummary>>& results);
+                   const std::string& command, std::vector<StatusOr<RunSummary>>& results,
+                   std::vector<std::vector<RunSummary>>& replicates);
 
 }  // namespace servelab

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/rng.h"
 #include "policies/registry.h"
 
 namespace servelab {
@@ -32,6 +33,20 @@ Status CheckParallelism(const ModelSpec& model, const HardwareConfig& hw,
                            " stages for " + std::to_string(model.num_hidden_layers) + " layers");
   }
   return Status::Ok();
+}
+
+int64_t ReplicateSeed(int64_t seed, int32_t r) {
+  if (r == 0) return seed;
+  constexpr uint64_t kReplicateStreams = uint64_t{1} << 40;  // past every RngStream
+  const uint64_t derived = DeriveSeed(static_cast<uint64_t>(seed), kReplicateStreams + static_cast<uint64_t>(r));
+  return static_cast<int64_t>(derived >> 1);
+}
+
+ExperimentConfig ReplicateOf(const ExperimentConfig& config, int32_t r) {
+  ExperimentConfig replicate = config;
+  replicate.seed = ReplicateSeed(config.seed, r);
+  replicate.replicates = 1;
+  return replicate;
 }
 
 StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {

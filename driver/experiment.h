@@ -33,6 +33,13 @@ struct PreparedExperiment {
 // hardware."). PrepareExperiment and `servelab memory` share it.
 Status CheckParallelism(const ModelSpec& model, const HardwareConfig& hw, const std::string& prefix);
 
+// The seed of replicate `r` of an experiment seeded `seed`: `seed` itself for r = 0 (so
+// one replicate is the experiment as it always ran), else a seed derived from both,
+// non-negative like every seed a config holds.
+int64_t ReplicateSeed(int64_t seed, int32_t r);
+// `config` as its replicate `r`: that seed, one replicate.
+ExperimentConfig ReplicateOf(const ExperimentConfig& config, int32_t r);
+
 // Bad input (an unknown policy, a broken trace, tp not dividing the heads) is an
 // InvalidArgument naming file, line and key.
 StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config);

@@ -167,6 +167,10 @@ struct EngineConfig {
 struct ExperimentConfig {
   std::string name = "experiment";
   int64_t seed = 1;  // every random stream derives from it
+  // Independent repetitions of the experiment, replicate r with seed ReplicateSeed(seed,
+  // r) (replicate 0 keeps `seed`): sweep, compare and plan report each metric's mean
+  // over them with its 95% confidence interval.
+  int32_t replicates = 1;
   ModelSpec model;   // a catalog name (`servelab list models`) or a mapping (config.json keys)
   HardwareConfig hardware;
   PrecisionConfig precision;
@@ -198,6 +202,7 @@ struct ExperimentConfig {
   void VisitFields(V& v) {
     v.Field("name", name);
     v.Field("seed", seed, kNonNegative);
+    v.Field("replicates", replicates, Bounds{1, 1000});
     v.Catalog("model", model);
     v.Section("hardware", hardware);
     v.Section("precision", precision);

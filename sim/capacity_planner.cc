@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "driver/experiment.h"
 #include "sim/sim_backend.h"
 
 namespace servelab {
@@ -147,12 +148,18 @@ CandidatePlan PlanCandidate(const ExperimentConfig& config) {
     return c;
   }
   c.kv_cache_gib_per_gpu = replica->memory.kv_cache / double(int64_t{1} << 30);
-  auto search = SearchMaxRate([&](double rate) { return ProbeRate(config, rate); }, config.plan);
-  if (!search.ok()) {
-    c.status = search.status();
-    return c;
+  for (int32_t r = 0; r < config.replicates; ++r) {
+    const ExperimentConfig replicate = ReplicateOf(config, r);
+    auto search =
+        SearchMaxRate([&](double rate) { return ProbeRate(replicate, rate); }, config.plan);
+    if (!search.ok()) {
+      c.status = search.status();
+      return c;
+    }
+    c.replicate_max_rates.push_back(search->max_rate);
+    if (r == 0) c.search = std::move(search).value();
   }
-  c.search = std::move(search).value();
+  c.max_rate = MeanWithInterval(c.replicate_max_rates);
   return c;
 }
 
@@ -162,11 +169,12 @@ std::optional<Deployment> CheapestFor(std::span<const CandidatePlan> candidates,
   int64_t best_gpus = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const CandidatePlan& c = candidates[i];
-    if (!c.status.ok() || c.search.max_rate <= 0) continue;
-    const double needed = std::max(1.0, std::ceil(target_rate / c.search.max_rate));
+    const double rate = c.max_rate.mean;
+    if (!c.status.ok() || rate <= 0) continue;
+    const double needed = std::max(1.0, std::ceil(target_rate / rate));
     if (needed > 1e12) continue;  // not a deployment
     const auto copies = static_cast<int64_t>(needed);
-    const Deployment d{i, copies, needed * c.search.max_rate, needed * c.usd_per_hour * hours_per_month};
+    const Deployment d{i, copies, needed * rate, needed * c.usd_per_hour * hours_per_month};
     const int64_t gpus = copies * c.gpus;
     if (!best || d.usd_per_month < best->usd_per_month ||
         (d.usd_per_month == best->usd_per_month && gpus < best_gpus)) {
@@ -183,10 +191,10 @@ std::optional<Deployment> MostWithin(std::span<const CandidatePlan> candidates,
   for (size_t i = 0; i < candidates.size(); ++i) {
     const CandidatePlan& c = candidates[i];
     const double monthly = c.usd_per_hour * hours_per_month;
-    if (!c.status.ok() || c.search.max_rate <= 0 || monthly <= 0) continue;
+    if (!c.status.ok() || c.max_rate.mean <= 0 || monthly <= 0) continue;
     const double copies = std::min(std::floor(budget_per_month / monthly), 1e12);
     if (copies < 1) continue;
-    const Deployment d{i, static_cast<int64_t>(copies), copies * c.search.max_rate, copies * monthly};
+    const Deployment d{i, static_cast<int64_t>(copies), copies * c.max_rate.mean, copies * monthly};
     if (!best || d.rate > best->rate || (d.rate == best->rate && d.usd_per_month < best->usd_per_month)) {
       best = d;
     }

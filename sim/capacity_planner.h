@@ -12,7 +12,9 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "core/confidence.h"
 #include "core/status.h"
 #include "driver/experiment_config.h"
 #include "driver/metrics.h"
@@ -61,10 +63,13 @@ StatusOr<RateSearch> SearchMaxRate(const ProbeFn& probe, const PlanConfig& plan)
 StatusOr<RateProbe> ProbeRate(const ExperimentConfig& config, double rate);
 
 // One candidate: whether it can run at all (the memory check, the checks every run
-// makes), then the search.
+// makes), then the search, once per replicate (config.replicates, each with its own
+// seed's requests).
 struct CandidatePlan {
   Status status;                 // not ok: the candidate was not searched (why)
-  RateSearch search;
+  RateSearch search;             // replicate 0's (its probes give the figures at max rate)
+  std::vector<double> replicate_max_rates;  // one per replicate
+  Estimate max_rate;             // their mean and 95% interval (no interval for one)
   int64_t gpus = 0;              // replicas x tensor_parallel x pipeline_parallel
   double usd_per_hour = 0;       // gpus x the GPU's price
   double kv_cache_gib_per_gpu = 0;  // memory left for the KV cache on each GPU (headroom)
@@ -80,8 +85,8 @@ struct Deployment {
   double usd_per_month = 0;
 };
 
-// The cheapest deployment serving `target_rate`: per searched candidate with a max rate
-// > 0, ceil(target_rate / max_rate) copies; ties go to fewer GPUs, then the earlier
+// The cheapest deployment serving `target_rate`: per searched candidate with a mean max
+// rate > 0, ceil(target_rate / max_rate.mean) copies; ties go to fewer GPUs, then the earlier
 // candidate. Absent when no candidate has a rate.
 std::optional<Deployment> CheapestFor(std::span<const CandidatePlan> candidates,
                                       double target_rate, double hours_per_month);

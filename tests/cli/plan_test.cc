@@ -44,8 +44,8 @@ TEST_F(PlanCliTest, WritesOneRowPerCandidateWhateverTheJobs) {
   const std::string csv = ReadFile(dir_ / "a" / "plan.csv");
   EXPECT_EQ(csv, ReadFile(dir_ / "b" / "plan.csv"));
   EXPECT_EQ(ReadFile(dir_ / "a" / "plan.md"), ReadFile(dir_ / "b" / "plan.md"));
-  EXPECT_THAT(csv, HasSubstr("hardware.gpu,scheduler.max_num_seqs,candidate,status,gpus,max_rate"));
-  EXPECT_THAT(csv, HasSubstr("a100-80gb,32,gpu-a100-80gb_max_num_seqs-32,ok,1,"));
+  EXPECT_THAT(csv, HasSubstr("hardware.gpu,scheduler.max_num_seqs,candidate,status,gpus,replicates,max_rate"));
+  EXPECT_THAT(csv, HasSubstr("a100-80gb,32,gpu-a100-80gb_max_num_seqs-32,ok,1,1,"));
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);
   EXPECT_THAT(one.out, HasSubstr("For a peak of 30.00 req/s: "));
   EXPECT_THAT(one.out, HasSubstr("a month"));

@@ -101,10 +101,10 @@ std::vector<CandidatePlan> HandGrid() {
   std::vector<CandidatePlan> c(3);
   c[0].gpus = 1;
   c[0].usd_per_hour = 2;
-  c[0].search.max_rate = 10;
+  c[0].max_rate.mean = 10;
   c[1].gpus = 2;
   c[1].usd_per_hour = 3;
-  c[1].search.max_rate = 25;
+  c[1].max_rate.mean = 25;
   c[2].gpus = 1;
   c[2].usd_per_hour = 0.5;
   c[2].status = InvalidArgument("does not fit");
