@@ -16,6 +16,7 @@
 #include "cli/plot_script.h"
 #include "cli/sweep_report.h"
 #include "cli/sweep_runner.h"
+#include "cli/task_pool.h"
 #include "driver/output_dir.h"
 #include "driver/sweep_config.h"
 
@@ -148,14 +149,13 @@ int CompareCommand(const std::vector<std::string>& args) {
   const ExperimentConfig& base = sweep->points[0].config;
   const std::string dir = out_dir.empty() ? "results/" + base.name + "-compare" : out_dir;
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
-  std::vector<StatusOr<RunSummary>> results;
-  std::vector<std::vector<RunSummary>> replicates;
-  const int exit_code = ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "compare",
-                                       results, replicates);
-  if (exit_code == kExitBadInput) return exit_code;
+  std::vector<PointOutcome> results;
+  const int exit_code =
+      ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "compare", results);
+  if (exit_code == kExitBadInput || TaskRank() != 0) return exit_code;
 
   std::string table = CompareTable(axis->labels, results);
-  if (const std::string paired = PairedTable(axis->labels, replicates); !paired.empty()) {
+  if (const std::string paired = PairedTable(axis->labels, results); !paired.empty()) {
     table += "\nOver " + std::to_string(base.replicates) + " replicates (seeds derived from " +
              std::to_string(base.seed) + "; the table above is replicate 0), each policy's "
              "difference from " + axis->labels[0] + " on the same requests, with its 95% "
@@ -167,7 +167,7 @@ int CompareCommand(const std::vector<std::string>& args) {
                                "requests.\n\n" + table;
   auto folder = OutputDir::Open(dir);
   if (!folder.ok()) return Report(folder.status());
-  Status written = (*folder)->WriteFile("compare.csv", SweepCsv(*sweep, results, replicates));
+  Status written = (*folder)->WriteFile("compare.csv", SweepCsv(*sweep, results));
   if (written.ok()) written = (*folder)->WriteFile("compare.md", markdown);
   if (written.ok()) written = (*folder)->Commit();
   if (!written.ok()) return Report(written);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/task_pool.h"
 
 namespace {
 
@@ -40,7 +41,9 @@ constexpr const char* kUsage =
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int Dispatch(int argc, char** argv) {
   if (argc < 2) {
     std::fputs(kUsage, stderr);
     return servelab::kExitBadInput;
@@ -67,4 +70,13 @@ int main(int argc, char** argv) {
   if (command == "validate") return servelab::ValidateCommand(args);
   std::fprintf(stderr, "servelab: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return servelab::kExitBadInput;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  servelab::StartTasks(&argc, &argv);
+  const int exit_code = Dispatch(argc, argv);
+  servelab::FinishTasks();
+  return exit_code;
 }

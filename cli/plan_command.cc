@@ -6,13 +6,13 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
-#include <mutex>
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/plan_report.h"
 #include "cli/plot_script.h"
 #include "cli/sweep_runner.h"
+#include "cli/task_pool.h"
 #include "core/text.h"
 #include "driver/config_yaml.h"
 #include "driver/output_dir.h"
@@ -112,20 +112,22 @@ int PlanCommand(const std::vector<std::string>& args) {
   if (!folder.ok()) return Report(folder.status());
 
   const size_t n = candidates->points.size();
-  std::vector<CandidatePlan> plans(n);
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
-  std::mutex mutex;
-  size_t done = 0;
-  ParallelFor(n, ResolveJobs(jobs), [&](size_t i) {
-    CandidatePlan plan = PlanCandidate(candidates->points[i].config);
-    std::lock_guard<std::mutex> lock(mutex);
-    plans[i] = std::move(plan);
-    ++done;
-    if (progress) {
-      std::fprintf(stderr, "\rplan: %zu/%zu candidates searched ", done, n);
-      if (done == n) std::fputs("\r\033[K", stderr);
-    }
-  });
+  auto searched = RunTasks(
+      n, ResolveJobs(jobs),
+      [&](size_t i) { return PlanCandidate(candidates->points[i].config).ToJson().dump(); },
+      [&](size_t done) {
+        if (!progress) return;
+        std::fprintf(stderr, "\rplan: %zu/%zu candidates searched ", done, n);
+        if (done == n) std::fputs("\r\033[K", stderr);
+      });
+  if (!searched) return kExitOk;  // another rank writes the plan
+  std::vector<CandidatePlan> plans;
+  for (const std::string& json : *searched) {
+    auto plan = CandidatePlan::FromJson(nlohmann::ordered_json::parse(json));
+    if (!plan.ok()) return Report(plan.status());
+    plans.push_back(std::move(plan).value());
+  }
 
   // Bad input that only running shows (the model does not fit, a trace workload) leaves
   // a candidate out; when it leaves every one out there is no plan.

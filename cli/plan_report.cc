@@ -15,11 +15,11 @@ struct Figures {
 
 Figures FiguresOf(const CandidatePlan& c) {
   Figures f;
-  if (!c.search.best || c.gpus <= 0) return f;
-  const RunSummary& s = c.search.best->summary;
+  if (!c.at_max || c.gpus <= 0) return f;
+  const ProbeFigures& s = *c.at_max;
   f.rate_per_gpu = c.max_rate.mean / static_cast<double>(c.gpus);
   f.tok_per_gpu = s.output_throughput / static_cast<double>(c.gpus);
-  f.tok_per_user = s.tpot_s.mean > 0 ? 1.0 / s.tpot_s.mean : 0;
+  f.tok_per_user = s.tpot_mean_s > 0 ? 1.0 / s.tpot_mean_s : 0;
   f.usd_per_mtok = s.output_throughput > 0 ? c.usd_per_hour / (s.output_throughput * 3600) * 1e6 : 0;
   return f;
 }
@@ -62,28 +62,25 @@ std::string PlanCsv(const Sweep& candidates, const std::vector<CandidatePlan>& p
       continue;
     }
     const Figures f = FiguresOf(c);
-    const RateSearch& s = c.search;
     out += CsvNumber(c.max_rate.mean) + "," + CsvNumber(c.max_rate.low()) + "," +
-           CsvNumber(c.max_rate.high()) + (s.at_max_rate ? ",true," : ",false,");
-    if (s.best) {
-      const RunSummary& r = s.best->summary;
-      const SloStatistic stat = point.config.plan.statistic;
+           CsvNumber(c.max_rate.high()) + (c.at_max_rate ? ",true," : ",false,");
+    if (c.at_max) {
+      const ProbeFigures& r = *c.at_max;
       out += CsvNumber(f.rate_per_gpu) + "," + CsvNumber(f.tok_per_gpu) + "," +
-             CsvNumber(f.tok_per_user) + "," + CsvNumber(Statistic(r.ttft_s, stat)) + "," +
-             CsvNumber(Statistic(r.tpot_s, stat)) + "," + CsvNumber(Statistic(r.e2e_s, stat)) +
-             "," + CsvNumber(r.slo_attainment) + ",";
+             CsvNumber(f.tok_per_user) + "," + CsvNumber(r.ttft_s) + "," + CsvNumber(r.tpot_s) +
+             "," + CsvNumber(r.e2e_s) + "," + CsvNumber(r.slo_attainment) + ",";
     } else {
       out += "0,,,,,,,";
     }
     out += CsvNumber(c.usd_per_hour) + ",";
-    out += (s.best ? CsvNumber(f.usd_per_mtok) : std::string()) + ",";
+    out += (c.at_max ? CsvNumber(f.usd_per_mtok) : std::string()) + ",";
     out += CsvNumber(c.kv_cache_gib_per_gpu) + ",";
-    if (s.lowest_miss) {
-      out += s.lowest_miss->verdict.metric + "," + CsvQuote(s.lowest_miss->verdict.detail);
+    if (c.lowest_miss) {
+      out += c.lowest_miss->metric + "," + CsvQuote(c.lowest_miss->detail);
     } else {
       out += ",";
     }
-    out += "," + std::to_string(s.probes) + ",\n";
+    out += "," + std::to_string(c.probes) + ",\n";
   }
   return out;
 }
@@ -129,19 +126,19 @@ std::string PlanMarkdown(const Sweep& candidates, const std::vector<CandidatePla
       continue;
     }
     const Figures f = FiguresOf(c);
-    const RateSearch& s = c.search;
-    out += "| " + name + " | " + std::to_string(c.gpus) + " | " + (s.at_max_rate ? ">= " : "") +
+    out += "| " + name + " | " + std::to_string(c.gpus) + " | " + (c.at_max_rate ? ">= " : "") +
            Fixed(c.max_rate.mean, 2) +
-           (c.max_rate.n >= 2 ? " ± " + Fixed(c.max_rate.half_width, 2) : std::string()) + " | " + Fixed(f.rate_per_gpu, 2) + " | " + Fixed(f.tok_per_gpu, 1) +
-           " | " + Fixed(f.tok_per_user, 1) + " | " + Fixed(c.usd_per_hour, 2) + " | " +
-           (s.best ? Fixed(f.usd_per_mtok, 3) : std::string()) + " | " +
+           (c.max_rate.n >= 2 ? " ± " + Fixed(c.max_rate.half_width, 2) : std::string()) + " | " +
+           Fixed(f.rate_per_gpu, 2) + " | " + Fixed(f.tok_per_gpu, 1) + " | " +
+           Fixed(f.tok_per_user, 1) + " | " + Fixed(c.usd_per_hour, 2) + " | " +
+           (c.at_max ? Fixed(f.usd_per_mtok, 3) : std::string()) + " | " +
            Fixed(c.kv_cache_gib_per_gpu, 2) + " | " +
-           (s.lowest_miss ? s.lowest_miss->verdict.detail + " at " + Fixed(s.lowest_miss->rate, 2) + " req/s"
+           (c.lowest_miss ? c.lowest_miss->detail + " at " + Fixed(c.lowest_miss->rate, 2) + " req/s"
                           : std::string("none up to max_rate")) +
            " |\n";
     if (c.max_rate.mean <= 0) continue;
     if (!best_rate || f.rate_per_gpu > FiguresOf(plans[*best_rate]).rate_per_gpu) best_rate = i;
-    if (s.best && f.usd_per_mtok > 0 &&
+    if (c.at_max && f.usd_per_mtok > 0 &&
         (!best_cost || f.usd_per_mtok < FiguresOf(plans[*best_cost]).usd_per_mtok)) {
       best_cost = i;
     }

@@ -75,7 +75,9 @@ StatusOr<std::string> RunReplicates(const ExperimentConfig& config, const RunSum
   }
   auto folder = OutputDir::Open(config.output.dir);
   if (!folder.ok()) return folder.status();
-  Status written = (*folder)->WriteFile("replicates.csv", SweepCsv(table, runs));
+  std::vector<PointOutcome> rows;
+  for (const auto& run : runs) rows.push_back(OutcomeOf({run}));
+  Status written = (*folder)->WriteFile("replicates.csv", SweepCsv(table, rows));
   if (written.ok()) written = (*folder)->WriteFile("replicates.md", md);
   if (written.ok()) written = (*folder)->Commit();
   if (!written.ok()) return written;

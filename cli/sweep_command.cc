@@ -12,6 +12,7 @@
 #include "driver/sweep_config.h"
 #include "cli/sweep_report.h"
 #include "cli/sweep_runner.h"
+#include "cli/task_pool.h"
 
 namespace servelab {
 namespace {
@@ -70,15 +71,13 @@ int SweepCommand(const std::vector<std::string>& args) {
   if (!sweep.ok()) return Report(sweep.status());
   const std::string dir = out_dir.empty() ? sweep->points[0].config.output.dir : out_dir;
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
-  std::vector<StatusOr<RunSummary>> results;
-  std::vector<std::vector<RunSummary>> replicates;
-  const int exit_code =
-      ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "sweep", results, replicates);
-  if (exit_code == kExitBadInput) return exit_code;
+  std::vector<PointOutcome> results;
+  const int exit_code = ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "sweep", results);
+  if (exit_code == kExitBadInput || TaskRank() != 0) return exit_code;
 
   auto folder = OutputDir::Open(dir);
   if (!folder.ok()) return Report(folder.status());
-  Status written = (*folder)->WriteFile("sweep.csv", SweepCsv(*sweep, results, replicates));
+  Status written = (*folder)->WriteFile("sweep.csv", SweepCsv(*sweep, results));
   if (written.ok()) written = (*folder)->Commit();
   if (!written.ok()) return Report(written);
   size_t failed = 0;

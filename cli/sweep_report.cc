@@ -1,6 +1,7 @@
 #include "cli/sweep_report.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <vector>
@@ -63,17 +64,17 @@ const nlohmann::ordered_json* Find(const nlohmann::ordered_json& json, const cha
   return json.contains(ptr) ? &json.at(ptr) : nullptr;
 }
 
-std::vector<nlohmann::ordered_json> Jsons(const std::vector<StatusOr<RunSummary>>& results) {
-  std::vector<nlohmann::ordered_json> out;
-  for (const auto& r : results) out.push_back(r.ok() ? r->ToJson() : nlohmann::ordered_json());
-  return out;
-}
-
-bool AnyHas(const std::vector<nlohmann::ordered_json>& jsons, const char* pointer) {
-  for (const auto& j : jsons) {
-    if (!j.is_null() && Find(j, pointer) != nullptr) return true;
+bool AnyHas(const std::vector<PointOutcome>& outcomes, const char* pointer) {
+  for (const auto& o : outcomes) {
+    if (o.ok() && Find(o.summary, pointer) != nullptr) return true;
   }
   return false;
+}
+
+// The number at `pointer`, or NaN.
+double NumberAt(const nlohmann::ordered_json& json, const char* pointer) {
+  const nlohmann::ordered_json* v = Find(json, pointer);
+  return v != nullptr && v->is_number() ? v->get<double>() : std::nan("");
 }
 
 }  // namespace
@@ -93,15 +94,13 @@ std::string CsvQuote(const std::string& field) {
   return out + "\"";
 }
 
-std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>& results,
-                     const std::vector<std::vector<RunSummary>>& replicates) {
-  const std::vector<nlohmann::ordered_json> jsons = Jsons(results);
+std::string SweepCsv(const Sweep& sweep, const std::vector<PointOutcome>& outcomes) {
   std::vector<Column> columns(std::begin(kColumns), std::end(kColumns));
-  if (AnyHas(jsons, "/prefix_cache")) {
+  if (AnyHas(outcomes, "/prefix_cache")) {
     columns.insert(columns.end(), std::begin(kPrefixColumns), std::end(kPrefixColumns));
   }
   bool replicated = false;
-  for (const auto& r : replicates) replicated = replicated || !r.empty();
+  for (const auto& o : outcomes) replicated = replicated || !o.replicates.empty();
   std::string out;
   for (const auto& axis : sweep.axes) out += CsvQuote(axis.key) + ",";
   out += "folder,status";
@@ -113,32 +112,28 @@ std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>
   out += "\n";
   for (size_t p = 0; p < sweep.points.size(); ++p) {
     const SweepPoint& point = sweep.points[p];
+    const PointOutcome& o = outcomes[p];
     for (size_t a = 0; a < sweep.axes.size(); ++a) {
       out += CsvQuote(sweep.axes[a].values[point.index[a]]) + ",";
     }
-    out += CsvQuote(point.folder) + (results[p].ok() ? ",ok" : ",failed");
-    const bool many = p < replicates.size() && !replicates[p].empty();
-    if (replicated) out += "," + (results[p].ok() ? std::to_string(many ? replicates[p].size() : 1) : "");
-    std::vector<nlohmann::ordered_json> each;
-    if (many) {
-      for (const RunSummary& r : replicates[p]) each.push_back(r.ToJson());
-    }
+    out += CsvQuote(point.folder) + (o.ok() ? ",ok" : ",failed");
+    const bool many = !o.replicates.empty();
+    if (replicated) out += "," + (o.ok() ? std::to_string(many ? o.replicates.size() : 1) : "");
     for (const Column& c : columns) {
-      const nlohmann::ordered_json* value =
-          jsons[p].is_null() ? nullptr : Find(jsons[p], c.pointer);
       out += ',';
       if (!many) {
+        const nlohmann::ordered_json* value = o.ok() ? Find(o.summary, c.pointer) : nullptr;
         if (value != nullptr) out += CsvQuote(Cell(*value));
         if (replicated) out += ',';
         continue;
       }
       // The mean over replicates and the half width of its 95% interval.
       std::vector<double> values;
-      for (const auto& j : each) {
-        const nlohmann::ordered_json* v = Find(j, c.pointer);
-        if (v != nullptr && v->is_number()) values.push_back(v->get<double>());
+      for (const auto& j : o.replicates) {
+        const double v = NumberAt(j, c.pointer);
+        if (!std::isnan(v)) values.push_back(v);
       }
-      if (values.size() == each.size()) {
+      if (values.size() == o.replicates.size()) {
         const Estimate e = MeanWithInterval(values);
         out += CsvNumber(e.mean) + "," + CsvNumber(e.half_width);
       } else {
@@ -151,10 +146,9 @@ std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>
 }
 
 std::string CompareTable(const std::vector<std::string>& labels,
-                         const std::vector<StatusOr<RunSummary>>& results) {
-  const std::vector<nlohmann::ordered_json> jsons = Jsons(results);
-  const bool jain = AnyHas(jsons, "/jain_index");
-  const bool prefix = AnyHas(jsons, "/prefix_cache");
+                         const std::vector<PointOutcome>& outcomes) {
+  const bool jain = AnyHas(outcomes, "/jain_index");
+  const bool prefix = AnyHas(outcomes, "/prefix_cache");
   std::string out =
       "| policy | finished | output tok/s | TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | "
       "TPOT p99 (ms) | E2E mean (s) | E2E p99 (s) | goodput (req/s) |";
@@ -163,34 +157,35 @@ std::string CompareTable(const std::vector<std::string>& labels,
   out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
   out += jain ? "---:|" : "";
   out += prefix ? "---:|\n" : "\n";
-  for (size_t i = 0; i < results.size(); ++i) {
+  for (size_t i = 0; i < outcomes.size(); ++i) {
     char row[512];
-    if (!results[i].ok()) {
+    if (!outcomes[i].ok()) {
       std::snprintf(row, sizeof row, "| %s | failed | | | | | | | | |%s%s\n", labels[i].c_str(),
                     jain ? " |" : "", prefix ? " |" : "");
       out += row;
       continue;
     }
-    const RunSummary& s = *results[i];
+    const nlohmann::ordered_json& s = outcomes[i].summary;
     std::snprintf(row, sizeof row,
-                  "| %s | %lld | %.1f | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %.3f |",
-                  labels[i].c_str(), static_cast<long long>(s.num_finished), s.output_throughput,
-                  s.ttft_s.p50 * 1e3, s.ttft_s.p99 * 1e3, s.tpot_s.p50 * 1e3, s.tpot_s.p99 * 1e3,
-                  s.e2e_s.mean, s.e2e_s.p99, s.goodput);
+                  "| %s | %.0f | %.1f | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %.3f |",
+                  labels[i].c_str(), NumberAt(s, "/num_finished"), NumberAt(s, "/output_throughput"),
+                  NumberAt(s, "/ttft_s/p50") * 1e3, NumberAt(s, "/ttft_s/p99") * 1e3,
+                  NumberAt(s, "/tpot_s/p50") * 1e3, NumberAt(s, "/tpot_s/p99") * 1e3,
+                  NumberAt(s, "/e2e_s/mean"), NumberAt(s, "/e2e_s/p99"), NumberAt(s, "/goodput"));
     out += row;
     if (jain) {
-      const nlohmann::ordered_json* j = Find(jsons[i], "/jain_index");
-      if (j != nullptr && j->is_number()) {
-        std::snprintf(row, sizeof row, " %.4f |", j->get<double>());
+      const double j = NumberAt(s, "/jain_index");
+      if (!std::isnan(j)) {
+        std::snprintf(row, sizeof row, " %.4f |", j);
         out += row;
       } else {
         out += " |";
       }
     }
     if (prefix) {
-      const nlohmann::ordered_json* j = Find(jsons[i], "/prefix_cache/token_hit_rate");
-      if (j != nullptr && j->is_number()) {
-        std::snprintf(row, sizeof row, " %.2f%% |", j->get<double>() * 100);
+      const double hit = NumberAt(s, "/prefix_cache/token_hit_rate");
+      if (!std::isnan(hit)) {
+        std::snprintf(row, sizeof row, " %.2f%% |", hit * 100);
         out += row;
       } else {
         out += " |";
@@ -202,39 +197,36 @@ std::string CompareTable(const std::vector<std::string>& labels,
 }
 
 std::string PairedTable(const std::vector<std::string>& labels,
-                        const std::vector<std::vector<RunSummary>>& replicates) {
+                        const std::vector<PointOutcome>& outcomes) {
   const struct {
     const char* title;
+    const char* pointer;
     double scale;
-    double (*get)(const RunSummary&);
   } metrics[] = {
-      {"output tok/s", 1, [](const RunSummary& s) { return s.output_throughput; }},
-      {"TTFT p50 (ms)", 1e3, [](const RunSummary& s) { return s.ttft_s.p50; }},
-      {"TTFT p99 (ms)", 1e3, [](const RunSummary& s) { return s.ttft_s.p99; }},
-      {"TPOT p50 (ms)", 1e3, [](const RunSummary& s) { return s.tpot_s.p50; }},
-      {"TPOT p99 (ms)", 1e3, [](const RunSummary& s) { return s.tpot_s.p99; }},
-      {"E2E mean (s)", 1, [](const RunSummary& s) { return s.e2e_s.mean; }},
-      {"goodput (req/s)", 1, [](const RunSummary& s) { return s.goodput; }},
+      {"output tok/s", "/output_throughput", 1},    {"TTFT p50 (ms)", "/ttft_s/p50", 1e3},
+      {"TTFT p99 (ms)", "/ttft_s/p99", 1e3},        {"TPOT p50 (ms)", "/tpot_s/p50", 1e3},
+      {"TPOT p99 (ms)", "/tpot_s/p99", 1e3},        {"E2E mean (s)", "/e2e_s/mean", 1},
+      {"goodput (req/s)", "/goodput", 1},
   };
-  if (replicates.empty() || replicates[0].size() < 2) return "";
-  const std::vector<RunSummary>& base = replicates[0];
+  if (outcomes.empty() || outcomes[0].replicates.size() < 2) return "";
+  const std::vector<nlohmann::ordered_json>& base = outcomes[0].replicates;
   std::string out = "| vs " + labels[0] + " |";
   for (const auto& m : metrics) (out += " ") += std::string(m.title) + " |";
   out += "\n|---|";
   for (size_t i = 0; i < std::size(metrics); ++i) out += "---:|";
   out += "\n";
-  for (size_t p = 1; p < replicates.size(); ++p) {
+  for (size_t p = 1; p < outcomes.size(); ++p) {
     out += "| " + labels[p] + " |";
-    if (replicates[p].size() != base.size()) {
-      for (size_t i = 0; i < std::size(metrics); ++i) out += " |";
-      out += "\n";
-      continue;
-    }
+    const std::vector<nlohmann::ordered_json>& other = outcomes[p].replicates;
     for (const auto& m : metrics) {
       std::vector<double> a, b;
-      for (size_t r = 0; r < base.size(); ++r) {
-        a.push_back(m.get(base[r]) * m.scale);
-        b.push_back(m.get(replicates[p][r]) * m.scale);
+      for (size_t r = 0; r < base.size() && other.size() == base.size(); ++r) {
+        a.push_back(NumberAt(base[r], m.pointer) * m.scale);
+        b.push_back(NumberAt(other[r], m.pointer) * m.scale);
+      }
+      if (a.empty()) {
+        out += " |";
+        continue;
       }
       const Estimate d = PairedDifference(a, b);
       char cell[96];

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "driver/sweep_config.h"
-#include "driver/metrics.h"
+#include "cli/point_outcome.h"
 #include "core/status.h"
+#include "driver/sweep_config.h"
 
 namespace servelab {
 
@@ -24,24 +24,22 @@ namespace servelab {
 std::string CsvQuote(const std::string& field);
 std::string CsvNumber(double value);
 
-// With replicates (any point's `replicates` entry non-empty: all its runs' summaries), a
+// With replicates (any outcome's `replicates` non-empty), a
 // `replicates` column follows status, each metric is the mean over a point's replicates
 // and is followed by `<metric>_ci95`, the half width of its 95% interval (empty for a
 // point of one replicate).
-std::string SweepCsv(const Sweep& sweep, const std::vector<StatusOr<RunSummary>>& results,
-                     const std::vector<std::vector<RunSummary>>& replicates = {});
+std::string SweepCsv(const Sweep& sweep, const std::vector<PointOutcome>& outcomes);
 
 // A Markdown table, one row per point labelled by `labels[i]`: finished, output tok/s,
 // TTFT p50/p99 and TPOT p50/p99 (ms), E2E mean/p99 (s), goodput (req/s), and Jain's
 // index when the summaries have one.
 std::string CompareTable(const std::vector<std::string>& labels,
-                         const std::vector<StatusOr<RunSummary>>& results);
+                         const std::vector<PointOutcome>& outcomes);
 
-// With replicates (every row of `replicates` holding the same N >= 2 runs, on the same
-// seeds): each policy's paired difference from the first, per metric, as "mean ± half
+// With replicates (every outcome holding the same N >= 2 replicates, on the same seeds): each policy's paired difference from the first, per metric, as "mean ± half
 // width" of the 95% interval of the per-replicate differences, "(n.s.)" when the
 // interval holds 0 (not significant). "" for one replicate.
 std::string PairedTable(const std::vector<std::string>& labels,
-                        const std::vector<std::vector<RunSummary>>& replicates);
+                        const std::vector<PointOutcome>& outcomes);
 
 }  // namespace servelab

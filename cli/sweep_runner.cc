@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/run_experiment.h"
+#include "cli/task_pool.h"
 #include "driver/experiment.h"
 
 namespace servelab {
@@ -51,9 +52,8 @@ Status ValidateSweep(const Sweep& sweep, int jobs) {
   return CombinePointErrors(failures, sweep.points.size());
 }
 
-std::vector<StatusOr<RunSummary>> RunSweep(const Sweep& sweep, const std::string& dir, int jobs,
-                                           const std::string& progress_label,
-                                           std::vector<std::vector<RunSummary>>& replicates) {
+std::vector<PointOutcome> RunSweep(const Sweep& sweep, const std::string& dir, int jobs,
+                                   const std::string& progress_label) {
   const size_t n = sweep.points.size();
   // One task per (point, replicate), replicate 0 of every point first.
   std::vector<std::pair<size_t, int32_t>> tasks;
@@ -61,48 +61,48 @@ std::vector<StatusOr<RunSummary>> RunSweep(const Sweep& sweep, const std::string
   for (size_t p = 0; p < n; ++p) {
     for (int32_t r = 1; r < sweep.points[p].config.replicates; ++r) tasks.emplace_back(p, r);
   }
-  std::vector<StatusOr<RunSummary>> results(n, Internal("not run"));
-  std::vector<std::vector<StatusOr<RunSummary>>> runs(n);
-  for (size_t p = 0; p < n; ++p) {
-    runs[p].assign(static_cast<size_t>(sweep.points[p].config.replicates), Internal("not run"));
-  }
-  std::mutex mutex;
-  size_t done = 0;
-  ParallelFor(tasks.size(), jobs, [&](size_t t) {
+  auto run = [&](size_t t) {
     const auto [p, r] = tasks[t];
     const SweepPoint& point = sweep.points[p];
-    StatusOr<RunSummary> result =
+    const StatusOr<RunSummary> result =
         r == 0 ? RunExperimentToFolder(point.config,
                                        (std::filesystem::path(dir) / point.folder).string(),
                                        /*progress=*/false)
                : RunExperimentInMemory(ReplicateOf(point.config, r));
-    std::lock_guard<std::mutex> lock(mutex);
-    runs[p][static_cast<size_t>(r)] = std::move(result);
-    ++done;
-    if (!progress_label.empty()) {
-      std::fprintf(stderr, "\r%s: %zu/%zu runs done ", progress_label.c_str(), done, tasks.size());
-      if (done == tasks.size()) std::fputs("\r\033[K", stderr);
-    }
-  });
-  replicates.assign(n, {});
+    return OutcomeOf({result}).ToJson().dump();
+  };
+  auto progress = [&](size_t done) {
+    if (progress_label.empty()) return;
+    std::fprintf(stderr, "\r%s: %zu/%zu runs done ", progress_label.c_str(), done, tasks.size());
+    if (done == tasks.size()) std::fputs("\r\033[K", stderr);
+  };
+  auto results = RunTasks(tasks.size(), jobs, run, progress);
+  if (!results) return {};  // another rank gathers
+  // Back to points: replicate 0's outcome, then, with replicates, every summary in order.
+  std::vector<PointOutcome> outcomes(n);
+  std::vector<std::vector<PointOutcome>> runs(n);
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    runs[tasks[t].first].push_back(
+        PointOutcome::FromJson(nlohmann::ordered_json::parse((*results)[t])));
+  }
   for (size_t p = 0; p < n; ++p) {
-    results[p] = runs[p][0];
-    if (runs[p].size() < 2) continue;
-    for (const auto& run : runs[p]) {
-      if (!run.ok()) {
-        results[p] = run.status();
+    outcomes[p] = runs[p][0];
+    if (runs[p].size() < 2 || !outcomes[p].ok()) continue;
+    for (const PointOutcome& replicate : runs[p]) {
+      if (!replicate.ok()) {
+        outcomes[p].status = replicate.status;
+        outcomes[p].summary = nullptr;
+        outcomes[p].replicates.clear();
         break;
       }
+      outcomes[p].replicates.push_back(replicate.summary);
     }
-    if (!results[p].ok()) continue;
-    for (auto& run : runs[p]) replicates[p].push_back(std::move(run).value());
   }
-  return results;
+  return outcomes;
 }
 
 int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool progress,
-                   const std::string& command, std::vector<StatusOr<RunSummary>>& results,
-                   std::vector<std::vector<RunSummary>>& replicates) {
+                   const std::string& command, std::vector<PointOutcome>& outcomes) {
   auto report = [&command](const Status& status) {
     std::fprintf(stderr, "servelab %s: %s\n", command.c_str(), status.message().c_str());
     return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
@@ -113,12 +113,12 @@ int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool pr
   if (ec || !std::filesystem::is_directory(dir)) {
     return report(InvalidArgument(dir + ": cannot create output folder: " + ec.message()));
   }
-  results = RunSweep(sweep, dir, jobs, progress ? command : std::string(), replicates);
+  outcomes = RunSweep(sweep, dir, jobs, progress ? command : std::string());
   int exit_code = kExitOk;
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (results[i].ok()) continue;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    if (outcomes[i].ok()) continue;
     std::fprintf(stderr, "servelab %s: point %s failed: %s\n", command.c_str(),
-                 sweep.points[i].folder.c_str(), results[i].status().message().c_str());
+                 sweep.points[i].folder.c_str(), outcomes[i].status.message().c_str());
     exit_code = kExitRuntimeError;
   }
   return exit_code;

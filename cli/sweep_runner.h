@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "driver/sweep_config.h"
-#include "driver/metrics.h"
+#include "cli/point_outcome.h"
 #include "core/status.h"
+#include "driver/sweep_config.h"
 
 namespace servelab {
 
@@ -25,16 +25,16 @@ void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn);
 // names the point; identical messages of several points are reported once.
 Status ValidateSweep(const Sweep& sweep, int jobs);
 
-// Runs every point into `dir`/<point.folder>/ (RunToFolder) on `jobs` threads; one
-// result per point, in grid order. A failed point does not stop the others.
-// A point with config.replicates = N > 1 also runs replicates 1 .. N-1 (ReplicateOf) in
-// memory; `replicates`[point] then holds all N summaries, replicate 0's first (and stays
-// empty for one replicate). A replicate that fails fails its point.
+// Runs every point into `dir`/<point.folder>/ (RunToFolder); one outcome per point, in
+// grid order. A failed point does not stop the others. A point with config.replicates =
+// N > 1 also runs replicates 1 .. N-1 (ReplicateOf) in memory; its outcome then holds
+// all N summaries, and a replicate that fails fails its point. Runs are spread over
+// `jobs` threads, or over MPI ranks (cli/task_pool.h): then only rank 0 gets the
+// outcomes, the others an empty vector.
 // A non-empty `progress_label` redraws "<label>: 7/24 runs done" on stderr (the caller
 // checks it is a terminal).
-std::vector<StatusOr<RunSummary>> RunSweep(const Sweep& sweep, const std::string& dir, int jobs,
-                                           const std::string& progress_label,
-                                           std::vector<std::vector<RunSummary>>& replicates);
+std::vector<PointOutcome> RunSweep(const Sweep& sweep, const std::string& dir, int jobs,
+                                   const std::string& progress_label);
 
 // The whole of `sweep` and `compare` between parsing and writing their tables:
 // validates every point (bad input: printed, returns kExitBadInput, nothing ran), opens
@@ -42,7 +42,6 @@ std::vector<StatusOr<RunSummary>> RunSweep(const Sweep& sweep, const std::string
 // "servelab <command>: point <folder> failed: <message>". Returns kExitOk, or
 // kExitRuntimeError when a point failed (`results` is then still complete).
 int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool progress,
-                   const std::string& command, std::vector<StatusOr<RunSummary>>& results,
-                   std::vector<std::vector<RunSummary>>& replicates);
+                   const std::string& command, std::vector<PointOutcome>& outcomes);
 
 }  // namespace servelab

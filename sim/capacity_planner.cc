@@ -157,10 +157,81 @@ CandidatePlan PlanCandidate(const ExperimentConfig& config) {
       return c;
     }
     c.replicate_max_rates.push_back(search->max_rate);
-    if (r == 0) c.search = std::move(search).value();
+    if (r != 0) continue;
+    c.at_max_rate = search->at_max_rate;
+    c.probes = search->probes;
+    if (search->best) {
+      const RunSummary& s = search->best->summary;
+      const SloStatistic stat = config.plan.statistic;
+      c.at_max = ProbeFigures{search->best->rate, s.output_throughput, s.tpot_s.mean,
+                              Statistic(s.ttft_s, stat), Statistic(s.tpot_s, stat),
+                              Statistic(s.e2e_s, stat), s.slo_attainment};
+    }
+    if (search->lowest_miss) {
+      const RateProbe& m = *search->lowest_miss;
+      c.lowest_miss = RateMiss{m.rate, m.verdict.metric, m.verdict.detail};
+    }
   }
   c.max_rate = MeanWithInterval(c.replicate_max_rates);
   return c;
+}
+
+nlohmann::ordered_json CandidatePlan::ToJson() const {
+  nlohmann::ordered_json j;
+  j["code"] = static_cast<int>(status.code());
+  j["message"] = status.message();
+  j["gpus"] = gpus;
+  j["usd_per_hour"] = usd_per_hour;
+  j["kv_cache_gib_per_gpu"] = kv_cache_gib_per_gpu;
+  j["replicate_max_rates"] = replicate_max_rates;
+  j["at_max_rate"] = at_max_rate;
+  j["probes"] = probes;
+  if (at_max) {
+    const ProbeFigures& f = *at_max;
+    j["at_max"] = {{"rate", f.rate},     {"output_throughput", f.output_throughput},
+                   {"tpot_mean_s", f.tpot_mean_s}, {"ttft_s", f.ttft_s},
+                   {"tpot_s", f.tpot_s}, {"e2e_s", f.e2e_s},
+                   {"slo_attainment", f.slo_attainment}};
+  }
+  if (lowest_miss) {
+    j["lowest_miss"] = {{"rate", lowest_miss->rate},
+                        {"metric", lowest_miss->metric},
+                        {"detail", lowest_miss->detail}};
+  }
+  return j;
+}
+
+StatusOr<CandidatePlan> CandidatePlan::FromJson(const nlohmann::ordered_json& j) {
+  try {
+    CandidatePlan c;
+    const int code = j.at("code").get<int>();
+    if (code < 0 || code > static_cast<int>(StatusCode::kInternal)) {
+      return Internal("a candidate's plan has an unknown status code");
+    }
+    c.status = Status(static_cast<StatusCode>(code), j.at("message").get<std::string>());
+    c.gpus = j.at("gpus").get<int64_t>();
+    c.usd_per_hour = j.at("usd_per_hour").get<double>();
+    c.kv_cache_gib_per_gpu = j.at("kv_cache_gib_per_gpu").get<double>();
+    c.replicate_max_rates = j.at("replicate_max_rates").get<std::vector<double>>();
+    c.at_max_rate = j.at("at_max_rate").get<bool>();
+    c.probes = j.at("probes").get<int32_t>();
+    if (j.contains("at_max")) {
+      const auto& f = j.at("at_max");
+      c.at_max = ProbeFigures{f.at("rate").get<double>(), f.at("output_throughput").get<double>(),
+                              f.at("tpot_mean_s").get<double>(), f.at("ttft_s").get<double>(),
+                              f.at("tpot_s").get<double>(), f.at("e2e_s").get<double>(),
+                              f.at("slo_attainment").get<double>()};
+    }
+    if (j.contains("lowest_miss")) {
+      const auto& m = j.at("lowest_miss");
+      c.lowest_miss = RateMiss{m.at("rate").get<double>(), m.at("metric").get<std::string>(),
+                               m.at("detail").get<std::string>()};
+    }
+    c.max_rate = MeanWithInterval(c.replicate_max_rates);
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    return Internal(std::string("a candidate's plan is not in servelab's form: ") + e.what());
+  }
 }
 
 std::optional<Deployment> CheapestFor(std::span<const CandidatePlan> candidates,

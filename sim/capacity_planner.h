@@ -9,6 +9,7 @@
 // router) are simulated; copies of a candidate are not.
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -62,17 +63,41 @@ StatusOr<RateSearch> SearchMaxRate(const ProbeFn& probe, const PlanConfig& plan)
 // not a burst): InvalidArgument naming the key otherwise.
 StatusOr<RateProbe> ProbeRate(const ExperimentConfig& config, double rate);
 
+// What the run at a candidate's max rate gave (replicate 0's), the figures a plan shows.
+struct ProbeFigures {
+  double rate = 0;               // req/s
+  double output_throughput = 0;  // tok/s over all the candidate's GPUs
+  double tpot_mean_s = 0;
+  double ttft_s = 0, tpot_s = 0, e2e_s = 0;  // at the plan's statistic
+  double slo_attainment = 0;
+};
+
+// The lowest rate that missed (replicate 0's search): it names the limiting target.
+struct RateMiss {
+  double rate = 0;
+  std::string metric;  // SloVerdict::metric
+  std::string detail;
+};
+
 // One candidate: whether it can run at all (the memory check, the checks every run
 // makes), then the search, once per replicate (config.replicates, each with its own
-// seed's requests).
+// seed's requests). Plain data with a JSON form, so a candidate can be searched on
+// another MPI rank.
 struct CandidatePlan {
-  Status status;                 // not ok: the candidate was not searched (why)
-  RateSearch search;             // replicate 0's (its probes give the figures at max rate)
-  std::vector<double> replicate_max_rates;  // one per replicate
-  Estimate max_rate;             // their mean and 95% interval (no interval for one)
-  int64_t gpus = 0;              // replicas x tensor_parallel x pipeline_parallel
-  double usd_per_hour = 0;       // gpus x the GPU's price
+  Status status;                    // not ok: the candidate was not searched (why)
+  int64_t gpus = 0;                 // replicas x tensor_parallel x pipeline_parallel
+  double usd_per_hour = 0;          // gpus x the GPU's price
   double kv_cache_gib_per_gpu = 0;  // memory left for the KV cache on each GPU (headroom)
+  std::vector<double> replicate_max_rates;  // one per replicate
+  Estimate max_rate;                // their mean and 95% interval (no interval for one)
+  // Replicate 0's search:
+  bool at_max_rate = false;         // plan.max_rate met
+  int32_t probes = 0;
+  std::optional<ProbeFigures> at_max;   // absent when no rate met
+  std::optional<RateMiss> lowest_miss;  // absent when no rate missed
+
+  nlohmann::ordered_json ToJson() const;
+  static StatusOr<CandidatePlan> FromJson(const nlohmann::ordered_json& json);
 };
 CandidatePlan PlanCandidate(const ExperimentConfig& config);
 

@@ -174,8 +174,17 @@ TEST(PlanCandidateTest, FindsTheMD1RateForAMeanWaitTarget) {
   const CandidatePlan plan = PlanCandidate(c);
   ASSERT_TRUE(plan.status.ok()) << plan.status.message();
   const double expected = 2.0 / (3.0 * service_s);  // 66.67 req/s
-  EXPECT_NEAR(plan.search.max_rate, expected, 0.025 * expected);
-  EXPECT_EQ(plan.search.lowest_miss->verdict.metric, "ttft");
+  EXPECT_NEAR(plan.max_rate.mean, expected, 0.025 * expected);
+  EXPECT_EQ(plan.lowest_miss->metric, "ttft");
+  EXPECT_GT(plan.lowest_miss->rate, plan.max_rate.mean);
+  ASSERT_TRUE(plan.at_max);
+  EXPECT_EQ(plan.at_max->rate, plan.max_rate.mean);
+  EXPECT_LE(plan.at_max->ttft_s, 2 * service_s);  // the statistic is the mean
+  // The form another rank sends it in gives it back whole.
+  auto back = CandidatePlan::FromJson(plan.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->ToJson().dump(), plan.ToJson().dump());
+  EXPECT_EQ(back->max_rate.mean, plan.max_rate.mean);
   EXPECT_EQ(plan.gpus, 1);
   EXPECT_DOUBLE_EQ(plan.usd_per_hour, 1.5);
 }
@@ -189,7 +198,12 @@ TEST(PlanCandidateTest, ACandidateThatCannotRunSaysWhy) {
   const CandidatePlan plan = PlanCandidate(c);
   EXPECT_TRUE(plan.status.IsBadInput());
   EXPECT_THAT(plan.status.message(), HasSubstr("does not fit"));
-  EXPECT_EQ(plan.search.probes, 0);
+  EXPECT_EQ(plan.probes, 0);
+  auto back = CandidatePlan::FromJson(plan.ToJson());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->status.message(), plan.status.message());
+  EXPECT_TRUE(back->status.IsBadInput());
+  EXPECT_FALSE(CandidatePlan::FromJson(nlohmann::ordered_json::object()).ok());
   c.model = *FindModel("llama-2-7b");
   c.workload.has_trace = true;
   EXPECT_THAT(PlanCandidate(c).status.message(), HasSubstr("a trace has its own arrival times"));

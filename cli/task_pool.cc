@@ -1,0 +1,141 @@
+#include "cli/task_pool.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "cli/sweep_runner.h"
+
+#if SERVELAB_HAS_MPI
+#include <mpi.h>
+#endif
+
+namespace servelab {
+namespace {
+
+int rank = 0;
+int ranks = 1;
+bool mpi_started = false;
+
+#if SERVELAB_HAS_MPI
+enum Tag : int { kRequest = 1, kTask = 2, kStop = 3, kResult = 4 };
+
+// mpirun (Open MPI, MPICH, Slurm's PMI) tells each rank how many there are.
+bool LaunchedAsRanks() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && std::atoi(value) > 1) return true;
+  }
+  return false;
+}
+
+std::string ReceiveBytes(const MPI_Status& probed) {
+  int size = 0;
+  MPI_Get_count(&probed, MPI_BYTE, &size);
+  std::string bytes(static_cast<size_t>(size), '\0');
+  MPI_Recv(bytes.data(), size, MPI_BYTE, probed.MPI_SOURCE, probed.MPI_TAG, MPI_COMM_WORLD,
+           MPI_STATUS_IGNORE);
+  return bytes;
+}
+
+std::vector<std::string> Lead(size_t n, const std::function<void(size_t)>& on_done) {
+  std::vector<std::string> results(n);
+  size_t next = 0, done = 0;
+  int stopped = 0;
+  while (stopped < ranks - 1) {
+    MPI_Status probed;
+    MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &probed);
+    const std::string message = ReceiveBytes(probed);
+    if (probed.MPI_TAG == kResult) {
+      uint64_t index = 0;
+      std::memcpy(&index, message.data(), sizeof index);
+      results[index] = message.substr(sizeof index);
+      ++done;
+      if (on_done) on_done(done);
+    }
+    if (next < n) {
+      const uint64_t index = next++;
+      MPI_Send(&index, sizeof index, MPI_BYTE, probed.MPI_SOURCE, kTask, MPI_COMM_WORLD);
+    } else {
+      MPI_Send(nullptr, 0, MPI_BYTE, probed.MPI_SOURCE, kStop, MPI_COMM_WORLD);
+      ++stopped;
+    }
+  }
+  return results;
+}
+
+void Serve(const std::function<std::string(size_t)>& fn) {
+  MPI_Send(nullptr, 0, MPI_BYTE, 0, kRequest, MPI_COMM_WORLD);
+  while (true) {
+    MPI_Status probed;
+    MPI_Probe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &probed);
+    const std::string message = ReceiveBytes(probed);
+    if (probed.MPI_TAG == kStop) return;
+    uint64_t index = 0;
+    std::memcpy(&index, message.data(), sizeof index);
+    std::string reply(sizeof index, '\0');
+    std::memcpy(reply.data(), &index, sizeof index);
+    reply += fn(static_cast<size_t>(index));
+    MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, 0, kResult, MPI_COMM_WORLD);
+  }
+}
+#endif
+
+}  // namespace
+
+void StartTasks(int* argc, char*** argv) {
+#if SERVELAB_HAS_MPI
+  if (!LaunchedAsRanks()) return;
+  MPI_Init(argc, argv);
+  mpi_started = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (rank != 0) {
+    // One voice: rank 0 prints (every rank parses the same input and would say the same).
+    if (std::freopen("/dev/null", "w", stdout) == nullptr ||
+        std::freopen("/dev/null", "w", stderr) == nullptr) {
+      std::perror("servelab: /dev/null");
+    }
+  }
+#else
+  (void)argc;
+  (void)argv;
+#endif
+}
+
+void FinishTasks() {
+#if SERVELAB_HAS_MPI
+  if (mpi_started) MPI_Finalize();
+#endif
+}
+
+int TaskRank() { return rank; }
+int TaskRankCount() { return ranks; }
+bool HasMpi() { return SERVELAB_HAS_MPI != 0; }
+
+std::optional<std::vector<std::string>> RunTasks(size_t n, int jobs,
+                                                 const std::function<std::string(size_t)>& fn,
+                                                 const std::function<void(size_t)>& on_done) {
+#if SERVELAB_HAS_MPI
+  if (ranks > 1) {
+    if (rank == 0) return Lead(n, on_done);
+    Serve(fn);
+    return std::nullopt;
+  }
+#endif
+  std::vector<std::string> results(n);
+  std::mutex mutex;
+  size_t done = 0;
+  ParallelFor(n, jobs, [&](size_t i) {
+    std::string result = fn(i);
+    std::lock_guard<std::mutex> lock(mutex);
+    results[i] = std::move(result);
+    ++done;
+    if (on_done) on_done(done);
+  });
+  return results;
+}
+
+}  // namespace servelab

@@ -1,0 +1,38 @@
+#pragma once
+// Where a command's independent tasks (sweep points, plan candidates) run: on this
+// process's threads, or, when servelab was started by `mpirun -n N` (and built with
+// MPI), over the N ranks. Rank 0 then hands out one task at a time to ranks 1 .. N-1 as
+// they free up (tasks differ in cost: a dynamic hand-out, not a static split) and
+// gathers every result; it runs no task itself, so N ranks give N - 1 workers.
+//
+// Results are strings (a task's JSON), returned in task order on rank 0, so whatever
+// ran where, rank 0 writes the same bytes as a single process. Every rank parses the
+// same command line and files, so all reach each Run in the same order; ranks other than
+// 0 serve tasks and get nullopt, and write nothing but what their tasks write.
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace servelab {
+
+// Starts MPI when this process is one rank of several (mpirun's environment says so)
+// and servelab has MPI; otherwise a single process. Call once, first thing in main;
+// FinishTasks() before exiting.
+void StartTasks(int* argc, char*** argv);
+void FinishTasks();
+
+int TaskRank();       // 0 in a single process
+int TaskRankCount();  // 1 in a single process
+bool HasMpi();        // built with MPI
+
+// Runs fn(i) for every i in [0, n). A single process: on `jobs` threads. Several ranks:
+// over ranks 1 .. N-1, one task at a time each (`jobs` is ignored). `on_done(done)` is
+// called on rank 0 (from one thread at a time) as results arrive. Rank 0 gets the n
+// results in order; other ranks nullopt.
+std::optional<std::vector<std::string>> RunTasks(size_t n, int jobs,
+                                                 const std::function<std::string(size_t)>& fn,
+                                                 const std::function<void(size_t)>& on_done = {});
+
+}  // namespace servelab
