@@ -75,7 +75,7 @@ int Dispatch(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  servelab::StartTasks(&argc, &argv);
+  if (!servelab::StartTasks(&argc, &argv)) return servelab::kExitBadInput;
   const int exit_code = Dispatch(argc, argv);
   servelab::FinishTasks();
   return exit_code;

@@ -19,9 +19,6 @@ int rank = 0;
 int ranks = 1;
 bool mpi_started = false;
 
-#if SERVELAB_HAS_MPI
-enum Tag : int { kRequest = 1, kTask = 2, kStop = 3, kResult = 4 };
-
 // mpirun (Open MPI, MPICH, Slurm's PMI) tells each rank how many there are.
 bool LaunchedAsRanks() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
@@ -30,6 +27,9 @@ bool LaunchedAsRanks() {
   }
   return false;
 }
+
+#if SERVELAB_HAS_MPI
+enum Tag : int { kRequest = 1, kTask = 2, kStop = 3, kResult = 4 };
 
 std::string ReceiveBytes(const MPI_Status& probed) {
   int size = 0;
@@ -85,9 +85,9 @@ void Serve(const std::function<std::string(size_t)>& fn) {
 
 }  // namespace
 
-void StartTasks(int* argc, char*** argv) {
+bool StartTasks(int* argc, char*** argv) {
 #if SERVELAB_HAS_MPI
-  if (!LaunchedAsRanks()) return;
+  if (!LaunchedAsRanks()) return true;
   MPI_Init(argc, argv);
   mpi_started = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -99,9 +99,18 @@ void StartTasks(int* argc, char*** argv) {
       std::perror("servelab: /dev/null");
     }
   }
+  return true;
 #else
   (void)argc;
   (void)argv;
+  if (LaunchedAsRanks()) {
+    // Every rank would run the whole command into the same folders.
+    std::fputs("servelab: started as one of several MPI ranks, but this servelab was built "
+               "without MPI; install libopenmpi-dev and openmpi-bin, then rebuild "
+               "(scripts/build.sh)\n", stderr);
+    return false;
+  }
+  return true;
 #endif
 }
 

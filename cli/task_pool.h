@@ -18,9 +18,10 @@
 namespace servelab {
 
 // Starts MPI when this process is one rank of several (mpirun's environment says so)
-// and servelab has MPI; otherwise a single process. Call once, first thing in main;
-// FinishTasks() before exiting.
-void StartTasks(int* argc, char*** argv);
+// and servelab has MPI; otherwise a single process. False (after saying why on stderr)
+// when started as one of several ranks by a servelab built without MPI: the caller exits
+// 2. Call once, first thing in main; FinishTasks() before exiting.
+bool StartTasks(int* argc, char*** argv);
 void FinishTasks();
 
 int TaskRank();       // 0 in a single process

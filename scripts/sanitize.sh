@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds servelab and its tests with AddressSanitizer + UndefinedBehaviorSanitizer
 # (-fno-sanitize-recover: the first report fails) in build-asan/, then runs the whole CPU
-# test suite and every shipped experiment that needs no GPU (`run`, or `sweep` for a file
-# with a sweep block) under them. Exits non-zero on the first failure or report.
+# test suite and every shipped experiment that needs no GPU (`run`; `sweep` for a file
+# with a sweep block, `plan` for one with a plan block) under them. Exits non-zero on the first failure or report.
 #   scripts/sanitize.sh            build, suite, experiments
 #   scripts/sanitize.sh --no-tests build, experiments only
 # Too slow for CI on two cores (see the README for its time); run it before a release
@@ -32,9 +32,10 @@ for yaml in $(find experiments -name '*.yaml' | sort); do
   if grep -q 'device: cuda' "$yaml"; then continue; fi
   verb=run
   if grep -q '^sweep:' "$yaml"; then verb=sweep; fi
+  if grep -q '^plan:' "$yaml"; then verb="plan --no-plots"; fi
   name=$(echo "$yaml" | tr '/' '_')
   start=$(date +%s)
-  if ! build-asan/servelab "$verb" "$yaml" --out "$out/$name" --no-progress >"$out/$name.log" 2>&1; then
+  if ! build-asan/servelab $verb "$yaml" --out "$out/$name" --no-progress >"$out/$name.log" 2>&1; then
     cat "$out/$name.log" >&2
     echo "sanitize: $verb $yaml failed" >&2
     exit 1
