@@ -19,9 +19,9 @@ int rank = 0;
 int ranks = 1;
 bool mpi_started = false;
 
-// mpirun (Open MPI, MPICH, Slurm's PMI) tells each rank how many there are.
+// mpirun (Open MPI, MPICH) and srun (Slurm) tell each rank how many there are.
 bool LaunchedAsRanks() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"}) {
     const char* value = std::getenv(name);
     if (value != nullptr && std::atoi(value) > 1) return true;
   }
