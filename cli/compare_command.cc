@@ -127,6 +127,8 @@ int CompareCommand(const std::vector<std::string>& args) {
       ("no-plots", "do not draw compare.png")
       ("replicates", po::value<int>(),
        "run every point with N seeds: means and 95% intervals (the replicates key)")
+      ("fresh", "run every point again, even those an earlier run of this command into the "
+       "folder completed")
       ("no-progress", "never draw the progress line");
   std::string experiment_path;
   po::variables_map vm;
@@ -150,8 +152,8 @@ int CompareCommand(const std::vector<std::string>& args) {
   const std::string dir = out_dir.empty() ? "results/" + base.name + "-compare" : out_dir;
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
   std::vector<PointOutcome> results;
-  const int exit_code =
-      ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "compare", results);
+  const int exit_code = ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "compare",
+                                       !vm.count("fresh"), results);
   if (exit_code == kExitBadInput || TaskRank() != 0) return exit_code;
 
   std::string table = CompareTable(axis->labels, results);

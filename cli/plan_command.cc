@@ -5,7 +5,10 @@
 
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
@@ -13,6 +16,7 @@
 #include "cli/plot_script.h"
 #include "cli/sweep_runner.h"
 #include "cli/task_pool.h"
+#include "core/read_file.h"
 #include "core/text.h"
 #include "driver/config_yaml.h"
 #include "driver/output_dir.h"
@@ -39,8 +43,10 @@ For each candidate that passes the memory check, the highest workload.arrival.ra
 whose simulated run meets every target: doubling from min_rate until a rate misses,
 then geometric bisection until the bracket is within tolerance; the answer is a rate
 that was simulated and met. Writes DIR/plan.csv (one row per candidate), plan.md and
-plan.png (tokens/s per GPU against tokens/s per user, with the Pareto front).
-Results are byte-identical whatever --jobs is.
+plan.png (tokens/s per GPU against tokens/s per user, with the Pareto front), and
+DIR/candidates/<candidate>.json as each search ends: a plan interrupted and started
+again searches only the candidates not recorded there for the same config (--fresh:
+all). Results are byte-identical whatever --jobs is, and under mpirun -n N.
 Exit status: 0 success, 2 bad input (nothing ran, or no candidate can run), 1 a
 candidate failed while running.
 )";
@@ -66,6 +72,33 @@ StatusOr<Sweep> LoadCandidates(const std::string& path, const std::vector<std::s
   return sweep;
 }
 
+// DIR/candidates/<candidate>.json: {"config": its resolved config, "plan": its
+// CandidatePlan}. An earlier search counts when it was of this very config.
+std::optional<CandidatePlan> EarlierSearch(const std::filesystem::path& path,
+                                           const ExperimentConfig& config) {
+  auto text = ReadRegularFile(path.string(), kMaxConfigFileBytes, "plan record");
+  if (!text.ok()) return std::nullopt;
+  auto json = nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("config") || !json.contains("plan") ||
+      json["config"] != EmitResolvedConfig(config)) {
+    return std::nullopt;
+  }
+  auto plan = CandidatePlan::FromJson(json["plan"]);
+  if (!plan.ok()) return std::nullopt;
+  return std::move(plan).value();
+}
+
+Status RecordSearch(const std::filesystem::path& path, const ExperimentConfig& config,
+                    const std::string& plan_json) {
+  nlohmann::ordered_json record;
+  record["config"] = EmitResolvedConfig(config);
+  record["plan"] = nlohmann::ordered_json::parse(plan_json);
+  auto folder = OutputDir::Open(path.parent_path().string());
+  if (!folder.ok()) return folder.status();
+  SERVELAB_RETURN_IF_ERROR((*folder)->WriteFile(path.filename().string(), record.dump(1) + "\n"));
+  return (*folder)->Commit();
+}
+
 }  // namespace
 
 int PlanCommand(const std::vector<std::string>& args) {
@@ -89,6 +122,8 @@ int PlanCommand(const std::vector<std::string>& args) {
       ("replicates", po::value<int>(&replicates),
        "search each candidate with N seeds: the max rate's mean and 95% interval (replicates)")
       ("no-plots", "do not draw plan.png")
+      ("fresh", "search every candidate again, even those an earlier plan into the folder "
+       "searched")
       ("no-progress", "never draw the progress line");
   std::string plan_path;
   po::variables_map vm;
@@ -112,19 +147,47 @@ int PlanCommand(const std::vector<std::string>& args) {
   if (!folder.ok()) return Report(folder.status());
 
   const size_t n = candidates->points.size();
+  // Candidates an earlier, interrupted plan into `dir` already searched (rank 0 decides).
+  const std::filesystem::path searched_dir = std::filesystem::path(dir) / "candidates";
+  auto record_of = [&](size_t i) { return searched_dir / (candidates->points[i].folder + ".json"); };
+  std::vector<bool> skip(n, false);
+  std::vector<std::optional<CandidatePlan>> earlier(n);
+  if (!vm.count("fresh") && TaskRank() == 0) {
+    for (size_t i = 0; i < n; ++i) {
+      earlier[i] = EarlierSearch(record_of(i), candidates->points[i].config);
+      skip[i] = earlier[i].has_value();
+    }
+  }
+  const size_t todo = static_cast<size_t>(std::count(skip.begin(), skip.end(), false));
+  if (todo < n) {
+    std::cerr << "servelab plan: note: " << n - todo << " of " << n << " candidates already "
+              << "searched in " << searched_dir.string() << " are not searched again (--fresh "
+              << "searches every one)\n";
+  }
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
+  Status recorded = Status::Ok();
   auto searched = RunTasks(
       n, ResolveJobs(jobs),
       [&](size_t i) { return PlanCandidate(candidates->points[i].config).ToJson().dump(); },
-      [&](size_t done) {
+      [&](size_t i, const std::string& result, size_t done) {
+        // Recorded at once, so that a plan interrupted later resumes past it.
+        if (Status s = RecordSearch(record_of(i), candidates->points[i].config, result); !s.ok()) {
+          recorded = s;
+        }
         if (!progress) return;
-        std::fprintf(stderr, "\rplan: %zu/%zu candidates searched ", done, n);
-        if (done == n) std::fputs("\r\033[K", stderr);
-      });
+        std::fprintf(stderr, "\rplan: %zu/%zu candidates searched ", done, todo);
+        if (done == todo) std::fputs("\r\033[K", stderr);
+      },
+      skip);
   if (!searched) return kExitOk;  // another rank writes the plan
+  if (!recorded.ok()) return Report(recorded);
   std::vector<CandidatePlan> plans;
-  for (const std::string& json : *searched) {
-    auto plan = CandidatePlan::FromJson(nlohmann::ordered_json::parse(json));
+  for (size_t i = 0; i < n; ++i) {
+    if (earlier[i]) {
+      plans.push_back(std::move(*earlier[i]));
+      continue;
+    }
+    auto plan = CandidatePlan::FromJson(nlohmann::ordered_json::parse((*searched)[i]));
     if (!plan.ok()) return Report(plan.status());
     plans.push_back(std::move(plan).value());
   }

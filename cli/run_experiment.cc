@@ -1,5 +1,6 @@
 #include "cli/run_experiment.h"
 
+#include "driver/config_yaml.h"
 #include "driver/result_folder.h"
 #include "engine/engine_setup.h"
 #include "sim/sim_backend.h"
@@ -30,6 +31,16 @@ StatusOr<RunSummary> RunExperimentToFolder(const ExperimentConfig& config, const
   auto backends = ChooseBackend(*prepared);
   if (!backends.ok()) return backends.status();
   return RunToFolder(*prepared, *backends, progress);
+}
+
+StatusOr<std::string> ResolvedConfigOf(const ExperimentConfig& config, const std::string& dir) {
+  ExperimentConfig located = config;
+  located.output.dir = dir;
+  auto prepared = PrepareExperiment(located);
+  if (!prepared.ok()) return prepared.status();
+  auto backends = ChooseBackend(*prepared);
+  if (!backends.ok()) return backends.status();
+  return EmitResolvedConfig(prepared->config);
 }
 
 StatusOr<RunSummary> RunExperimentInMemory(const ExperimentConfig& config) {

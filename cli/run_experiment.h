@@ -23,6 +23,10 @@ Status CheckExperiment(const ExperimentConfig& config);
 StatusOr<RunSummary> RunExperimentToFolder(const ExperimentConfig& config, const std::string& dir,
                                            bool progress);
 
+// The config.resolved.yaml RunExperimentToFolder(config, dir) writes (the cost model's
+// parameters resolved): how a resumed sweep knows a folder holds this very run.
+StatusOr<std::string> ResolvedConfigOf(const ExperimentConfig& config, const std::string& dir);
+
 // The same with no files: prepares `config`, chooses its backend and runs it in memory
 // (a replicate whose files are not kept).
 StatusOr<RunSummary> RunExperimentInMemory(const ExperimentConfig& config);

@@ -36,7 +36,10 @@ with "_": "policy-sjf_rate-8". The key is shortened to its last dotted part(s) t
 the axes apart; in the value (as written, a leading "{name: " dropped) every run of
 characters other than letters, digits and . _ + - becomes one '-'; clashes get "~2".
 DIR/sweep.csv has one row per point in grid order: the axis values, folder, status and
-the main metrics. Results are byte-identical whatever --jobs is.
+the main metrics. Results are byte-identical whatever --jobs is, and under mpirun.
+A sweep interrupted and started again into the same DIR runs only the points whose
+folder does not already hold this very run (its config.resolved.yaml, written last);
+--fresh runs them all.
 Exit status: 0 success, 2 bad input (nothing ran), 1 a point failed (the others ran).
 )";
 
@@ -56,6 +59,8 @@ int SweepCommand(const std::vector<std::string>& args) {
       ("jobs,j", po::value<int>(&jobs), "points run at once (default: every core)")
       ("replicates", po::value<int>(),
        "run every point with N seeds: means and 95% intervals (the replicates key)")
+      ("fresh", "run every point again, even those an earlier run of this command into the "
+       "folder completed")
       ("no-progress", "never draw the progress line");
   std::string experiment_path;
   po::variables_map vm;
@@ -72,7 +77,8 @@ int SweepCommand(const std::vector<std::string>& args) {
   const std::string dir = out_dir.empty() ? sweep->points[0].config.output.dir : out_dir;
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
   std::vector<PointOutcome> results;
-  const int exit_code = ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "sweep", results);
+  const int exit_code = ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "sweep",
+                                       !vm.count("fresh"), results);
   if (exit_code == kExitBadInput || TaskRank() != 0) return exit_code;
 
   auto folder = OutputDir::Open(dir);

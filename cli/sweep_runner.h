@@ -31,10 +31,18 @@ Status ValidateSweep(const Sweep& sweep, int jobs);
 // all N summaries, and a replicate that fails fails its point. Runs are spread over
 // `jobs` threads, or over MPI ranks (cli/task_pool.h): then only rank 0 gets the
 // outcomes, the others an empty vector.
+// With `resume`, runs an earlier, interrupted sweep into `dir` completed are not run
+// again: a point whose folder's config.resolved.yaml is what this point writes (the last
+// file a run renames into place) keeps its summary.json, and a replicated point whose
+// replicates.json (the summaries of replicates 1 .. N-1, written into its folder once
+// they all ran) is of that config and holds its seeds keeps those; `resumed` counts
+// them. The tables are then byte-identical to an
+// uninterrupted sweep's.
 // A non-empty `progress_label` redraws "<label>: 7/24 runs done" on stderr (the caller
 // checks it is a terminal).
 std::vector<PointOutcome> RunSweep(const Sweep& sweep, const std::string& dir, int jobs,
-                                   const std::string& progress_label);
+                                   const std::string& progress_label, bool resume,
+                                   size_t* resumed = nullptr);
 
 // The whole of `sweep` and `compare` between parsing and writing their tables:
 // validates every point (bad input: printed, returns kExitBadInput, nothing ran), opens
@@ -42,6 +50,7 @@ std::vector<PointOutcome> RunSweep(const Sweep& sweep, const std::string& dir, i
 // "servelab <command>: point <folder> failed: <message>". Returns kExitOk, or
 // kExitRuntimeError when a point failed (`results` is then still complete).
 int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool progress,
-                   const std::string& command, std::vector<PointOutcome>& outcomes);
+                   const std::string& command, bool resume,
+                   std::vector<PointOutcome>& outcomes);
 
 }  // namespace servelab

@@ -40,7 +40,7 @@ std::string ReceiveBytes(const MPI_Status& probed) {
   return bytes;
 }
 
-std::vector<std::string> Lead(size_t n, const std::function<void(size_t)>& on_done) {
+std::vector<std::string> Lead(const std::vector<size_t>& todo, size_t n, const TaskResultFn& on_result) {
   std::vector<std::string> results(n);
   size_t next = 0, done = 0;
   int stopped = 0;
@@ -53,10 +53,10 @@ std::vector<std::string> Lead(size_t n, const std::function<void(size_t)>& on_do
       std::memcpy(&index, message.data(), sizeof index);
       results[index] = message.substr(sizeof index);
       ++done;
-      if (on_done) on_done(done);
+      if (on_result) on_result(index, results[index], done);
     }
-    if (next < n) {
-      const uint64_t index = next++;
+    if (next < todo.size()) {
+      const uint64_t index = todo[next++];
       MPI_Send(&index, sizeof index, MPI_BYTE, probed.MPI_SOURCE, kTask, MPI_COMM_WORLD);
     } else {
       MPI_Send(nullptr, 0, MPI_BYTE, probed.MPI_SOURCE, kStop, MPI_COMM_WORLD);
@@ -126,10 +126,15 @@ bool HasMpi() { return SERVELAB_HAS_MPI != 0; }
 
 std::optional<std::vector<std::string>> RunTasks(size_t n, int jobs,
                                                  const std::function<std::string(size_t)>& fn,
-                                                 const std::function<void(size_t)>& on_done) {
+                                                 const TaskResultFn& on_result,
+                                                 const std::vector<bool>& skip) {
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < n; ++i) {
+    if (skip.empty() || !skip[i]) todo.push_back(i);
+  }
 #if SERVELAB_HAS_MPI
   if (ranks > 1) {
-    if (rank == 0) return Lead(n, on_done);
+    if (rank == 0) return Lead(todo, n, on_result);
     Serve(fn);
     return std::nullopt;
   }
@@ -137,12 +142,13 @@ std::optional<std::vector<std::string>> RunTasks(size_t n, int jobs,
   std::vector<std::string> results(n);
   std::mutex mutex;
   size_t done = 0;
-  ParallelFor(n, jobs, [&](size_t i) {
+  ParallelFor(todo.size(), jobs, [&](size_t k) {
+    const size_t i = todo[k];
     std::string result = fn(i);
     std::lock_guard<std::mutex> lock(mutex);
     results[i] = std::move(result);
     ++done;
-    if (on_done) on_done(done);
+    if (on_result) on_result(i, results[i], done);
   });
   return results;
 }

@@ -28,12 +28,16 @@ int TaskRank();       // 0 in a single process
 int TaskRankCount();  // 1 in a single process
 bool HasMpi();        // built with MPI
 
-// Runs fn(i) for every i in [0, n). A single process: on `jobs` threads. Several ranks:
-// over ranks 1 .. N-1, one task at a time each (`jobs` is ignored). `on_done(done)` is
-// called on rank 0 (from one thread at a time) as results arrive. Rank 0 gets the n
-// results in order; other ranks nullopt.
+// Runs fn(i) for every i in [0, n) whose `skip[i]` is false (an empty `skip` skips
+// nothing; only rank 0's is read, so a decision taken from files is taken once). A single
+// process: on `jobs` threads. Several ranks: over ranks 1 .. N-1, one task at a time each
+// (`jobs` is ignored). `on_result(i, result, done)` is called on rank 0, one call at a
+// time, as each result arrives (to record it at once). Rank 0 gets the n results in order
+// (skipped ones empty); other ranks nullopt.
+using TaskResultFn = std::function<void(size_t index, const std::string& result, size_t done)>;
 std::optional<std::vector<std::string>> RunTasks(size_t n, int jobs,
                                                  const std::function<std::string(size_t)>& fn,
-                                                 const std::function<void(size_t)>& on_done = {});
+                                                 const TaskResultFn& on_result = {},
+                                                 const std::vector<bool>& skip = {});
 
 }  // namespace servelab

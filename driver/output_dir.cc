@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 namespace servelab {
@@ -19,7 +20,22 @@ fs::path StagingPath(const fs::path& dir, long pid) {
   return dir.parent_path() / ("." + dir.filename().string() + ".staging." + std::to_string(pid));
 }
 
-bool ProcessAlive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+// A killed process whose parent has not reaped it (a container's init often never does)
+// is a zombie: kill(pid, 0) still succeeds, but it will write nothing more.
+bool IsZombie(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t close = line.rfind(')');  // the command name may hold spaces and ')'
+  return close != std::string::npos && close + 2 < line.size() &&
+         (line[close + 2] == 'Z' || line[close + 2] == 'X');
+}
+
+bool ProcessAlive(long pid) {
+  if (pid <= 0) return false;
+  const bool exists = ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  return exists && !IsZombie(pid);
+}
 
 // Removes what runs that were killed left: staging folders of `dir` (and the temporaries
 // older builds wrote inside it, ".NAME.tmp.PID") whose process is gone.

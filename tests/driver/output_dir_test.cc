@@ -84,5 +84,32 @@ TEST_F(OutputDirTest, AKilledRunLeavesTheEarlierResultAsItWas) {
   EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), 1);
 }
 
+// A run killed while its parent does not reap it (a container's init often never does)
+// stays a zombie: it still has its pid, but its staging folder is a leftover all the same.
+TEST_F(OutputDirTest, AZombiesStagingFolderIsALeftover) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto out = OutputDir::Open(dir_.string());
+    if (out.ok()) {
+      auto stream = (*out)->Stream("requests.csv");
+      if (stream.ok()) **stream << "half a file" << std::flush;
+    }
+    ::_exit(0);
+  }
+  // Not reaped yet: wait until it is a zombie (state Z in /proc/<pid>/stat).
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), 2)
+      << "the result folder and the zombie's staging folder";
+  auto next = OutputDir::Open(dir_.string());
+  ASSERT_TRUE(next.ok());
+  next->reset();
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), 1)
+      << "and a later Open removes it (only the result folder is left)";
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+}
+
 }  // namespace
 }  // namespace servelab
