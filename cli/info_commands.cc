@@ -33,16 +33,22 @@ void ListGpus() {
 }
 
 void ListModels() {
-  std::printf("%-16s %9s %6s %7s %6s %4s %7s %8s %7s\n", "name", "params_B", "layers", "hidden",
-              "heads", "kv", "inter", "context", "vocab");
+  std::printf("%-16s %9s %9s %6s %7s %6s %4s %7s %8s %7s %9s\n", "name", "params_B", "active_B",
+              "layers", "hidden", "heads", "kv", "inter", "context", "vocab", "experts");
   for (const ModelSpec& m : ModelCatalog()) {
-    std::printf("%-16s %9.2f %6d %7d %6d %4d %7d %8d %7d\n", m.name.c_str(),
-                static_cast<double>(m.NumParams()) * 1e-9, m.num_hidden_layers, m.hidden_size,
-                m.num_attention_heads, m.num_key_value_heads, m.intermediate_size,
-                m.max_position_embeddings, m.vocab_size);
+    const std::string experts = m.IsMoe() ? std::to_string(m.num_experts_per_tok) + "/" +
+                                                std::to_string(m.num_experts) + "x" +
+                                                std::to_string(m.ExpertWidth())
+                                          : "-";
+    std::printf("%-16s %9.2f %9.2f %6d %7d %6d %4d %7d %8d %7d %9s\n", m.name.c_str(),
+                static_cast<double>(m.NumParams()) * 1e-9,
+                static_cast<double>(m.NumActiveParams()) * 1e-9, m.num_hidden_layers,
+                m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.intermediate_size,
+                m.max_position_embeddings, m.vocab_size, experts.c_str());
   }
-  std::puts("\nA custom model is a mapping under `model` with config.json keys, optionally\n"
-            "starting from `base: <catalog name>`.");
+  std::puts("\nexperts: per token / per layer x width (mixture of experts). A custom model is\n"
+            "a mapping under `model` with config.json keys, optionally starting from\n"
+            "`base: <catalog name>`.");
 }
 
 void ListPolicies() {

@@ -34,20 +34,39 @@ double DTypeBytes(DType dtype) {
   return 0.0;
 }
 
-int64_t ModelSpec::ParamsPerLayer() const {
+int64_t ModelSpec::AttentionParamsPerLayer() const {
   const int64_t h = hidden_size;
   const int64_t qkv = h * (QDim() + 2 * KvDim()) + (attention_bias ? QDim() + 2 * KvDim() : 0);
   const int64_t o = QDim() * h;
-  const int64_t mlp = 3 * h * int64_t{intermediate_size};
   const int64_t norms = 2 * h;
-  return qkv + o + mlp + norms;
+  return qkv + o + norms;
 }
 
-int64_t ModelSpec::NumParams() const {
-  const int64_t embed = int64_t{vocab_size} * hidden_size;
-  return embed + int64_t{num_hidden_layers} * ParamsPerLayer() + hidden_size +
-         (tie_word_embeddings ? 0 : embed);
+int64_t ModelSpec::DenseMlpParams() const { return 3 * int64_t{hidden_size} * intermediate_size; }
+
+int64_t ModelSpec::MoeMlpParams(bool active) const {
+  const int64_t h = hidden_size;
+  const int64_t experts = active ? num_experts_per_tok : num_experts;
+  return h * num_experts + experts * 3 * h * ExpertWidth() +
+         3 * h * int64_t{shared_expert_intermediate_size};
 }
+
+int64_t ModelSpec::ParamsPerLayer() const { return AttentionParamsPerLayer() + DenseMlpParams(); }
+
+namespace {
+
+int64_t Params(const ModelSpec& m, bool active) {
+  const int64_t embed = int64_t{m.vocab_size} * m.hidden_size;
+  const int64_t layers = int64_t{m.num_hidden_layers} * m.AttentionParamsPerLayer() +
+                         int64_t{m.NumDenseLayers()} * m.DenseMlpParams() +
+                         int64_t{m.NumMoeLayers()} * (m.IsMoe() ? m.MoeMlpParams(active) : 0);
+  return embed + layers + m.hidden_size + (m.tie_word_embeddings ? 0 : embed);
+}
+
+}  // namespace
+
+int64_t ModelSpec::NumParams() const { return Params(*this, /*active=*/false); }
+int64_t ModelSpec::NumActiveParams() const { return Params(*this, /*active=*/true); }
 
 double ModelSpec::KvBytesPerToken(DType kv_dtype) const {
   return static_cast<double>(KvElementsPerToken()) * DTypeBytes(kv_dtype);

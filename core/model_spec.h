@@ -30,9 +30,27 @@ struct ModelSpec {
   bool attention_bias = false;         // Qwen2: biases on q/k/v projections
   double rms_norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  // Mixture of experts (num_experts 0 = a dense SwiGLU MLP in every layer). Each MoE
+  // layer has a router ([h, E]) that sends every token to num_experts_per_tok of its
+  // num_experts SwiGLU experts, each of width moe_intermediate_size (0 = intermediate_size,
+  // as Mixtral's config.json has it), plus an always-on shared expert of width
+  // shared_expert_intermediate_size (0 = none; Qwen2-MoE). The first first_k_dense_replace
+  // layers keep a dense MLP of width intermediate_size (DeepSeek). config.json names:
+  // num_experts (Qwen), num_local_experts (Mixtral), n_routed_experts (DeepSeek).
+  int32_t num_experts = 0;
+  int32_t num_experts_per_tok = 0;
+  int32_t moe_intermediate_size = 0;
+  int32_t shared_expert_intermediate_size = 0;
+  int32_t first_k_dense_replace = 0;
 
   int32_t HeadDim() const {
     return head_dim > 0 ? head_dim : hidden_size / num_attention_heads;
+  }
+  bool IsMoe() const { return num_experts > 0; }
+  int32_t NumMoeLayers() const { return IsMoe() ? num_hidden_layers - first_k_dense_replace : 0; }
+  int32_t NumDenseLayers() const { return num_hidden_layers - NumMoeLayers(); }
+  int32_t ExpertWidth() const {
+    return moe_intermediate_size > 0 ? moe_intermediate_size : intermediate_size;
   }
   int64_t QDim() const { return int64_t{num_attention_heads} * HeadDim(); }
   int64_t KvDim() const { return int64_t{num_key_value_heads} * HeadDim(); }
@@ -54,13 +72,27 @@ struct ModelSpec {
     v.Field("attention_bias", attention_bias);
     v.Field("rms_norm_eps", rms_norm_eps, kPositive);
     v.Field("rope_theta", rope_theta, kPositive);
+    v.Field("num_experts", num_experts, Bounds{0, 1 << 12});
+    v.Field("num_experts_per_tok", num_experts_per_tok, Bounds{0, 1 << 12});
+    v.Field("moe_intermediate_size", moe_intermediate_size, Bounds{0, 1 << 22});
+    v.Field("shared_expert_intermediate_size", shared_expert_intermediate_size, Bounds{0, 1 << 22});
+    v.Field("first_k_dense_replace", first_k_dense_replace, Bounds{0, 1 << 14});
   }
 
-  // Parameters of one decoder layer: q/k/v/o projections (+ q/k/v biases), the SwiGLU
-  // MLP (gate, up, down) and two RMSNorm weight vectors.
+  // Parameters of one decoder layer's attention: q/k/v/o projections (+ q/k/v biases) and
+  // the two RMSNorm weight vectors.
+  int64_t AttentionParamsPerLayer() const;
+  // Of one dense layer's SwiGLU MLP (gate, up, down) and of one MoE layer's: the router,
+  // every expert, the shared expert; `active`: only the experts one token uses.
+  int64_t DenseMlpParams() const;
+  int64_t MoeMlpParams(bool active) const;
+  // Parameters of one dense decoder layer: attention plus the dense MLP.
   int64_t ParamsPerLayer() const;
-  // All parameters: embedding, layers, final norm, and an untied LM head.
+  // All parameters: embedding, layers (every expert), final norm, an untied LM head.
   int64_t NumParams() const;
+  // Those one token's forward pass uses: as NumParams, with num_experts_per_tok experts
+  // per MoE layer (Mixtral-8x7B: 12.9 B of 46.7 B).
+  int64_t NumActiveParams() const;
   // K and V elements one token keeps in the cache, all layers, before any parallel
   // split: 2 * num_hidden_layers * KvDim(). The one KV size formula; the others scale it.
   int64_t KvElementsPerToken() const { return 2 * int64_t{num_hidden_layers} * KvDim(); }

@@ -270,10 +270,36 @@ class Parser {
     if (model.num_attention_heads % model.num_key_value_heads != 0) {
       Fail(Where(key, n), Path(key), "num_attention_heads must be a multiple of num_key_value_heads");
     }
+    if (model.IsMoe() &&
+        (model.num_experts_per_tok < 1 || model.num_experts_per_tok > model.num_experts)) {
+      Fail(Where(key, n), Path(key),
+           "num_experts_per_tok must be in [1, num_experts (" + std::to_string(model.num_experts) +
+               ")], got " + std::to_string(model.num_experts_per_tok));
+    }
+    if (!model.IsMoe() && (model.num_experts_per_tok > 0 || model.moe_intermediate_size > 0 ||
+                           model.shared_expert_intermediate_size > 0 ||
+                           model.first_k_dense_replace > 0)) {
+      Fail(Where(key, n), Path(key), "expert settings without num_experts (a dense model)");
+    }
+    if (model.first_k_dense_replace >= model.num_hidden_layers && model.IsMoe()) {
+      Fail(Where(key, n), Path(key),
+           "first_k_dense_replace " + std::to_string(model.first_k_dense_replace) +
+               " leaves no MoE layer of " + std::to_string(model.num_hidden_layers));
+    }
     if (model.HeadDim() < 1) {
       Fail(Where(key, n), Path(key),
            "hidden_size " + std::to_string(model.hidden_size) + " is less than num_attention_heads " +
                std::to_string(model.num_attention_heads) + ": set head_dim, or fewer heads");
+    }
+    // Parameter counts stay exact in int64 (and in the doubles derived from them).
+    const double h = model.hidden_size, experts = model.IsMoe() ? model.num_experts : 0;
+    const double attention = h * (double(model.QDim()) + 2.0 * double(model.KvDim())) +
+                             double(model.QDim()) * h;
+    const double mlp = 3.0 * h * (double(model.intermediate_size) + experts * model.ExpertWidth() +
+                                  model.shared_expert_intermediate_size) +
+                       h * experts;
+    if ((attention + mlp) * model.num_hidden_layers + 2.0 * model.vocab_size * h > 0x1p53) {
+      Fail(Where(key, n), Path(key), "more than 2^53 parameters: no model is this large");
     }
   }
   void Catalog(const std::string& key, GpuSpec& gpu) {

@@ -7,8 +7,8 @@
 namespace servelab {
 namespace {
 
-// One catalog entry, in config.json terms. head_dim is left 0 (= hidden / heads): it
-// is 128 for every model here, and none of their config.json files overrides it.
+// One catalog entry, in config.json terms. head_dim is 0 (= hidden / heads, 128) for the
+// dense models; Qwen3's config.json sets it.
 struct Arch {
   const char* name;
   int32_t hidden_size;
@@ -22,6 +22,11 @@ struct Arch {
   bool attention_bias;
   double rms_norm_eps;
   double rope_theta;
+  // Mixture of experts (0 = dense) and head_dim where it is not hidden / heads.
+  int32_t num_experts = 0;
+  int32_t num_experts_per_tok = 0;
+  int32_t moe_intermediate_size = 0;  // 0: experts as wide as intermediate_size (Mixtral)
+  int32_t head_dim = 0;
 };
 
 // Sources: config.json of each Hugging Face repository named below.
@@ -52,6 +57,17 @@ constexpr Arch kArchs[] = {
     {"qwen2.5-14b", 5120, 48, 40, 8, 13824, 152064, 32768, false, true, 1e-5, 1000000.0},
     {"qwen2.5-32b", 5120, 64, 40, 8, 27648, 152064, 32768, false, true, 1e-5, 1000000.0},
     {"qwen2.5-72b", 8192, 80, 64, 8, 29568, 152064, 32768, false, true, 1e-5, 1000000.0},
+    // Mixture of experts. mistralai/Mixtral-8x7B-v0.1: 8 experts of width 14336 in every
+    // layer, 2 per token (46.7 B parameters, 12.9 B active).
+    {"mixtral-8x7b", 4096, 32, 32, 8, 14336, 32000, 32768, false, false, 1e-5, 1000000.0, 8, 2},
+    // Qwen/Qwen3-30B-A3B and Qwen3-235B-A22B: 128 experts of width 768 / 1536 in every
+    // layer (decoder_sparse_step 1, no mlp_only_layers), 8 per token, no shared expert,
+    // head_dim 128 (30.5 B / 3.3 B active; 235 B / 22 B active). intermediate_size (6144,
+    // 12288) is the dense width no layer uses.
+    {"qwen3-30b-a3b", 2048, 48, 32, 4, 6144, 151936, 40960, false, false, 1e-6, 1000000.0, 128, 8,
+     768, 128},
+    {"qwen3-235b-a22b", 4096, 94, 64, 4, 12288, 151936, 40960, false, false, 1e-6, 1000000.0, 128,
+     8, 1536, 128},
 };
 
 std::vector<ModelSpec> BuildCatalog() {
@@ -70,6 +86,10 @@ std::vector<ModelSpec> BuildCatalog() {
     m.attention_bias = a.attention_bias;
     m.rms_norm_eps = a.rms_norm_eps;
     m.rope_theta = a.rope_theta;
+    m.num_experts = a.num_experts;
+    m.num_experts_per_tok = a.num_experts_per_tok;
+    m.moe_intermediate_size = a.moe_intermediate_size;
+    m.head_dim = a.head_dim;
     models.push_back(std::move(m));
   }
   return models;

@@ -59,6 +59,11 @@ Status CheckEngineSection(const ExperimentConfig& config) {
                            "(engine.model_path at least)");
   }
   const EngineConfig& engine = config.engine;
+  if (config.model.IsMoe()) {
+    return InvalidArgument(config.Where("model") + ": " + config.model.name +
+                           " is a mixture of experts; the engine runs dense models only (the "
+                           "simulator runs both)");
+  }
   if (engine.weights == EngineWeights::kRandom && engine.device != EngineDevice::kCuda) {
     return InvalidArgument(config.Where("engine.weights") + ": random needs "
                            "engine.device: cuda (for the cpu engine, engine.create_model "

@@ -105,6 +105,12 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
                                                              const DeploymentSpec& deployment) {
   const std::string path = params.GetPath("path");
   SERVELAB_RETURN_IF_ERROR(params.Error());
+  if (deployment.model.IsMoe()) {
+    return InvalidArgument("cost_model: the calibrated model has no mixture-of-experts "
+                           "ops yet (" + deployment.model.name + " has " +
+                           std::to_string(deployment.model.num_experts) +
+                           " experts a layer); use the roofline");
+  }
   auto model = ReadCalibratedModel(path);
   if (!model.ok()) return model.status();
   // The default depends on the model file, so the resolved config records the value used.

@@ -60,7 +60,14 @@ MemoryEstimate EstimateMemory(const ModelSpec& model, const GpuSpec& gpu,
   // Peak activations of the largest forward pass (see the header for the formula).
   const double h = model.hidden_size;
   const double attention_block = (2.0 * model.QDim() + 2.0 * model.KvDim()) / tp;
-  const double mlp_block = 3.0 * model.intermediate_size / tp;
+  // The MLP's widest intermediate, per token: a dense layer's, or a MoE layer's experts
+  // for that token (each token is a row of each of its experts) and the shared expert.
+  const double moe_width = model.IsMoe() ? double(model.num_experts_per_tok) * model.ExpertWidth() +
+                                               model.shared_expert_intermediate_size
+                                         : 0.0;
+  const double mlp_width = model.IsMoe() ? std::max(model.NumDenseLayers() > 0 ? double(model.intermediate_size) : 0.0, moe_width)
+                                         : double(model.intermediate_size);
+  const double mlp_block = 3.0 * mlp_width / tp;
   const double per_token = 2.0 * h + std::max(attention_block, mlp_block);
   const double logits = static_cast<double>(options.max_num_seqs) * model.vocab_size / tp *
                         DTypeBytes(DType::kFp32);

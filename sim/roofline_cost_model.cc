@@ -1,6 +1,7 @@
 #include "sim/roofline_cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "sim/memory.h"
@@ -15,6 +16,12 @@ Status Invalid(const std::string& what) {
 }
 
 }  // namespace
+
+double ExpectedExpertsTouched(int32_t experts, int32_t per_token, double tokens) {
+  if (experts <= 0 || tokens <= 0) return 0;
+  const double e = experts;
+  return e * (1.0 - std::pow(1.0 - per_token / e, tokens));
+}
 
 double TensorPeakTflops(const GpuSpec& gpu, DType dtype) {
   switch (dtype) {
@@ -88,7 +95,23 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
     return Gemm{2.0 * k * n * gemm_s_per_flop, k * n * w * s_per_byte,
                 (k + n) * a * s_per_byte};
   };
-  gemms_ = {gemm(h, q + 2.0 * kv), gemm(q, h), gemm(h, 2.0 * inter), gemm(inter, h)};
+  attention_gemms_ = {gemm(h, q + 2.0 * kv), gemm(q, h)};
+  dense_mlp_gemms_ = {gemm(h, 2.0 * inter), gemm(inter, h)};
+  num_dense_layers_ = m.NumDenseLayers();
+  num_moe_layers_ = m.NumMoeLayers();
+  // MoE: every expert's width splits over the TP group, as vLLM's fused MoE does; the
+  // router is replicated.
+  const double expert = m.ExpertWidth() / tp;
+  const double shared = m.shared_expert_intermediate_size / tp;
+  if (m.IsMoe()) {
+    experts_ = m.num_experts;
+    experts_per_token_ = m.num_experts_per_tok;
+    moe_dense_gemms_ = {gemm(h, m.num_experts), gemm(h, 2.0 * shared), gemm(shared, h)};
+    const Gemm up = gemm(h, 2.0 * expert), down = gemm(expert, h);
+    expert_compute_s_per_row_ = up.compute_s_per_token + down.compute_s_per_token;
+    expert_act_s_per_row_ = up.act_s_per_token + down.act_s_per_token;
+    expert_weight_s_ = up.weight_s + down.weight_s;
+  }
 
   // Attention, one layer: QK^T and PV are 2 FLOPs per (query head, dim, causal pair) each.
   attention_s_per_pair_ = 4.0 * (m.num_attention_heads / tp) * m.HeadDim() * attention_s_per_flop;
@@ -97,8 +120,13 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
 
   // Elementwise bytes per token, one layer: 2 fused residual-add + RMSNorms (read x and
   // the residual, write both: 4h each), RoPE on q and k (read + write), SiLU*mul (read
-  // 2I, write I), KV write (read K and V activations, write them to the cache).
-  const double layer_bytes = 2.0 * (4.0 * h) * a + 2.0 * (q + kv) * a + 3.0 * inter * a +
+  // 2I, write I; in a MoE layer for each of the token's experts and the shared one), KV
+  // write (read K and V activations, write them to the cache).
+  const double mlp_width =  // per layer, the mean over dense and MoE layers
+      m.IsMoe() ? (num_dense_layers_ * inter +
+                   num_moe_layers_ * (m.num_experts_per_tok * expert + shared)) / num_layers_
+                : inter;
+  const double layer_bytes = 2.0 * (4.0 * h) * a + 2.0 * (q + kv) * a + 3.0 * mlp_width * a +
                              2.0 * kv * (a + kvb);
   // Once per step: embedding gather (read a weight row, write it) and the final norm.
   const double step_bytes = h * (w + a) + 2.0 * h * a;
@@ -142,12 +170,28 @@ RooflineBreakdown RooflineCostModel::Breakdown(const StepPlan& plan) const {
   }
   if (tokens <= 0) return b;  // swaps only: the backend's copies are not modelled here
 
-  double gemm_layer_s = 0;
-  for (const Gemm& g : gemms_) {
-    gemm_layer_s += std::max(tokens * g.compute_s_per_token,
-                             g.weight_s + tokens * g.act_s_per_token);
+  auto time = [tokens](const Gemm& g) {
+    return std::max(tokens * g.compute_s_per_token, g.weight_s + tokens * g.act_s_per_token);
+  };
+  double layer_s = 0;  // (summed in this order so that dense models keep their bits)
+  layer_s += time(attention_gemms_[0]);
+  layer_s += time(attention_gemms_[1]);
+  if (num_moe_layers_ == 0) {
+    layer_s += time(dense_mlp_gemms_[0]);
+    layer_s += time(dense_mlp_gemms_[1]);
+    b.gemm_s = num_layers_ * layer_s;
+  } else {
+    b.gemm_s = num_layers_ * layer_s +
+               num_dense_layers_ * (time(dense_mlp_gemms_[0]) + time(dense_mlp_gemms_[1]));
+    const double rows = tokens * experts_per_token_;
+    const double experts_s =
+        std::max(rows * expert_compute_s_per_row_,
+                 ExpectedExpertsTouched(experts_, experts_per_token_, tokens) * expert_weight_s_ +
+                     rows * expert_act_s_per_row_);
+    double moe_s = experts_s;
+    for (const Gemm& g : moe_dense_gemms_) moe_s += g.weight_s > 0 ? time(g) : 0;
+    b.gemm_s += num_moe_layers_ * moe_s;
   }
-  b.gemm_s = num_layers_ * gemm_layer_s;
   b.attention_s = num_layers_ * attention_layer_s;
   b.elementwise_s = tokens * elementwise_s_per_token_;
   if (emitting > 0) {

@@ -53,7 +53,7 @@ struct RooflineOptions {
 
 // Where one step's time goes, in seconds. total_s() is what StepTime rounds to ns.
 struct RooflineBreakdown {
-  double gemm_s = 0;           // the four projection GEMMs, all layers
+  double gemm_s = 0;           // the projection GEMMs (qkv, o, the MLP or the experts), all layers
   double attention_s = 0;      // per-sequence attention, all layers
   double elementwise_s = 0;    // norms, adds, RoPE, SiLU*mul, KV write, embedding, final norm
   double lm_head_s = 0;        // logits for the emitting rows
@@ -67,6 +67,11 @@ struct RooflineBreakdown {
 
 // Dense tensor peak, TFLOP/s, that math in `dtype` runs at on `gpu` (rule above).
 double TensorPeakTflops(const GpuSpec& gpu, DType dtype);
+
+// The expected number of distinct experts `tokens` tokens touch when each picks
+// `per_token` of `experts` uniformly: E (1 - (1 - k/E)^T). A MoE layer reads the weights
+// of those experts only (Mixtral-8x7B at batch 1: 2 of 8; at 64 tokens: all 8).
+double ExpectedExpertsTouched(int32_t experts, int32_t per_token, double tokens);
 
 class RooflineCostModel : public CostModel {
  public:
@@ -91,8 +96,19 @@ class RooflineCostModel : public CostModel {
     double weight_s = 0;             // K*N*weight bytes / (bw * memory_efficiency)
     double act_s_per_token = 0;      // (K+N)*act bytes / (bw * memory_efficiency)
   };
-  std::array<Gemm, 4> gemms_;         // qkv, o, gate|up, down
+  std::array<Gemm, 2> attention_gemms_;  // qkv, o: every layer
+  std::array<Gemm, 2> dense_mlp_gemms_;  // gate|up, down: the dense layers
   double num_layers_ = 0;             // L (all stages)
+  double num_dense_layers_ = 0;       // L for a dense model; first_k_dense_replace for MoE
+  double num_moe_layers_ = 0;
+  // One MoE layer: the router and the shared expert (dense GEMMs over every token), and
+  // the routed experts, each token-row (a token x one of its experts) costed at the
+  // expert GEMMs' rates, the weights of the experts touched read once.
+  std::array<Gemm, 3> moe_dense_gemms_;  // router, shared gate|up, shared down
+  int32_t experts_ = 0, experts_per_token_ = 0;
+  double expert_compute_s_per_row_ = 0;
+  double expert_act_s_per_row_ = 0;
+  double expert_weight_s_ = 0;        // one expert's gate|up and down, per GPU
   double attention_s_per_pair_ = 0;   // one layer, compute side
   double kv_read_s_per_token_ = 0;    // one layer, one cached or new token's K and V
   double qo_s_per_new_token_ = 0;     // one layer, Q in + O out of one new token

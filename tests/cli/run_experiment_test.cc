@@ -45,6 +45,16 @@ TEST(ChooseBackendTest, SimChecksTheMemoryAndEngineNeedsItsSection) {
   config->backend = BackendKind::kEngine;
   EXPECT_THAT(CheckExperiment(*config).message(),
               HasSubstr("backend: engine needs an `engine` section"));
+  auto moe = ParseExperiment("model: mixtral-8x7b\nhardware: {gpu: h100-80gb, tensor_parallel: 2}\n"
+                             "workload: {num_requests: 1}\nbackend: engine\n"
+                             "engine: {model_path: /nonexistent}\n",
+                             "exp.yaml", "/");
+  ASSERT_TRUE(moe.ok()) << moe.status().message();
+  EXPECT_THAT(CheckExperiment(*moe).message(),
+              HasSubstr("exp.yaml:1: model: mixtral-8x7b is a mixture of experts; the engine "
+                        "runs dense models only"));
+  moe->backend = BackendKind::kSim;
+  EXPECT_TRUE(CheckExperiment(*moe).ok()) << CheckExperiment(*moe).message();
   auto cost = ParseExperiment("model: llama-2-7b\nhardware: {gpu: a100-80gb}\n"
                               "workload: {num_requests: 1}\ncost_model: {type: linear, x: 1}\n",
                               "exp.yaml", "/");

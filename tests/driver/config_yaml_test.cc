@@ -364,6 +364,23 @@ TEST(ConfigYamlTest, AnAliasAsAKeyIsRefusedAtItsOwnLine) {
               HasSubstr("exp.yaml:8: scheduler.bogus: unknown key"));
 }
 
+TEST(ConfigYamlTest, ExpertSettingsMustDescribeAMixture) {
+  EXPECT_THAT(ErrorOf(kMinimal, {"model={base: mixtral-8x7b, num_experts_per_tok: 9}"}),
+              HasSubstr("num_experts_per_tok must be in [1, num_experts (8)], got 9"));
+  EXPECT_THAT(ErrorOf(kMinimal, {"model={base: llama-2-7b, num_experts_per_tok: 2}"}),
+              HasSubstr("expert settings without num_experts"));
+  EXPECT_THAT(ErrorOf(kMinimal, {"model={base: mixtral-8x7b, first_k_dense_replace: 32}"}),
+              HasSubstr("leaves no MoE layer of 32"));
+  // The largest sizes each key allows would overflow a parameter count.
+  EXPECT_THAT(ErrorOf(kMinimal, {"model={base: mixtral-8x7b, num_experts: 4096, "
+                                 "moe_intermediate_size: 4194304, num_hidden_layers: 16384}"}),
+              HasSubstr("more than 2^53 parameters"));
+  // A DeepSeek-style mixture: dense first layers, a shared expert.
+  EXPECT_EQ(ErrorOf(kMinimal, {"model={base: mixtral-8x7b, first_k_dense_replace: 1, "
+                               "shared_expert_intermediate_size: 2048}"}),
+            "(parsed fine)");
+}
+
 TEST(ConfigYamlTest, ACustomModelNeedsAHeadDimOfOneOrMore) {
   EXPECT_THAT(ErrorOf(kMinimal, {"model={base: llama-2-7b, hidden_size: 8}"}),
               HasSubstr("hidden_size 8 is less than num_attention_heads 32"));

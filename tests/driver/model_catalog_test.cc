@@ -8,8 +8,39 @@ namespace {
 TEST(ModelCatalogTest, NamesAreTheDocumentedSet) {
   const std::vector<std::string> expected = {
       "llama-2-7b",  "llama-2-13b", "llama-2-70b", "llama-3-8b",  "llama-3-70b", "llama-3.1-8b",
-      "llama-3.1-70b", "llama-3.1-405b", "mistral-7b",  "qwen2.5-7b",  "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b"};
+      "llama-3.1-70b", "llama-3.1-405b", "mistral-7b",  "qwen2.5-7b",  "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b",
+      "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b"};
   EXPECT_EQ(ModelNames(), expected);
+}
+
+// Mixtures of experts: every expert counts toward the total, num_experts_per_tok of them
+// toward the active count; both against the model cards (Mixtral's "46.7B total, 12.9B
+// active", Qwen3's "30.5B / 3.3B" and "235B / 22B"), within 2%: the cards round to two
+// or three figures (Qwen3-30B-A3B counts 3.353 B active here, its card "3.3B").
+TEST(ModelCatalogTest, MoeTotalAndActiveParametersMatchTheModelCards) {
+  const struct {
+    const char* name;
+    double total, active;
+  } cases[] = {{"mixtral-8x7b", 46.7e9, 12.9e9},
+               {"qwen3-30b-a3b", 30.5e9, 3.3e9},
+               {"qwen3-235b-a22b", 235e9, 22e9}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const ModelSpec m = FindModel(c.name).value();
+    EXPECT_TRUE(m.IsMoe());
+    EXPECT_NEAR(static_cast<double>(m.NumParams()) / c.total, 1.0, 0.02);
+    EXPECT_NEAR(static_cast<double>(m.NumActiveParams()) / c.active, 1.0, 0.02);
+  }
+  // By hand for Mixtral: 32 layers of attention (41,943,040), router (32,768) and 8 or 2
+  // experts of 3 x 4096 x 14336, two norms; embedding and LM head of 32000 x 4096.
+  const ModelSpec mixtral = FindModel("mixtral-8x7b").value();
+  const int64_t expert = 3LL * 4096 * 14336, embed = 32000LL * 4096, norms = 2 * 4096;
+  EXPECT_EQ(mixtral.NumParams(), 32 * (41'943'040 + norms + 32'768 + 8 * expert) + 2 * embed + 4096);
+  EXPECT_EQ(mixtral.NumActiveParams(),
+            32 * (41'943'040 + norms + 32'768 + 2 * expert) + 2 * embed + 4096);
+  // A dense model is all active.
+  const ModelSpec llama = FindModel("llama-2-7b").value();
+  EXPECT_EQ(llama.NumActiveParams(), llama.NumParams());
 }
 
 // Published parameter counts (model cards), within 1%.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 
 #include "driver/gpu_catalog.h"
@@ -85,6 +86,39 @@ TEST(RooflineCostModelTest, DecodeGemmsAreMemoryBoundByHand) {
   const RooflineBreakdown b = Llama7bOnA100().Breakdown(Plan().Decode(512).get());
   const double bytes = 32 * (kLayerGemmParams * 2 + (16384 + 8192 + 26112 + 15104) * 2.0);
   EXPECT_NEAR(b.gemm_s, bytes / (kA100Bandwidth * kMemEff), 1e-12);
+}
+
+TEST(RooflineCostModelTest, ExpectedDistinctExpertsUnderUniformRouting) {
+  // E (1 - (1 - k/E)^T): one token touches exactly k; two, k + k (1 - k/E); many, all E.
+  EXPECT_DOUBLE_EQ(ExpectedExpertsTouched(8, 2, 1), 2.0);
+  EXPECT_DOUBLE_EQ(ExpectedExpertsTouched(8, 2, 2), 3.5);  // 8 (1 - 0.75^2)
+  EXPECT_DOUBLE_EQ(ExpectedExpertsTouched(128, 8, 1), 8.0);
+  EXPECT_NEAR(ExpectedExpertsTouched(8, 2, 64), 8.0, 1e-6);
+  EXPECT_NEAR(ExpectedExpertsTouched(128, 8, 60), 128 * (1 - std::pow(1 - 8.0 / 128, 60)), 1e-9);
+  EXPECT_EQ(ExpectedExpertsTouched(8, 2, 0), 0.0);
+  EXPECT_EQ(ExpectedExpertsTouched(0, 0, 10), 0.0);
+}
+
+// Mixtral-8x7B at batch 1 reads two of its eight experts a layer: per layer the
+// attention projections (4096 x (4096 + 2 x 1024) + 4096 x 4096 = 41,943,040), two
+// experts (2 x 3 x 4096 x 14336 = 352,321,536) and the router (4096 x 8 = 32,768), so
+// 32 layers stream 12,617,515,008 bf16 weights: the 12.9 B active parameters less the
+// embedding and LM head. At 64 tokens every expert is read (8 of 8).
+TEST(RooflineCostModelTest, MixtralDecodeReadsTheExpertsItsTokensTouch) {
+  const RooflineCostModel model(RooflineOptions{}, Deployment("mixtral-8x7b", "a100-80gb"));
+  const double one = model.Breakdown(Plan().Decode(512).get()).gemm_s;
+  EXPECT_NEAR(one, 12'617'515'008.0 * 2 / (kA100Bandwidth * kMemEff), 0.002 * one);
+  Plan batch;
+  for (int i = 0; i < 64; ++i) batch.Decode(512);
+  const double many = model.Breakdown(batch.get()).gemm_s;
+  // 32 x (41,943,040 + 8 x 176,160,768 + 32,768) = 46,437,744,640 weights, plus the
+  // activations of 64 tokens (2 experts each), all still memory-bound.
+  const double weights = 46'437'744'640.0 * 2 / (kA100Bandwidth * kMemEff);
+  EXPECT_GT(many, weights * 0.998 * (1 - std::pow(0.75, 64)));
+  EXPECT_LT(many, weights * 1.02);
+  // A dense model of Mixtral's active size would read its whole MLP at any batch; the
+  // MoE model at batch 1 costs about its active share of a batch-64 step's weights.
+  EXPECT_NEAR(one / many, 12'617'515'008.0 / 46'437'744'640.0, 0.01);
 }
 
 TEST(RooflineCostModelTest, DoublingShortDecodesBarelyChangesTheStep) {
