@@ -28,6 +28,22 @@ Status CheckParallelism(const ModelSpec& model, const HardwareConfig& hw,
                            " does not divide the " + std::to_string(model.num_attention_heads) +
                            " attention heads of " + model.name);
   }
+  if (hw.expert_parallel > 1) {
+    if (!model.IsMoe()) {
+      return InvalidArgument(prefix + "expert_parallel: " + std::to_string(hw.expert_parallel) +
+                             ", but " + model.name + " has no experts");
+    }
+    if (hw.expert_parallel != hw.tensor_parallel) {
+      return InvalidArgument(prefix + "expert_parallel: " + std::to_string(hw.expert_parallel) +
+                             " must equal tensor_parallel (" + std::to_string(hw.tensor_parallel) +
+                             "): the experts spread over the GPUs that split attention");
+    }
+    if (model.num_experts % hw.expert_parallel != 0) {
+      return InvalidArgument(prefix + "expert_parallel: " + std::to_string(hw.expert_parallel) +
+                             " does not divide the " + std::to_string(model.num_experts) +
+                             " experts of " + model.name);
+    }
+  }
   if (hw.pipeline_parallel > model.num_hidden_layers) {
     return InvalidArgument(prefix + "pipeline_parallel: " + std::to_string(hw.pipeline_parallel) +
                            " stages for " + std::to_string(model.num_hidden_layers) + " layers");

@@ -25,6 +25,11 @@ struct HardwareConfig {
   GpuSpec gpu;                    // a catalog name (`servelab list gpus`) or a mapping
   int32_t tensor_parallel = 1;    // GPUs splitting each layer (all-reduce per layer)
   int32_t pipeline_parallel = 1;  // GPUs holding consecutive layer stages
+  // Mixture of experts: 1 splits every expert's width over the tensor-parallel GPUs; N
+  // (= tensor_parallel) gives each of them num_experts / N whole experts instead, with
+  // an all-to-all dispatch and combine around every MoE layer (vLLM's
+  // --enable-expert-parallel, SGLang's --ep-size).
+  int32_t expert_parallel = 1;
   double memory_utilization = 0.9;  // fraction of device memory servelab may use (vLLM's)
   double framework_overhead_gib = 1.0;  // CUDA context, allocator slack, graphs (seed: 0.5-2)
   // KV cache blocks per replica; 0 = derived from the memory formula (`servelab memory`).
@@ -38,6 +43,7 @@ struct HardwareConfig {
     v.Catalog("gpu", gpu);
     v.Field("tensor_parallel", tensor_parallel, Bounds{1, 64});
     v.Field("pipeline_parallel", pipeline_parallel, Bounds{1, 64});
+    v.Field("expert_parallel", expert_parallel, Bounds{1, 64});
     v.Field("memory_utilization", memory_utilization, kOpenUnitInterval);
     v.Field("framework_overhead_gib", framework_overhead_gib, Bounds{0, 1e6});
     v.Field("num_gpu_blocks", num_gpu_blocks, Bounds{0, 1 << 24});  // kMaxKvBlocks

@@ -25,6 +25,7 @@ struct DeploymentSpec {
   GpuSpec gpu;
   int32_t tensor_parallel = 1;
   int32_t pipeline_parallel = 1;
+  int32_t expert_parallel = 1;  // 1, or tensor_parallel (HardwareConfig::expert_parallel)
   DType weight_dtype = DType::kBf16;
   DType kv_dtype = DType::kBf16;
   DType activation_dtype = DType::kBf16;

@@ -23,6 +23,14 @@ double ExpectedExpertsTouched(int32_t experts, int32_t per_token, double tokens)
   return e * (1.0 - std::pow(1.0 - per_token / e, tokens));
 }
 
+double ExpertImbalance(int32_t ep, double rows) {
+  if (ep <= 1 || rows <= 0) return 1.0;
+  const double e = ep;
+  const double normal = 1.0 + std::sqrt(2.0 * std::log(e) * (1.0 - 1.0 / e) * e / rows);
+  const double whole_rows = std::ceil(rows / e) * e / rows;  // the busiest has a whole row
+  return std::min(e, std::max(normal, whole_rows));
+}
+
 double TensorPeakTflops(const GpuSpec& gpu, DType dtype) {
   switch (dtype) {
     case DType::kFp8:
@@ -99,9 +107,12 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
   dense_mlp_gemms_ = {gemm(h, 2.0 * inter), gemm(inter, h)};
   num_dense_layers_ = m.NumDenseLayers();
   num_moe_layers_ = m.NumMoeLayers();
-  // MoE: every expert's width splits over the TP group, as vLLM's fused MoE does; the
-  // router is replicated.
-  const double expert = m.ExpertWidth() / tp;
+  // MoE: every expert's width splits over the TP group, as vLLM's fused MoE does, or,
+  // with expert parallelism, each GPU holds num_experts / ep whole experts; the router is
+  // replicated and a shared expert splits over the TP group either way.
+  expert_parallel_ = d.expert_parallel;
+  expert_imbalance_ = config.expert_imbalance;
+  const double expert = d.expert_parallel > 1 ? m.ExpertWidth() : m.ExpertWidth() / tp;
   const double shared = m.shared_expert_intermediate_size / tp;
   if (m.IsMoe()) {
     experts_ = m.num_experts;
@@ -141,8 +152,18 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
           ? 1.0 / (d.gpu.interconnect_gbps * 1e9 * config.interconnect_efficiency)
           : 0.0;
   const double latency_s = config.allreduce_latency_us * 1e-6;
+  if (expert_parallel_ > 1) {
+    // All-to-all around each MoE layer: every GPU sends its 1/ep of the rows, (ep-1)/ep
+    // of them to other GPUs, a hidden vector each, and gets the results back.
+    const double ep = expert_parallel_;
+    all_to_all_s_per_row_ = 2.0 * (ep - 1.0) / (ep * ep) * h * a * link_s_per_byte;
+    all_to_all_latency_s_ = 2.0 * latency_s;
+  }
   if (d.tensor_parallel > 1) {
-    const double allreduces = 2.0 * num_layers_;
+    // One after attention in every layer and one after each TP-split MLP (the MoE
+    // layers' combine replaces theirs under expert parallelism).
+    const double allreduces =
+        expert_parallel_ > 1 ? num_layers_ + num_dense_layers_ : 2.0 * num_layers_;
     allreduce_s_per_token_ = allreduces * 2.0 * (tp - 1.0) / tp * h * a * link_s_per_byte;
     allreduce_latency_s_ = allreduces * latency_s;
   }
@@ -183,11 +204,17 @@ RooflineBreakdown RooflineCostModel::Breakdown(const StepPlan& plan) const {
   } else {
     b.gemm_s = num_layers_ * layer_s +
                num_dense_layers_ * (time(dense_mlp_gemms_[0]) + time(dense_mlp_gemms_[1]));
+    // Per GPU: all rows at 1/tp of every expert, or (EP) the busiest GPU's rows and its
+    // share of the experts touched.
     const double rows = tokens * experts_per_token_;
+    const double ep = expert_parallel_;
+    const double imbalance =
+        expert_imbalance_ > 0 ? expert_imbalance_ : ExpertImbalance(expert_parallel_, rows);
+    const double gpu_rows = expert_parallel_ > 1 ? rows / ep * imbalance : rows;
+    const double touched = ExpectedExpertsTouched(experts_, experts_per_token_, tokens) / ep;
     const double experts_s =
-        std::max(rows * expert_compute_s_per_row_,
-                 ExpectedExpertsTouched(experts_, experts_per_token_, tokens) * expert_weight_s_ +
-                     rows * expert_act_s_per_row_);
+        std::max(gpu_rows * expert_compute_s_per_row_,
+                 touched * expert_weight_s_ + gpu_rows * expert_act_s_per_row_);
     double moe_s = experts_s;
     for (const Gemm& g : moe_dense_gemms_) moe_s += g.weight_s > 0 ? time(g) : 0;
     b.gemm_s += num_moe_layers_ * moe_s;
@@ -200,6 +227,10 @@ RooflineBreakdown RooflineCostModel::Breakdown(const StepPlan& plan) const {
   }
   b.communication_s = tokens * (allreduce_s_per_token_ + transfer_s_per_token_) +
                       allreduce_latency_s_ + transfer_latency_s_;
+  if (expert_parallel_ > 1) {
+    b.communication_s += num_moe_layers_ * (tokens * experts_per_token_ * all_to_all_s_per_row_ +
+                                            all_to_all_latency_s_);
+  }
   return b;
 }
 
@@ -220,6 +251,14 @@ StatusOr<std::unique_ptr<CostModel>> MakeRooflineCostModel(ParamReader& params,
   o.allreduce_latency_us =
       params.GetDouble("allreduce_latency_us", o.allreduce_latency_us, Bounds{0, 1e9});
   o.step_overhead_ms = params.GetDouble("step_overhead_ms", o.step_overhead_ms, Bounds{0, 1e6});
+  o.expert_imbalance = params.GetDouble("expert_imbalance", o.expert_imbalance, Bounds{0, 64});
+  if (o.expert_imbalance > 0 && o.expert_imbalance < 1) {
+    std::string where;
+    for (const Param& p : params.Named().params) where = p.key == "expert_imbalance" ? p.where : where;
+    return InvalidArgument(where + ": " + params.Named().path +
+                           ".expert_imbalance: the busiest GPU carries at least the mean load: 0 "
+                           "(derived from uniform routing) or >= 1");
+  }
   SERVELAB_RETURN_IF_ERROR(params.Finish());
   SERVELAB_RETURN_IF_ERROR(RooflineCostModel::Validate(deployment));
   return std::unique_ptr<CostModel>(std::make_unique<RooflineCostModel>(o, deployment));

@@ -49,6 +49,9 @@ struct RooflineOptions {
   double interconnect_efficiency = 0.8;  // fraction of link bandwidth all-reduce reaches, (0, 1]
   double allreduce_latency_us = 10.0;    // fixed cost per all-reduce (launch, sync), >= 0
   double step_overhead_ms = 0.5;         // per iteration: scheduling, launches, sampling, >= 0
+  // Expert parallelism: the busiest GPU's share of a MoE layer's token x expert rows over
+  // the mean share, >= 1; 0 = derived from uniform routing (ExpertImbalance).
+  double expert_imbalance = 0;
 };
 
 // Where one step's time goes, in seconds. total_s() is what StepTime rounds to ns.
@@ -57,7 +60,7 @@ struct RooflineBreakdown {
   double attention_s = 0;      // per-sequence attention, all layers
   double elementwise_s = 0;    // norms, adds, RoPE, SiLU*mul, KV write, embedding, final norm
   double lm_head_s = 0;        // logits for the emitting rows
-  double communication_s = 0;  // TP all-reduces and PP stage transfers
+  double communication_s = 0;  // TP all-reduces, PP stage transfers, EP all-to-alls
   double overhead_s = 0;       // step_overhead_ms
 
   double total_s() const {
@@ -72,6 +75,12 @@ double TensorPeakTflops(const GpuSpec& gpu, DType dtype);
 // `per_token` of `experts` uniformly: E (1 - (1 - k/E)^T). A MoE layer reads the weights
 // of those experts only (Mixtral-8x7B at batch 1: 2 of 8; at 64 tokens: all 8).
 double ExpectedExpertsTouched(int32_t experts, int32_t per_token, double tokens);
+
+// Under expert parallelism over `ep` GPUs, the busiest GPU's rows over the mean when
+// `rows` token x expert rows land uniformly at random: the normal approximation of the
+// largest of `ep` binomial loads, 1 + sqrt(2 ln(ep) (1 - 1/ep) ep / rows), and at least
+// a whole row (ceil(rows / ep) over the mean), at most ep. 1 for ep = 1.
+double ExpertImbalance(int32_t ep, double rows);
 
 class RooflineCostModel : public CostModel {
  public:
@@ -106,6 +115,10 @@ class RooflineCostModel : public CostModel {
   // expert GEMMs' rates, the weights of the experts touched read once.
   std::array<Gemm, 3> moe_dense_gemms_;  // router, shared gate|up, shared down
   int32_t experts_ = 0, experts_per_token_ = 0;
+  int32_t expert_parallel_ = 1;
+  double expert_imbalance_ = 0;       // RooflineOptions::expert_imbalance
+  double all_to_all_s_per_row_ = 0;   // EP: one MoE layer's dispatch + combine, per row
+  double all_to_all_latency_s_ = 0;   // EP: one MoE layer's two collectives
   double expert_compute_s_per_row_ = 0;
   double expert_act_s_per_row_ = 0;
   double expert_weight_s_ = 0;        // one expert's gate|up and down, per GPU

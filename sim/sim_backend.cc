@@ -21,6 +21,7 @@ DeploymentSpec DeploymentOf(const ExperimentConfig& config) {
   d.gpu = config.hardware.gpu;
   d.tensor_parallel = config.hardware.tensor_parallel;
   d.pipeline_parallel = config.hardware.pipeline_parallel;
+  d.expert_parallel = config.hardware.expert_parallel;
   d.weight_dtype = config.precision.weights;
   d.kv_dtype = config.precision.kv_cache;
   return d;

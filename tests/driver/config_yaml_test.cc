@@ -390,3 +390,26 @@ TEST(ConfigYamlTest, ACustomModelNeedsAHeadDimOfOneOrMore) {
 
 }  // namespace
 }  // namespace servelab
+
+namespace servelab {
+namespace {
+
+TEST(ExperimentTest, ExpertParallelismSplitsTheExpertsOfTheTensorParallelGpus) {
+  const auto error = [](const std::vector<std::string>& sets) {
+    auto c = ParseExperiment(kMinimal, "exp.yaml", "/", sets);
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    return c.ok() ? PrepareExperiment(*c).status().message() : std::string();
+  };
+  EXPECT_THAT(error({"hardware.tensor_parallel=2", "hardware.expert_parallel=2"}),
+              HasSubstr("hardware.expert_parallel: 2, but llama-2-7b has no experts"));
+  EXPECT_THAT(error({"model=mixtral-8x7b", "hardware.tensor_parallel=2", "hardware.expert_parallel=4"}),
+              HasSubstr("4 must equal tensor_parallel (2)"));
+  EXPECT_THAT(error({"model={base: mixtral-8x7b, num_experts: 6}", "hardware.tensor_parallel=4",
+                     "hardware.expert_parallel=4"}),
+              HasSubstr("4 does not divide the 6 experts"));
+  EXPECT_EQ(error({"model=mixtral-8x7b", "hardware.tensor_parallel=2", "hardware.expert_parallel=2"}),
+            "");
+}
+
+}  // namespace
+}  // namespace servelab

@@ -121,6 +121,53 @@ TEST(RooflineCostModelTest, MixtralDecodeReadsTheExpertsItsTokensTouch) {
   EXPECT_NEAR(one / many, 12'617'515'008.0 / 46'437'744'640.0, 0.01);
 }
 
+TEST(RooflineCostModelTest, ExpertImbalanceOfUniformRouting) {
+  EXPECT_EQ(ExpertImbalance(1, 100), 1.0);
+  // ep 2, 100 rows: 1 + sqrt(2 ln 2 x (1 - 1/2) x 2 / 100) = 1.117741.
+  EXPECT_NEAR(ExpertImbalance(2, 100), 1.117741, 1e-6);
+  EXPECT_LT(ExpertImbalance(8, 1e6), 1.01);  // many rows even out
+  EXPECT_EQ(ExpertImbalance(8, 1), 8.0);      // one row: one GPU does all of it
+  EXPECT_GE(ExpertImbalance(8, 4), 2.0);      // 4 rows: the busiest has at least 1, mean 1/2
+}
+
+DeploymentSpec MixtralOnH100(int32_t ep) {
+  DeploymentSpec d = Deployment("mixtral-8x7b", "h100-80gb", 2);
+  d.expert_parallel = ep;
+  return d;
+}
+
+// Expert parallelism over the two TP GPUs, by hand for one decode token (2 rows): each
+// MoE layer's dispatch + combine moves 2 rows x 2 x (1/2)/2 x 4096 x 2 bytes = 8,192
+// bytes, exactly what the MLP all-reduce it replaces moved (2 x (1/2) x 4096 x 2), but as
+// two collectives instead of one: 32 layers x 10 us more latency.
+TEST(RooflineCostModelTest, ExpertParallelAllToAllByHand) {
+  const RooflineCostModel tp(RooflineOptions{}, MixtralOnH100(1));
+  const RooflineCostModel ep(RooflineOptions{}, MixtralOnH100(2));
+  Plan one;
+  one.Decode(100);
+  EXPECT_NEAR(ep.Breakdown(one.get()).communication_s - tp.Breakdown(one.get()).communication_s,
+              32 * 10e-6, 1e-12);
+  // At 64 tokens: 128 rows, 4096 bytes a row each way per layer, against 8192 bytes a
+  // token for the all-reduce: the same bytes again (top-2 over 2 GPUs), plus latency.
+  Plan batch;
+  for (int i = 0; i < 64; ++i) batch.Decode(100);
+  const double link = 450e9 * 0.8;
+  const double a2a = 32 * (128 * 4096.0 / link + 20e-6);
+  const double allreduce = 32 * (64 * 8192.0 / link + 10e-6);
+  EXPECT_NEAR(ep.Breakdown(batch.get()).communication_s - tp.Breakdown(batch.get()).communication_s,
+              a2a - allreduce, 1e-12);
+  // With a perfect balance the experts' FLOPs and weight bytes per GPU are those of
+  // splitting each expert's width (half the rows at full width, or all rows at half
+  // width); only the rows' hidden vectors are read on one GPU instead of both (0.07%).
+  RooflineOptions balanced;
+  balanced.expert_imbalance = 1;
+  const RooflineCostModel even(balanced, MixtralOnH100(2));
+  EXPECT_LT(even.Breakdown(batch.get()).gemm_s, tp.Breakdown(batch.get()).gemm_s);
+  EXPECT_NEAR(even.Breakdown(batch.get()).gemm_s / tp.Breakdown(batch.get()).gemm_s, 1.0, 0.002);
+  // Uniform routing's imbalance makes the busiest GPU slower, never faster.
+  EXPECT_GE(ep.Breakdown(batch.get()).gemm_s, even.Breakdown(batch.get()).gemm_s);
+}
+
 TEST(RooflineCostModelTest, DoublingShortDecodesBarelyChangesTheStep) {
   const RooflineCostModel model = Llama7bOnA100();
   Plan eight, sixteen;
