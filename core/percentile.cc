@@ -94,12 +94,28 @@ void WeightedSample::Add(double value, int64_t count) {
 }
 
 void WeightedSample::Compact() {
-  if (sorted_) {
-    // Ascending already; equal neighbours were merged by Add.
-    return;
+  if (!sorted_) {
+    // The prefix is sorted already: sort the tail added since, merge the two runs, then
+    // merge equal neighbours (O(tail log tail + size), not a sort of everything).
+    const auto by_value = [](const WeightedValue& x, const WeightedValue& y) {
+      return x.value < y.value;
+    };
+    const auto middle = values_.begin() + static_cast<std::ptrdiff_t>(merged_);
+    std::sort(middle, values_.end(), by_value);
+    std::inplace_merge(values_.begin(), middle, values_.end(), by_value);
+    size_t out = 0;
+    for (const WeightedValue& v : values_) {
+      if (out > 0 && values_[out - 1].value == v.value) {
+        values_[out - 1].count += v.count;
+      } else {
+        values_[out++] = v;
+      }
+    }
+    values_.resize(out);
+    sorted_ = true;
   }
-  SortAndMerge(values_);
-  sorted_ = true;
+  // Ascending; equal neighbours were merged here or by Add.
+  merged_ = values_.size();
 }
 
 std::span<const WeightedValue> WeightedSample::Sorted() {

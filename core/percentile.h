@@ -52,6 +52,7 @@ class WeightedSample {
   std::vector<WeightedValue> values_;
   int64_t total_ = 0;
   size_t compact_at_ = 1 << 16;  // pairs; doubles with the distinct values kept
+  size_t merged_ = 0;  // values_[0, merged_) is sorted and merged (the last compaction's)
   bool sorted_ = true;
 };
 
