@@ -22,25 +22,37 @@ Status CheckExperiment(const ExperimentConfig& config) {
   return backends.ok() ? Status::Ok() : backends.status();
 }
 
-StatusOr<RunSummary> RunExperimentToFolder(const ExperimentConfig& config, const std::string& dir,
-                                           bool progress) {
+namespace {
+
+// `config` with output.dir = `dir`, prepared, and its backend chosen (its cost model
+// resolved): what a run into `dir` starts from.
+struct Located {
+  PreparedExperiment prepared;
+  BackendFactory backends;
+};
+StatusOr<Located> Locate(const ExperimentConfig& config, const std::string& dir) {
   ExperimentConfig located = config;
   located.output.dir = dir;
   auto prepared = PrepareExperiment(located);
   if (!prepared.ok()) return prepared.status();
   auto backends = ChooseBackend(*prepared);
   if (!backends.ok()) return backends.status();
-  return RunToFolder(*prepared, *backends, progress);
+  return Located{std::move(prepared).value(), std::move(backends).value()};
+}
+
+}  // namespace
+
+StatusOr<RunSummary> RunExperimentToFolder(const ExperimentConfig& config, const std::string& dir,
+                                           bool progress) {
+  auto run = Locate(config, dir);
+  if (!run.ok()) return run.status();
+  return RunToFolder(run->prepared, run->backends, progress);
 }
 
 StatusOr<std::string> ResolvedConfigOf(const ExperimentConfig& config, const std::string& dir) {
-  ExperimentConfig located = config;
-  located.output.dir = dir;
-  auto prepared = PrepareExperiment(located);
-  if (!prepared.ok()) return prepared.status();
-  auto backends = ChooseBackend(*prepared);
-  if (!backends.ok()) return backends.status();
-  return EmitResolvedConfig(prepared->config);
+  auto run = Locate(config, dir);
+  if (!run.ok()) return run.status();
+  return EmitResolvedConfig(run->prepared.config);
 }
 
 StatusOr<RunSummary> RunExperimentInMemory(const ExperimentConfig& config) {

@@ -74,36 +74,32 @@ StatusOr<RateSearch> SearchMaxRate(const ProbeFn& probe, const PlanConfig& plan)
   }
   double lo = plan.min_rate;
   s.best = std::move(first).value();
-  // Bracket: double until a rate misses, or max_rate meets.
   std::optional<double> hi;
+  // Probes `rate`: the bracket's low end moves up to it when it meets, the high end down
+  // to it when it misses.
+  auto narrow = [&](double rate) -> Status {
+    auto p = at(rate);
+    if (!p.ok()) return p.status();
+    if (p->verdict.meets) {
+      lo = rate;
+      s.best = std::move(p).value();
+    } else {
+      hi = rate;
+      s.lowest_miss = std::move(p).value();
+    }
+    return Status::Ok();
+  };
+  // Bracket: double until a rate misses, or max_rate meets.
   for (int i = 0; i < kMaxSteps && !hi; ++i) {
     if (lo >= plan.max_rate) {
       s.at_max_rate = true;
       break;
     }
-    const double next = std::min(lo * 2, plan.max_rate);
-    auto p = at(next);
-    if (!p.ok()) return p.status();
-    if (p->verdict.meets) {
-      lo = next;
-      s.best = std::move(p).value();
-    } else {
-      hi = next;
-      s.lowest_miss = std::move(p).value();
-    }
+    SERVELAB_RETURN_IF_ERROR(narrow(std::min(lo * 2, plan.max_rate)));
   }
   // Bisect in log space: the bracket's ratio halves (in its logarithm) each probe.
   for (int i = 0; i < kMaxSteps && hi && *hi > lo * (1 + plan.tolerance); ++i) {
-    const double mid = std::sqrt(lo * *hi);
-    auto p = at(mid);
-    if (!p.ok()) return p.status();
-    if (p->verdict.meets) {
-      lo = mid;
-      s.best = std::move(p).value();
-    } else {
-      hi = mid;
-      s.lowest_miss = std::move(p).value();
-    }
+    SERVELAB_RETURN_IF_ERROR(narrow(std::sqrt(lo * *hi)));
   }
   s.max_rate = lo;
   return s;

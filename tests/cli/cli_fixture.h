@@ -8,8 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace servelab::testing {
 
@@ -24,6 +26,31 @@ inline std::string ReadFile(const std::filesystem::path& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Every regular file under `dir` (hidden ones too), by relative path, with its bytes.
+inline std::map<std::string, std::string> Tree(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) {
+      files[std::filesystem::relative(e.path(), dir).string()] = ReadFile(e.path());
+    }
+  }
+  return files;
+}
+
+// The files that differ between two trees, by name (not their contents: gtest would diff
+// megabytes of CSV line by line).
+inline std::vector<std::string> Differences(const std::map<std::string, std::string>& a,
+                                            const std::map<std::string, std::string>& b) {
+  std::vector<std::string> names;
+  for (const auto& [name, text] : a) {
+    if (!b.count(name) || b.at(name) != text) names.push_back(name);
+  }
+  for (const auto& [name, text] : b) {
+    if (!a.count(name)) names.push_back(name + " (only in the second)");
+  }
+  return names;
 }
 
 // A fresh folder per test (named after the suite, the test and the process, so parallel

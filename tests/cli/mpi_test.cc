@@ -17,7 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::CliResult;
+using testing::Differences;
 using testing::ReadFile;
+using testing::Tree;
 
 constexpr const char* kGrid = R"(name: mpi_grid
 seed: 9
@@ -34,29 +36,6 @@ sweep:
   hardware.gpu: [a100-80gb, h100-80gb]
   scheduler.max_num_seqs: [16, 64, 256]
 )";
-
-// The files that differ between two trees, by name (not their contents: gtest would diff
-// megabytes of CSV line by line).
-std::vector<std::string> Differences(const std::map<std::string, std::string>& a,
-                                     const std::map<std::string, std::string>& b) {
-  std::vector<std::string> names;
-  for (const auto& [name, text] : a) {
-    if (!b.count(name) || b.at(name) != text) names.push_back(name);
-  }
-  for (const auto& [name, text] : b) {
-    if (!a.count(name)) names.push_back(name + " (only in the second)");
-  }
-  return names;
-}
-
-// Every file under `dir`, by relative path.
-std::map<std::string, std::string> Tree(const fs::path& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = ReadFile(e.path());
-  }
-  return files;
-}
 
 class MpiTest : public testing::CliFixture {
  protected:

@@ -26,6 +26,21 @@ std::map<std::string, std::string> Tree(const fs::path& dir) {
   return files;
 }
 
+// A child process that opens `dir`, writes half a file and exits as if killed (no
+// destructor, no commit): its staging folder stays behind. Returns its pid (not reaped).
+pid_t StageHalfAFileAndDie(const fs::path& dir) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    auto out = OutputDir::Open(dir.string());
+    if (out.ok()) {
+      auto stream = (*out)->Stream("requests.csv");
+      if (stream.ok()) **stream << "half a file" << std::flush;
+    }
+    ::_exit(0);
+  }
+  return child;
+}
+
 class OutputDirTest : public testing::Test {
  protected:
   void SetUp() override {
@@ -59,16 +74,8 @@ TEST_F(OutputDirTest, AKilledRunLeavesTheEarlierResultAsItWas) {
     ASSERT_TRUE((*out)->Commit().ok());
   }
   const auto before = Tree(dir_);
-  const pid_t child = ::fork();
+  const pid_t child = StageHalfAFileAndDie(dir_);
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    auto out = OutputDir::Open(dir_.string());
-    if (out.ok()) {
-      auto stream = (*out)->Stream("requests.csv");
-      if (stream.ok()) **stream << "half a file" << std::flush;
-    }
-    ::_exit(0);  // as if killed: no destructor, no commit
-  }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_EQ(Tree(dir_), before);
@@ -87,16 +94,8 @@ TEST_F(OutputDirTest, AKilledRunLeavesTheEarlierResultAsItWas) {
 // A run killed while its parent does not reap it (a container's init often never does)
 // stays a zombie: it still has its pid, but its staging folder is a leftover all the same.
 TEST_F(OutputDirTest, AZombiesStagingFolderIsALeftover) {
-  const pid_t child = ::fork();
+  const pid_t child = StageHalfAFileAndDie(dir_);
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    auto out = OutputDir::Open(dir_.string());
-    if (out.ok()) {
-      auto stream = (*out)->Stream("requests.csv");
-      if (stream.ok()) **stream << "half a file" << std::flush;
-    }
-    ::_exit(0);
-  }
   // Not reaped yet: wait until it is a zombie (state Z in /proc/<pid>/stat).
   siginfo_t info{};
   ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
