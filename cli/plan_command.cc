@@ -93,6 +93,7 @@ Status RecordSearch(const std::filesystem::path& path, const ExperimentConfig& c
   nlohmann::ordered_json record;
   record["config"] = EmitResolvedConfig(config);
   record["plan"] = nlohmann::ordered_json::parse(plan_json);
+  if (record["plan"].value("code", -1) != static_cast<int>(StatusCode::kOk)) return Status::Ok();
   auto folder = OutputDir::Open(path.parent_path().string());
   if (!folder.ok()) return folder.status();
   SERVELAB_RETURN_IF_ERROR((*folder)->WriteFile(path.filename().string(), record.dump(1) + "\n"));
@@ -143,8 +144,6 @@ int PlanCommand(const std::vector<std::string>& args) {
     if (Status s = CheckTargets(point.config); !s.ok()) return Report(s);
   }
   const std::string dir = out_dir.empty() ? base.output.dir : out_dir;
-  auto folder = OutputDir::Open(dir);
-  if (!folder.ok()) return Report(folder.status());
 
   const size_t n = candidates->points.size();
   // Candidates an earlier, interrupted plan into `dir` already searched (rank 0 decides).
@@ -170,7 +169,9 @@ int PlanCommand(const std::vector<std::string>& args) {
       n, ResolveJobs(jobs),
       [&](size_t i) { return PlanCandidate(candidates->points[i].config).ToJson().dump(); },
       [&](size_t i, const std::string& result, size_t done) {
-        // Recorded at once, so that a plan interrupted later resumes past it.
+        // A search is recorded at once, so that a plan interrupted later resumes past it.
+        // (A candidate that cannot run is not: checking it again costs nothing, and bad
+        // input writes nothing.)
         if (Status s = RecordSearch(record_of(i), candidates->points[i].config, result); !s.ok()) {
           recorded = s;
         }
@@ -218,6 +219,8 @@ int PlanCommand(const std::vector<std::string>& args) {
     within = MostWithin(plans, plan.budget_per_month, plan.hours_per_month);
   }
   const std::string markdown = PlanMarkdown(*candidates, plans, base, cheapest, within);
+  auto folder = OutputDir::Open(dir);
+  if (!folder.ok()) return Report(folder.status());
   Status written = (*folder)->WriteFile("plan.csv", PlanCsv(*candidates, plans));
   if (written.ok()) written = (*folder)->WriteFile("plan.md", markdown);
   if (written.ok()) written = (*folder)->Commit();
