@@ -4,6 +4,7 @@
 // place that reads YAML; it visits these fields through VisitFields.
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/fields.h"
 #include "core/model_spec.h"
@@ -21,6 +22,26 @@ inline constexpr EnumName<DType> kWeightDTypeNames[] = {
 inline constexpr EnumName<DType> kKvDTypeNames[] = {
     {"fp16", DType::kFp16}, {"bf16", DType::kBf16}, {"fp8", DType::kFp8}};
 
+// The network between nodes, per GPU and direction (one NIC per GPU, as in DGX H100):
+// nominal link rates (Gb/s / 8), and an assumed extra cost per collective that crosses
+// nodes (NIC, switch, protocol) on top of cost_model.allreduce_latency_us.
+struct NetworkSpec {
+  std::string_view name;
+  double bandwidth_gbps;  // GB/s
+  double latency_us;
+};
+inline constexpr NetworkSpec kNetworks[] = {
+    {"ib-ndr", 50.0, 10.0},    // InfiniBand NDR, 400 Gb/s
+    {"ib-hdr", 25.0, 10.0},    // InfiniBand HDR, 200 Gb/s
+    {"roce-400", 50.0, 15.0},  // RoCE v2 over 400 GbE
+    {"eth-100", 12.5, 25.0},   // 100 GbE, TCP
+};
+enum class Network : uint8_t { kIbNdr, kIbHdr, kRoce400, kEth100 };
+inline constexpr EnumName<Network> kNetworkNames[] = {{"ib-ndr", Network::kIbNdr},
+                                                      {"ib-hdr", Network::kIbHdr},
+                                                      {"roce-400", Network::kRoce400},
+                                                      {"eth-100", Network::kEth100}};
+
 struct HardwareConfig {
   GpuSpec gpu;                    // a catalog name (`servelab list gpus`) or a mapping
   int32_t tensor_parallel = 1;    // GPUs splitting each layer (all-reduce per layer)
@@ -37,6 +58,21 @@ struct HardwareConfig {
   // Host memory per GPU for swapped-out KV blocks (scheduler.preemption: swap); vLLM's
   // default is 4 GiB.
   double swap_space_gib = 4.0;
+  // Nodes: a replica's GPUs fill nodes of gpus_per_node in order, pipeline stage by
+  // stage. A tensor-parallel (or expert-parallel) group larger than a node, and a stage
+  // boundary between nodes, use the network instead of the GPU link; its figures are
+  // the named network's unless network_gbps / network_latency_us (0 = the network's)
+  // override them.
+  int32_t gpus_per_node = 8;
+  Network network = Network::kIbNdr;
+  double network_gbps = 0;
+  double network_latency_us = 0;
+
+  const NetworkSpec& NetworkFigures() const { return kNetworks[static_cast<size_t>(network)]; }
+  double NetworkGbps() const { return network_gbps > 0 ? network_gbps : NetworkFigures().bandwidth_gbps; }
+  double NetworkLatencyUs() const {
+    return network_latency_us > 0 ? network_latency_us : NetworkFigures().latency_us;
+  }
 
   template <class V>
   void VisitFields(V& v) {
@@ -48,6 +84,10 @@ struct HardwareConfig {
     v.Field("framework_overhead_gib", framework_overhead_gib, Bounds{0, 1e6});
     v.Field("num_gpu_blocks", num_gpu_blocks, Bounds{0, 1 << 24});  // kMaxKvBlocks
     v.Field("swap_space_gib", swap_space_gib, Bounds{0, 1e6});
+    v.Field("gpus_per_node", gpus_per_node, Bounds{1, 1 << 16});
+    v.Enum("network", network, EnumNames<Network>(kNetworkNames));
+    v.Field("network_gbps", network_gbps, Bounds{0, 1e7});
+    v.Field("network_latency_us", network_latency_us, Bounds{0, 1e6});
   }
 };
 

@@ -26,6 +26,10 @@ struct DeploymentSpec {
   int32_t tensor_parallel = 1;
   int32_t pipeline_parallel = 1;
   int32_t expert_parallel = 1;  // 1, or tensor_parallel (HardwareConfig::expert_parallel)
+  // Nodes (HardwareConfig): the replica's GPUs fill nodes in order, stage by stage.
+  int32_t gpus_per_node = 8;
+  double network_gbps = 50;       // between nodes, per GPU and direction, GB/s
+  double network_latency_us = 10;  // extra per collective or transfer that crosses nodes
   DType weight_dtype = DType::kBf16;
   DType kv_dtype = DType::kBf16;
   DType activation_dtype = DType::kBf16;

@@ -31,6 +31,22 @@ double ExpertImbalance(int32_t ep, double rows) {
   return std::min(e, std::max(normal, whole_rows));
 }
 
+int32_t StageBoundariesCrossingNodes(int32_t tp, int32_t pp, int32_t gpus_per_node) {
+  int32_t crossing = 0;
+  for (int64_t s = 0; s + 1 < pp; ++s) {
+    const int64_t last = (s + 1) * tp - 1, next = (s + 1) * tp;  // GPUs either side
+    crossing += last / gpus_per_node != next / gpus_per_node ? 1 : 0;
+  }
+  return crossing;
+}
+
+bool TensorGroupsCrossNodes(int32_t tp, int32_t pp, int32_t gpus_per_node) {
+  for (int64_t s = 0; s < pp; ++s) {
+    if (s * tp / gpus_per_node != ((s + 1) * tp - 1) / gpus_per_node) return true;
+  }
+  return false;
+}
+
 double TensorPeakTflops(const GpuSpec& gpu, DType dtype) {
   switch (dtype) {
     case DType::kFp8:
@@ -67,6 +83,10 @@ Status RooflineCostModel::Validate(const DeploymentSpec& d) {
   if (d.pipeline_parallel > m.num_hidden_layers) {
     return Invalid("pipeline_parallel " + std::to_string(d.pipeline_parallel) +
                    " exceeds num_hidden_layers " + std::to_string(m.num_hidden_layers));
+  }
+  if (!(d.network_gbps > 0) || !(d.network_latency_us >= 0) || d.gpus_per_node < 1) {
+    return Invalid("the network needs network_gbps > 0, network_latency_us >= 0 and "
+                   "gpus_per_node >= 1");
   }
   if ((d.tensor_parallel > 1 || d.pipeline_parallel > 1) && d.gpu.interconnect_gbps <= 0) {
     return Invalid("GPU '" + d.gpu.name +
@@ -147,17 +167,25 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
   lm_head_ = Gemm{2.0 * h * vocab * gemm_s_per_flop, h * vocab * w * s_per_byte,
                   (h * a + vocab * kFp32LogitBytes) * s_per_byte};
 
-  const double link_s_per_byte =
+  const double nvlink_s_per_byte =
       d.gpu.interconnect_gbps > 0
           ? 1.0 / (d.gpu.interconnect_gbps * 1e9 * config.interconnect_efficiency)
           : 0.0;
+  const double network_s_per_byte = 1.0 / (d.network_gbps * 1e9 * config.interconnect_efficiency);
+  const double network_latency_s = d.network_latency_us * 1e-6;
   const double latency_s = config.allreduce_latency_us * 1e-6;
+  // A TP (= EP) group on more than one node runs its collectives over the network: a
+  // ring's time is its slowest hop's.
+  tp_crosses_nodes_ =
+      TensorGroupsCrossNodes(d.tensor_parallel, d.pipeline_parallel, d.gpus_per_node);
+  const double link_s_per_byte = tp_crosses_nodes_ ? network_s_per_byte : nvlink_s_per_byte;
+  const double collective_latency_s = latency_s + (tp_crosses_nodes_ ? network_latency_s : 0.0);
   if (expert_parallel_ > 1) {
     // All-to-all around each MoE layer: every GPU sends its 1/ep of the rows, (ep-1)/ep
     // of them to other GPUs, a hidden vector each, and gets the results back.
     const double ep = expert_parallel_;
     all_to_all_s_per_row_ = 2.0 * (ep - 1.0) / (ep * ep) * h * a * link_s_per_byte;
-    all_to_all_latency_s_ = 2.0 * latency_s;
+    all_to_all_latency_s_ = 2.0 * collective_latency_s;
   }
   if (d.tensor_parallel > 1) {
     // One after attention in every layer and one after each TP-split MLP (the MoE
@@ -165,11 +193,22 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
     const double allreduces =
         expert_parallel_ > 1 ? num_layers_ + num_dense_layers_ : 2.0 * num_layers_;
     allreduce_s_per_token_ = allreduces * 2.0 * (tp - 1.0) / tp * h * a * link_s_per_byte;
-    allreduce_latency_s_ = allreduces * latency_s;
+    allreduce_latency_s_ = allreduces * collective_latency_s;
   }
   if (d.pipeline_parallel > 1) {
-    transfer_s_per_token_ = (pp - 1.0) * h * a * link_s_per_byte;
-    transfer_latency_s_ = (pp - 1.0) * latency_s;
+    // Stage s holds the replica's GPUs [s tp, (s + 1) tp): the boundary after it crosses
+    // nodes when those GPUs and the next stage's are on different nodes.
+    stage_boundaries_crossing_nodes_ = StageBoundariesCrossingNodes(
+        d.tensor_parallel, d.pipeline_parallel, d.gpus_per_node);
+    const double crossing = stage_boundaries_crossing_nodes_;
+    if (crossing == 0) {
+      transfer_s_per_token_ = (pp - 1.0) * h * a * nvlink_s_per_byte;
+      transfer_latency_s_ = (pp - 1.0) * latency_s;
+    } else {
+      transfer_s_per_token_ =
+          ((pp - 1.0 - crossing) * nvlink_s_per_byte + crossing * network_s_per_byte) * h * a;
+      transfer_latency_s_ = (pp - 1.0) * latency_s + crossing * network_latency_s;
+    }
   }
   overhead_s_ = config.step_overhead_ms * 1e-3;
 }

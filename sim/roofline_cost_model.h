@@ -76,6 +76,14 @@ double TensorPeakTflops(const GpuSpec& gpu, DType dtype);
 // of those experts only (Mixtral-8x7B at batch 1: 2 of 8; at 64 tokens: all 8).
 double ExpectedExpertsTouched(int32_t experts, int32_t per_token, double tokens);
 
+// Of a replica's pp - 1 stage boundaries, those between two nodes when its tp x pp GPUs
+// fill nodes of `gpus_per_node` in order, stage s on GPUs [s tp, (s + 1) tp): TP 4, PP 8
+// on 8-GPU nodes crosses 3 (after stages 1, 3 and 5).
+int32_t StageBoundariesCrossingNodes(int32_t tp, int32_t pp, int32_t gpus_per_node);
+// Whether some stage's TP group spans two nodes (TP 16 on 8-GPU nodes; TP 3 on 4-GPU
+// nodes, whose second group takes GPUs 3, 4, 5).
+bool TensorGroupsCrossNodes(int32_t tp, int32_t pp, int32_t gpus_per_node);
+
 // Under expert parallelism over `ep` GPUs, the busiest GPU's rows over the mean when
 // `rows` token x expert rows land uniformly at random: the normal approximation of the
 // largest of `ep` binomial loads, 1 + sqrt(2 ln(ep) (1 - 1/ep) ep / rows), and at least
@@ -97,6 +105,10 @@ class RooflineCostModel : public CostModel {
   // One pass over plan.seqs; allocates nothing. A plan with no seqs (swaps only) costs
   // the overhead alone.
   RooflineBreakdown Breakdown(const StepPlan& plan) const;
+  // Where the replica's collectives run: the TP (= EP) groups' over the network when one
+  // spans nodes; how many PP stage boundaries are between nodes.
+  bool TensorParallelCrossesNodes() const { return tp_crosses_nodes_; }
+  int32_t StageBoundariesOnTheNetwork() const { return stage_boundaries_crossing_nodes_; }
 
  private:
   // One GEMM of a layer, per GPU, as seconds at the configured rates.
@@ -119,6 +131,8 @@ class RooflineCostModel : public CostModel {
   double expert_imbalance_ = 0;       // RooflineOptions::expert_imbalance
   double all_to_all_s_per_row_ = 0;   // EP: one MoE layer's dispatch + combine, per row
   double all_to_all_latency_s_ = 0;   // EP: one MoE layer's two collectives
+  bool tp_crosses_nodes_ = false;     // the TP (= EP) group is larger than a node
+  int32_t stage_boundaries_crossing_nodes_ = 0;
   double expert_compute_s_per_row_ = 0;
   double expert_act_s_per_row_ = 0;
   double expert_weight_s_ = 0;        // one expert's gate|up and down, per GPU

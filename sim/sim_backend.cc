@@ -22,6 +22,9 @@ DeploymentSpec DeploymentOf(const ExperimentConfig& config) {
   d.tensor_parallel = config.hardware.tensor_parallel;
   d.pipeline_parallel = config.hardware.pipeline_parallel;
   d.expert_parallel = config.hardware.expert_parallel;
+  d.gpus_per_node = config.hardware.gpus_per_node;
+  d.network_gbps = config.hardware.NetworkGbps();
+  d.network_latency_us = config.hardware.NetworkLatencyUs();
   d.weight_dtype = config.precision.weights;
   d.kv_dtype = config.precision.kv_cache;
   return d;

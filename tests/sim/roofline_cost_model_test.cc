@@ -168,6 +168,56 @@ TEST(RooflineCostModelTest, ExpertParallelAllToAllByHand) {
   EXPECT_GE(ep.Breakdown(batch.get()).gemm_s, even.Breakdown(batch.get()).gemm_s);
 }
 
+TEST(RooflineCostModelTest, WhichLinksCrossNodesByHand) {
+  // TP 4, PP 8 on 8-GPU nodes: stages {0,1} {2,3} {4,5} {6,7} share nodes, so the
+  // boundaries after stages 1, 3 and 5 cross; TP 8 puts each stage on its own node.
+  EXPECT_EQ(StageBoundariesCrossingNodes(4, 8, 8), 3);
+  EXPECT_EQ(StageBoundariesCrossingNodes(8, 8, 8), 7);
+  EXPECT_EQ(StageBoundariesCrossingNodes(1, 8, 8), 0);
+  EXPECT_EQ(StageBoundariesCrossingNodes(2, 4, 4), 1);
+  EXPECT_FALSE(TensorGroupsCrossNodes(4, 8, 8));
+  EXPECT_TRUE(TensorGroupsCrossNodes(16, 1, 8));
+  EXPECT_TRUE(TensorGroupsCrossNodes(3, 2, 4));  // the second group is GPUs 3, 4, 5
+  EXPECT_FALSE(TensorGroupsCrossNodes(3, 1, 4));
+}
+
+// Llama-3.1-405B at TP 16: on 16-GPU nodes its all-reduces use NVLink (450 GB/s), on
+// 8-GPU nodes the network (50 GB/s InfiniBand NDR), each at 80% efficiency, plus 10 us
+// a collective. 2 x 126 all-reduces of 2 x 15/16 x 16384 x 2 bytes per token.
+TEST(RooflineCostModelTest, ATensorParallelGroupAcrossNodesUsesTheNetwork) {
+  DeploymentSpec one_node = Deployment("llama-3.1-405b", "h100-80gb", 16);
+  one_node.gpus_per_node = 16;
+  DeploymentSpec two_nodes = one_node;
+  two_nodes.gpus_per_node = 8;
+  const RooflineCostModel fast(RooflineOptions{}, one_node), slow(RooflineOptions{}, two_nodes);
+  EXPECT_FALSE(fast.TensorParallelCrossesNodes());
+  EXPECT_TRUE(slow.TensorParallelCrossesNodes());
+  Plan batch;
+  for (int i = 0; i < 32; ++i) batch.Decode(1000);
+  const double bytes = 2.0 * 126 * 2.0 * 15.0 / 16.0 * 16384 * 2 * 32;  // 32 tokens
+  const double expected = bytes * (1 / (50e9 * 0.8) - 1 / (450e9 * 0.8)) + 2 * 126 * 10e-6;
+  EXPECT_NEAR(slow.Breakdown(batch.get()).communication_s - fast.Breakdown(batch.get()).communication_s,
+              expected, 1e-12);
+}
+
+// Pipeline stage transfers: of Llama-2-70B's 7 boundaries at TP 4, PP 8 on 8-GPU nodes,
+// 3 cross the network: one token's 8192 x 2 bytes, 3 x (1/(50 GB/s) - 1/(450 GB/s)) at
+// 80%, plus 3 x 10 us.
+TEST(RooflineCostModelTest, StageTransfersBetweenNodesUseTheNetwork) {
+  DeploymentSpec nodes = Deployment("llama-2-70b", "h100-80gb", 4, 8);
+  DeploymentSpec one = nodes;
+  one.gpus_per_node = 32;
+  const RooflineCostModel across(RooflineOptions{}, nodes), within(RooflineOptions{}, one);
+  EXPECT_EQ(across.StageBoundariesOnTheNetwork(), 3);
+  EXPECT_EQ(within.StageBoundariesOnTheNetwork(), 0);
+  Plan decode;
+  decode.Decode(100);
+  const double expected = 3 * 8192 * 2 * (1 / (50e9 * 0.8) - 1 / (450e9 * 0.8)) + 3 * 10e-6;
+  EXPECT_NEAR(across.Breakdown(decode.get()).communication_s -
+                  within.Breakdown(decode.get()).communication_s,
+              expected, 1e-12);
+}
+
 TEST(RooflineCostModelTest, DoublingShortDecodesBarelyChangesTheStep) {
   const RooflineCostModel model = Llama7bOnA100();
   Plan eight, sixteen;
