@@ -30,6 +30,10 @@ Status Validate(const LengthDistConfig& c, std::string_view key) {
       break;
     case LengthDist::kUniform:
     case LengthDist::kZipf:
+      if (c.max == 0) {
+        return Bad(key, "max", std::string(c.dist == LengthDist::kZipf ? "zipf" : "uniform") +
+                                   " needs max, the upper bound (>= min)");
+      }
       if (c.max < c.min) {
         return Bad(key, "max", "must be >= min (" + std::to_string(c.min) + "), got " +
                                    std::to_string(c.max));

@@ -65,7 +65,9 @@ struct LengthDistConfig {
         break;
       case LengthDist::kUniform:
         v.Field("min", min, kAtLeastOne);
-        v.Field("max", max, kAtLeastOne);
+        // Required, but 0 (absent) parses: the workload says it is missing, and a resolved
+        // config that writes it back parses again.
+        v.Field("max", max, kNonNegative);
         break;
       case LengthDist::kNormal:
         v.Field("mean", mean, kPositive);
@@ -82,7 +84,7 @@ struct LengthDistConfig {
       case LengthDist::kZipf:
         v.Field("theta", theta, kPositive);
         v.Field("min", min, kAtLeastOne);
-        v.Field("max", max, kAtLeastOne);
+        v.Field("max", max, kNonNegative);  // required, as uniform's
         break;
       case LengthDist::kEmpirical:
         v.Path("path", path);

@@ -413,3 +413,28 @@ TEST(ExperimentTest, ExpertParallelismSplitsTheExpertsOfTheTensorParallelGpus) {
 
 }  // namespace
 }  // namespace servelab
+
+namespace servelab {
+namespace {
+
+// Found by the experiment YAML fuzzer: a uniform or zipf distribution without max parsed,
+// but its resolved config (max: 0) did not. The missing bound is now the workload's
+// error, and the resolved config parses to itself.
+TEST(ConfigYamlTest, ADistributionWithoutItsBoundResolvesAndSaysWhatIsMissing) {
+  for (const char* dist : {"zipf", "uniform"}) {
+    SCOPED_TRACE(dist);
+    auto c = ParseExperiment(kMinimal, "exp.yaml", "/",
+                             {std::string("workload.input_tokens={dist: ") + dist + "}"});
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    const std::string emitted = EmitResolvedConfig(*c);
+    auto again = ParseExperiment(emitted, "config.resolved.yaml", "/");
+    ASSERT_TRUE(again.ok()) << again.status().message();
+    EXPECT_EQ(EmitResolvedConfig(*again), emitted);
+    EXPECT_THAT(PrepareExperiment(*c).status().message(),
+                HasSubstr(std::string("workload.input_tokens.max: ") + dist +
+                          " needs max, the upper bound"));
+  }
+}
+
+}  // namespace
+}  // namespace servelab
