@@ -99,6 +99,13 @@ std::string FormatMemoryReport(const ModelSpec& model, const GpuSpec& gpu,
                 std::string(DTypeName(options.weight_dtype)).c_str(),
                 std::string(DTypeName(options.kv_dtype)).c_str(),
                 std::string(DTypeName(options.activation_dtype)).c_str());
+  if (model.IsMoe()) {
+    out += Format("  mixture of experts: %d experts a layer, %d per token; %.2f B parameters "
+                  "resident, %.2f B active per token\n",
+                  model.num_experts, model.num_experts_per_tok,
+                  static_cast<double>(model.NumParams()) * 1e-9,
+                  static_cast<double>(model.NumActiveParams()) * 1e-9);
+  }
   out += Format("  %-28s %10s\n", "per GPU", "GiB");
   out += Format("  %-28s %10.2f\n", "device memory", Gib(e.total));
   out += Format("  %-28s %10.2f\n",
