@@ -2,6 +2,8 @@
 // parser visits, so the output parses back to the same config.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <string>
 
 #include "core/text.h"
@@ -57,12 +59,30 @@ class Emitter {
              bool /*name_required*/ = true) {
     out_ << YAML::Key << key << YAML::Value;
     if (value.params.empty()) {
-      out_ << value.name;
+      Word(value.name);
       return;
     }
-    out_ << YAML::BeginMap << YAML::Key << name_key << YAML::Value << value.name;
-    for (const auto& p : value.params) out_ << YAML::Key << p.key << YAML::Value << p.value;
+    out_ << YAML::BeginMap << YAML::Key << name_key << YAML::Value;
+    Word(value.name);
+    for (const auto& p : value.params) {
+      out_ << YAML::Key << p.key << YAML::Value;
+      Word(p.value);
+    }
     out_ << YAML::EndMap;
+  }
+  // A name or parameter as written: plain when it is a word (names, numbers: "sjf",
+  // "1e-05", "-3"), so a number reads back as one; double-quoted (control bytes escaped)
+  // otherwise, so that it reads back byte for byte.
+  void Word(const std::string& text) {
+    const bool word = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+             c == '+';
+    });
+    if (word) {
+      out_ << text;
+    } else {
+      out_ << YAML::DoubleQuoted << text;
+    }
   }
   template <class T>
   void Catalog(const std::string& key, T& entry) {

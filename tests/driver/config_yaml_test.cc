@@ -438,3 +438,28 @@ TEST(ConfigYamlTest, ADistributionWithoutItsBoundResolvesAndSaysWhatIsMissing) {
 
 }  // namespace
 }  // namespace servelab
+
+namespace servelab {
+namespace {
+
+// Found by the experiment YAML fuzzer: a name holding carriage returns ("linear\r\r",
+// from a plain scalar) was written back plain, and read back without them. Names and
+// parameters that are not words are now written double-quoted, escaped.
+TEST(ConfigYamlTest, NamesAndParametersThatAreNotWordsResolveByteForByte) {
+  const std::string yaml = std::string(kMinimal) +
+                           "cost_model: {type: linear\r\r\r, base_ms: 1}\n"
+                           "scheduler: {policy: {name: priority, aging_s: \"5 \"}}\n";
+  auto c = ParseExperiment(yaml, "exp.yaml", "/");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const std::string emitted = EmitResolvedConfig(*c);
+  auto again = ParseExperiment(emitted, "config.resolved.yaml", "/");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->cost_model.name, c->cost_model.name);
+  EXPECT_EQ(EmitResolvedConfig(*again), emitted);
+  // Words stay plain: numbers read back as numbers.
+  EXPECT_THAT(emitted, HasSubstr("base_ms: 1\n"));
+  EXPECT_THAT(emitted, HasSubstr("aging_s: \"5 \""));
+}
+
+}  // namespace
+}  // namespace servelab

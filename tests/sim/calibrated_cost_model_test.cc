@@ -203,7 +203,8 @@ TEST_F(CalibratedCostModelTest, PathIsRequiredAndResolvedAgainstTheExperiment) {
   Write("free.yaml", "device: a100-80gb\nops:\n" + FreeOps());
   ExperimentConfig ok = Experiment("{type: calibrated, path: free.yaml}", dir_.string());
   ASSERT_TRUE(ResolveCostModel(ok).ok());
-  EXPECT_THAT(EmitResolvedConfig(ok), HasSubstr("path: " + (dir_ / "free.yaml").string()));
+  EXPECT_THAT(EmitResolvedConfig(ok),
+              HasSubstr("path: \"" + (dir_ / "free.yaml").string() + "\""));
   EXPECT_THAT(EmitResolvedConfig(ok), HasSubstr("step_overhead_ms: 0.5"));
 }
 
