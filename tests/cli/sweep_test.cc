@@ -251,3 +251,40 @@ TEST_F(SweepCliTest, RunIgnoresTheSweepBlockWithANote) {
 
 }  // namespace
 }  // namespace servelab
+
+namespace servelab {
+namespace {
+
+// The points of a sweep that create the same random model at once (found by the
+// sanitizer run, whose slowness widened the window): one point saw the config.json the
+// other had just written and read weights that were not there yet. A created model now
+// appears whole, and every point runs.
+TEST(SweepEngineTest, PointsCreatingTheSameModelAtOnceAllRun) {
+  const fs::path dir = fs::temp_directory_path() / ("servelab_sweep_model_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string yaml = "name: m\nbackend: engine\n"
+                           "engine: {model_path: model, create_model: true, model_seed: 3, kv_cache_gib: 0.01}\n"
+                           "model: {base: llama-3-8b, name: m, hidden_size: 64, num_hidden_layers: 2,\n"
+                           "        num_attention_heads: 2, num_key_value_heads: 1, intermediate_size: 128,\n"
+                           "        vocab_size: 512, max_position_embeddings: 512}\n"
+                           "hardware: {gpu: a10}\n"
+                           "scheduler: {max_num_seqs: 4, max_num_batched_tokens: 128}\n"
+                           "workload: {num_requests: 4, input_tokens: {dist: fixed, value: 8},\n"
+                           "           output_tokens: {dist: fixed, value: 4}}\n"
+                           "sweep:\n  workload.arrival.rate: [1, 2, 3, 4]\n";
+  std::ofstream(dir / "e.yaml") << yaml;
+  const std::string command = std::string(SERVELAB_BINARY) + " sweep " + (dir / "e.yaml").string() +
+                              " -j 4 --no-progress --out " + (dir / "out").string() + " >" +
+                              (dir / "log").string() + " 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0) << ReadFile(dir / "log");
+  EXPECT_TRUE(fs::exists(dir / "model" / "model.safetensors"));
+  for (const auto& e : fs::directory_iterator(dir)) {
+    EXPECT_EQ(e.path().filename().string().find(".creating."), std::string::npos)
+        << "a copy left behind: " << e.path();
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace servelab
