@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/sweep_report.h"
+#include "core/text.h"
 
 namespace servelab {
 namespace {
@@ -27,11 +28,9 @@ Figures FiguresOf(const CandidatePlan& c) {
 // "$2,920.00" (usd >= 0, below 1e16).
 std::string Money(double usd) {
   const auto cents = static_cast<int64_t>(std::llround(usd * 100));
-  std::string whole = std::to_string(cents / 100);
-  for (int i = static_cast<int>(whole.size()) - 3; i > 0; i -= 3) whole.insert(i, ",");
   char frac[8];
   std::snprintf(frac, sizeof frac, ".%02d", static_cast<int>(cents % 100));
-  return "$" + whole + frac;
+  return "$" + WithCommas(cents / 100) + frac;
 }
 
 std::string Fixed(double v, int decimals) {

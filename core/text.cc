@@ -68,6 +68,16 @@ std::string FormatDouble(double value) {
   return text;
 }
 
+std::string WithCommas(int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return value < 0 ? "-" + out : out;
+}
+
 std::string Printable(std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;

@@ -1,5 +1,6 @@
 #pragma once
 // Small text helpers shared by every boundary that reports errors.
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,9 @@ std::string FormatDouble(double value);
 // Unable to find policy 'foo'. Valid values are: a, b, c.
 std::string UnknownNameMessage(std::string_view kind, std::string_view name,
                                const std::vector<std::string>& valid);
+
+// "1,234,567": large counts are read more easily with separators.
+std::string WithCommas(int64_t value);
 
 // `text` safe to print on a terminal: control bytes (NUL, ESC, CR, ...; all but newline
 // and tab) become \xNN, so a message quoting a user's bytes is never cut short or

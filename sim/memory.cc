@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/status.h"
+#include "core/text.h"
 
 namespace servelab {
 namespace {
@@ -12,17 +13,6 @@ namespace {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 double Gib(double bytes) { return bytes / kBytesPerGib; }
-
-// "1,234,567": large counts are read more easily with separators.
-std::string WithCommas(int64_t value) {
-  std::string digits = std::to_string(value < 0 ? -value : value);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return value < 0 ? "-" + out : out;
-}
 
 std::string Format(const char* format, auto... args) {
   char buffer[256];

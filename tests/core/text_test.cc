@@ -14,6 +14,13 @@ TEST(TextTest, EditDistanceAndTheClosestName) {
   EXPECT_EQ(DidYouMean("zzzzzz", {"fcfs", "sjf"}), "");
 }
 
+TEST(TextTest, WithCommasGroupsThousands) {
+  EXPECT_EQ(WithCommas(0), "0");
+  EXPECT_EQ(WithCommas(999), "999");
+  EXPECT_EQ(WithCommas(1000), "1,000");
+  EXPECT_EQ(WithCommas(-1234567), "-1,234,567");
+}
+
 TEST(TextTest, PrintableEscapesControlBytesOnly) {
   EXPECT_EQ(Printable(std::string("a\0b", 3)), "a\\x00b");
   EXPECT_EQ(Printable("\x1b[2J\r\x7f"), "\\x1b[2J\\x0d\\x7f");
