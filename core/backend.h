@@ -45,6 +45,18 @@ class Backend {
   virtual std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const {
     return std::nullopt;
   }
+  // Decode runs (Scheduler::BeginDecodeRun): a backend that can tell the time of a run's
+  // iterations without executing them says so here (the simulator; the engine computes,
+  // so it cannot). Fixed for its lifetime.
+  virtual bool PredictsDecodeRuns() const { return false; }
+  // The run about to be advanced: `plan` is its first iteration. Iteration j is `plan`
+  // with every seq's context j tokens longer.
+  virtual void BeginDecodeRun(const StepPlan& plan) {}
+  // Iteration j's time (j = 0, 1, ... in order), exactly what Execute() would report for
+  // it; an error where Execute() would fail (the caller then steps, and Execute() says it).
+  virtual StatusOr<TimeNs> DecodeRunStepTime(int32_t j) {
+    return Internal("this backend does not predict decode runs");
+  }
   // What the backend is made of, when its name does not say it all (the simulator's
   // calibrated cost model: which ops are fitted). Empty by default.
   virtual std::string Describe() const { return ""; }

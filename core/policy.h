@@ -20,6 +20,20 @@ struct ServiceCost {
   double output_weight = 2.0;
 };
 
+// What a policy allows of decode runs (DESIGN.md, Speed): iterations that only grow the
+// running requests by a token each, advanced by the scheduler without planning each one.
+// The scheduler then calls OnStepDone once per iteration, with the run's batch as the
+// plan (every running request, one decode token each) and that iteration's elapsed time,
+// but with the contexts of the run's first iteration: a policy allows runs only if its
+// OnStepDone reads from the plan which requests it holds, never their token counts.
+//   kNone          never (the default: a new policy is stepped until it says otherwise)
+//   kEmptyQueue    while nothing waits
+//   kBlockedQueue  also while requests wait but none can be admitted (no free slot or no
+//                  token budget left): the scheduler then skips the per-iteration Peek,
+//                  PickVictim and ShouldPreemptFor calls, so they must change nothing
+//                  that OnStepDone does not redo, and ShouldPreemptFor must never hold.
+enum class DecodeRunSupport { kNone, kEmptyQueue, kBlockedQueue };
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -46,6 +60,10 @@ class Policy {
   virtual size_t NumWaiting() const = 0;
   // The service cost this policy charges by, when it charges one (VTC).
   virtual std::optional<ServiceCost> Charges() const { return std::nullopt; }
+
+  // Whether the scheduler may advance a decode run (Scheduler::BeginDecodeRun) under
+  // this policy instead of stepping it, and when. See DecodeRunSupport.
+  virtual DecodeRunSupport DecodeRuns() const { return DecodeRunSupport::kNone; }
 };
 
 }  // namespace servelab

@@ -1,6 +1,7 @@
 #include "core/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/status.h"
 
@@ -242,6 +243,100 @@ std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end
   if (sla_) sla_->OnStep(end - plan_.start, plan_.num_decode_tokens);
   policy_->OnStepDone(plan_, result, end);
   return finished_;
+}
+
+bool Scheduler::CanBeginDecodeRun(TimeNs now) const {
+  const DecodeRunSupport support = policy_->DecodeRuns();
+  if (running_.empty() || support == DecodeRunSupport::kNone || sla_ != nullptr ||
+      kv_->Cache() != nullptr || batching_->Holds()) {
+    return false;
+  }
+  const auto n = static_cast<int32_t>(running_.size());
+  const int32_t budget = TokenBudgetLimit();
+  if (n > budget) return false;  // someone would wait for budget: not every request decodes
+  if (policy_->NumWaiting() > 0) {
+    // Schedule() would try to admit (and, batching permitting, to displace for) the
+    // waiting requests every iteration: a run needs that to be impossible throughout.
+    // The slots, the budget left after the decodes and the batching rule stay as they are
+    // while the batch does.
+    const bool admission_closed =
+        n >= NumSeqsLimit() || budget - n <= 0 || !batching_->AdmissionOpen(n, false);
+    if (support != DecodeRunSupport::kBlockedQueue || !admission_closed) return false;
+  }
+  for (const Request* r : running_) {
+    if (r->NumTokensToCompute() != 1 || r->last_token != now || IsDone(*r)) return false;
+  }
+  return true;
+}
+
+int32_t Scheduler::BeginDecodeRun(TimeNs now) {
+  if (!CanBeginDecodeRun(now)) return 0;
+  int32_t limit = running_.front()->target_output_len - running_.front()->num_generated;
+  plan_.Clear();
+  plan_.start = now;
+  const int32_t block_size = config_.block_size;
+  run_.allocated = 0;
+  run_.start = now;
+  run_.crossings.resize(static_cast<size_t>(block_size));
+  for (auto& bucket : run_.crossings) bucket.clear();
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Request& r = *running_[i];
+    limit = std::min(limit, r.target_output_len - r.num_generated);
+    AddToPlan(r, 1);
+    // Iteration j writes token num_computed_tokens + j: it needs a block when that token
+    // is past the blocks the request holds, and then every block_size iterations.
+    const int64_t first = static_cast<int64_t>(r.block_table.size()) * block_size - r.num_computed_tokens;
+    SERVELAB_CHECK(first >= 0 && first <= std::numeric_limits<int32_t>::max());
+    run_.crossings[static_cast<size_t>(first % block_size)].push_back(
+        DecodeRun::Crossing{static_cast<int32_t>(i), static_cast<int32_t>(first)});
+  }
+  FinishPlan();
+  preempted_last_step_ = 0;
+  return limit;
+}
+
+bool Scheduler::AdvanceDecodeRun() {
+  const int32_t j = run_.allocated;
+  const std::vector<DecodeRun::Crossing>& bucket =
+      run_.crossings[static_cast<size_t>(j % config_.block_size)];
+  int32_t needed = 0;
+  for (const DecodeRun::Crossing& c : bucket) needed += c.first <= j ? 1 : 0;
+  if (needed > kv_->NumFreeBlocks()) return false;
+  // In running order, as ScheduleRunning allocates them: the same blocks go to the same
+  // requests.
+  for (const DecodeRun::Crossing& c : bucket) {
+    if (c.first > j) continue;
+    const bool allocated = kv_->AllocateSlots(*running_[static_cast<size_t>(c.index)], j + 1);
+    SERVELAB_CHECK(allocated);
+  }
+  ++run_.allocated;
+  return true;
+}
+
+void Scheduler::EndDecodeRun(std::span<const TimeNs> ends) {
+  const auto k = static_cast<int32_t>(ends.size());
+  SERVELAB_CHECK(k <= run_.allocated && run_.allocated <= k + 1);
+  if (k > 0) {
+    for (Request* r : running_) {
+      r->num_computed_tokens += k;
+      r->num_generated += k;
+      r->last_token = ends.back();
+    }
+    SERVELAB_CHECK(std::none_of(running_.begin(), running_.end(),
+                                [this](const Request* r) { return IsDone(*r); }));
+    StepResult result;
+    TimeNs start = run_.start;
+    for (const TimeNs end : ends) {
+      result.elapsed = end - start;
+      policy_->OnStepDone(plan_, result, end);
+      start = end;
+    }
+  }
+  if (run_.allocated == k + 1) {  // the next iteration is allocated: it becomes the plan
+    plan_.start = k > 0 ? ends.back() : run_.start;
+    for (ScheduledRequest& s : plan_.seqs) s.num_computed_tokens = s.request->num_computed_tokens;
+  }
+  run_.allocated = 0;
 }
 
 void Scheduler::Finish(Request& request, TimeNs end) {

@@ -55,6 +55,33 @@ class Scheduler {
   // Returns the requests finished in this step (valid until the next call).
   std::span<Request* const> Commit(const StepResult& result, TimeNs end);
 
+  // Decode runs (DESIGN.md, Speed). Right after a Commit at `now`, the next iterations may
+  // be a run: every running request computes one decode token per iteration and nothing
+  // else happens (nobody is admitted or preempted; only contexts, blocks and token counts
+  // grow). A run is advanced without planning each iteration, with every effect identical
+  // to stepping it:
+  //     int32_t limit = scheduler.BeginDecodeRun(now);   // 0: step normally
+  //     while (...) { scheduler.AdvanceDecodeRun() ... }  // iteration j's KV slots
+  //     scheduler.EndDecodeRun(ends);                     // applies the completed ones
+  // BeginDecodeRun returns how many iterations the run may last: through the first that
+  // finishes a request. LastPlan() is then the run's batch (one decode token for each
+  // running request, in running order, contexts as at its first iteration).
+  // It returns 0 unless every running request decodes and got its last token at `now`,
+  // they all fit the token budget, and nothing could change the batch: no SLA controller,
+  // no prefix cache, no static-batching padding, the policy allows runs
+  // (Policy::DecodeRuns) and either nothing waits or nothing waiting can be admitted.
+  int32_t BeginDecodeRun(TimeNs now);
+  // Allocates the KV slots of the run's next iteration. False, with nothing changed, when
+  // a request would need a block that is not free: the run must end before it (stepping
+  // then preempts).
+  bool AdvanceDecodeRun();
+  // Applies the run's first `ends.size()` iterations, ended at `ends` (ascending), as
+  // their Commits would (none of them may finish a request): tokens, last_token times,
+  // the policy's OnStepDone for each. If one more iteration was allocated, LastPlan()
+  // becomes that iteration's plan, exactly as Schedule() at ends.back() would have made
+  // it: Commit() then applies it as any step.
+  void EndDecodeRun(std::span<const TimeNs> ends);
+
   bool HasWork() const {
     return !running_.empty() || batching_->Holds() || policy_->NumWaiting() > 0;
   }
@@ -92,6 +119,20 @@ class Scheduler {
     return request.num_generated >= request.target_output_len || request.stopped_early;
   }
 
+  // The run BeginDecodeRun started: its iterations allocated so far, and the requests
+  // (indexes into running_, in running order) that need a new block at iteration j, by
+  // j % block_size, each with the first iteration that needs one.
+  struct DecodeRun {
+    int32_t allocated = 0;
+    TimeNs start = 0;
+    struct Crossing {
+      int32_t index;
+      int32_t first;
+    };
+    std::vector<std::vector<Crossing>> crossings;
+  };
+  bool CanBeginDecodeRun(TimeNs now) const;
+
   SchedulerConfig config_;
   int32_t max_model_len_;
   std::unique_ptr<Policy> policy_;
@@ -107,6 +148,7 @@ class Scheduler {
   bool memory_preemption_this_step_ = false;
   int32_t preempted_last_step_ = 0;
   int64_t tokens_pending_ = 0;
+  DecodeRun run_;
 };
 
 }  // namespace servelab

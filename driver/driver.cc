@@ -25,6 +25,7 @@ StatusOr<std::unique_ptr<Driver>> Driver::Create(const DriverOptions& options,
   driver->router_ = std::move(router).value();
   MetricsOptions metrics = options.metrics;
   driver->prefix_caching_ = options.scheduler.PrefixCaching() != PrefixCacheType::kNone;
+  driver->decode_runs_ = options.decode_runs;
   metrics.prefix_caching = driver->prefix_caching_;
   for (int32_t i = 0; i < options.num_replicas; ++i) {
     auto replica = std::make_unique<Replica>();
@@ -32,6 +33,7 @@ StatusOr<std::unique_ptr<Driver>> Driver::Create(const DriverOptions& options,
     if (!backend.ok()) return backend.status();
     replica->backend = std::move(backend).value();
     const Backend& b = *replica->backend;
+    driver->decode_runs_ = driver->decode_runs_ && b.PredictsDecodeRuns();
     const KvCapacity capacity = b.Capacity();
     if (capacity.block_size != options.scheduler.block_size) {
       return Internal("backend '" + std::string(b.Name()) + "' has block size " +
@@ -180,8 +182,13 @@ Status Driver::StartStep(int32_t index, TimeNs now) {
                     result.status().message());
   }
   replica.result = std::move(result).value();
-  SERVELAB_CHECK(replica.result.elapsed >= 0);
-  if (replica.result.elapsed > kMaxTime - now) {
+  return Launch(index, now, replica.result.elapsed);
+}
+
+Status Driver::Launch(int32_t index, TimeNs now, TimeNs elapsed) {
+  Replica& replica = *replicas_[index];
+  SERVELAB_CHECK(elapsed >= 0);
+  if (elapsed > kMaxTime - now) {
     return InvalidArgument("replica " + std::to_string(index) + ", step " +
                            std::to_string(replica.steps) + ": simulated time would pass " +
                            std::to_string(ToSeconds(kMaxTime)) + " s");
@@ -189,8 +196,49 @@ Status Driver::StartStep(int32_t index, TimeNs now) {
   replica.step_start = now;
   replica.busy = true;
   ++replica.steps;
-  events_.Push(now + replica.result.elapsed, EventPayload{EventKind::kStepDone, index});
+  events_.Push(now + elapsed, EventPayload{EventKind::kStepDone, index});
   return Status::Ok();
+}
+
+StatusOr<TimeNs> Driver::RunDecodeIterations(
+    int32_t index, TimeNs now, const std::function<void(const DriverProgress&)>& on_progress,
+    int64_t progress_every_steps) {
+  Replica& replica = *replicas_[index];
+  Scheduler& scheduler = *replica.scheduler;
+  const int32_t limit = scheduler.BeginDecodeRun(now);
+  if (limit == 0) return now;
+  // Stepping would handle nothing else before this: no event is pushed while the run
+  // lasts (nobody finishes, nothing arrives), and no other replica starts at `now`.
+  const TimeNs horizon = events_.Empty() ? kMaxTime : events_.Top().time;
+  replica.backend->BeginDecodeRun(scheduler.LastPlan());
+  metrics_->BeginDecodeRun(scheduler.LastPlan());
+  run_ends_.clear();
+  TimeNs start = now;
+  for (int32_t j = 0; j < limit; ++j) {
+    // An error, or no block for someone: end the run here and let a step say or do it.
+    const StatusOr<TimeNs> elapsed = replica.backend->DecodeRunStepTime(j);
+    if (!elapsed.ok() || !scheduler.AdvanceDecodeRun()) break;
+    if (j == limit - 1 || *elapsed >= horizon - start) {
+      // It finishes a request, or the next event comes first: it runs as a step.
+      scheduler.EndDecodeRun(run_ends_);
+      replica.result.elapsed = *elapsed;
+      replica.result.sampled_tokens.clear();
+      replica.result.stopped.clear();
+      SERVELAB_RETURN_IF_ERROR(Launch(index, start, *elapsed));
+      return start;
+    }
+    const TimeNs end = start + *elapsed;
+    metrics_->OnDecodeRunStep(index, start, end, scheduler.Kv().NumUsedBlocks(),
+                              scheduler.NumWaiting());
+    run_ends_.push_back(end);
+    ++replica.steps;
+    ++progress_.steps;
+    progress_.now = end;
+    if (on_progress && progress_.steps % progress_every_steps == 0) on_progress(progress_);
+    start = end;
+  }
+  scheduler.EndDecodeRun(run_ends_);
+  return start;
 }
 
 StatusOr<RunSummary> Driver::Run(const std::function<void(const DriverProgress&)>& on_progress,
@@ -216,10 +264,18 @@ StatusOr<RunSummary> Driver::Run(const std::function<void(const DriverProgress&)
     }
     // Start idle replicas once every event at this instant has been applied.
     if (events_.Empty() || events_.Top().time > now) {
+      to_start_.clear();
       for (int32_t i = 0; i < NumReplicas(); ++i) {
-        if (!replicas_[i]->busy && replicas_[i]->scheduler->HasWork()) {
-          SERVELAB_RETURN_IF_ERROR(StartStep(i, now));
-        }
+        if (!replicas_[i]->busy && replicas_[i]->scheduler->HasWork()) to_start_.push_back(i);
+      }
+      TimeNs start = now;
+      if (decode_runs_ && to_start_.size() == 1) {
+        auto reached = RunDecodeIterations(to_start_[0], now, on_progress, progress_every_steps);
+        if (!reached.ok()) return reached.status();
+        start = *reached;
+      }
+      for (const int32_t i : to_start_) {
+        if (!replicas_[i]->busy) SERVELAB_RETURN_IF_ERROR(StartStep(i, start));
       }
     }
   }

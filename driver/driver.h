@@ -11,6 +11,10 @@
 //   PolicyMaker     one Policy per replica (normally the policy registry's).
 //   Clock           when each event is handled.
 //
+// Decode runs (DriverOptions::decode_runs): when one replica alone is to start a step and
+// its scheduler and backend allow, the iterations up to the next event are advanced in one
+// stride (RunDecodeIterations), with the same outputs as stepping.
+//
 // Each replica runs one iteration at a time (pipeline parallelism will keep several in
 // flight: the step-done event then names its batch, and the scheduler keeps a plan per
 // batch; nothing here assumes more than that a replica knows its steps in flight). An
@@ -53,6 +57,10 @@ struct DriverOptions {
   int32_t num_replicas = 1;
   NamedParams router{"round_robin", {}, "cluster.router", "", ""};
   PolicyContext policy_context;  // seed and clients; replica and prefill_time_s are set here
+  // Advance decode runs in one stride where the backend predicts them (DESIGN.md,
+  // Speed; Scheduler::BeginDecodeRun). Every output is the same either way: false steps
+  // every iteration (SERVELAB_DECODE_RUNS=0 in the environment, to check that).
+  bool decode_runs = true;
   // The run's metrics, less what the backends and policies tell (KV blocks, bytes per
   // block, the service cost): the driver fills those in.
   MetricsOptions metrics;
@@ -124,6 +132,15 @@ class Driver {
   void ScheduleFollowUp(const Request& done);
   void StepDone(int32_t replica, TimeNs now);
   Status StartStep(int32_t replica, TimeNs now);
+  // The replica is busy with a step planned at `now` that takes `elapsed`.
+  Status Launch(int32_t replica, TimeNs now, TimeNs elapsed);
+  // Advances replica's decode run from `now` (the only replica to start at `now`, with
+  // every event at `now` applied) through its iterations that end before the next event
+  // and finish nobody; the first that does not is launched as a step. Returns the time
+  // the run reached: the replica is then busy, or idle at that time (stepping resumes).
+  StatusOr<TimeNs> RunDecodeIterations(int32_t replica, TimeNs now,
+                                       const std::function<void(const DriverProgress&)>& on_progress,
+                                       int64_t progress_every_steps);
 
   Clock& clock_;
   std::unique_ptr<Workload> workload_;
@@ -139,6 +156,9 @@ class Driver {
   std::vector<int32_t> free_follow_ups_;   // reusable indexes into follow_ups_
   DriverProgress progress_;
   bool prefix_caching_ = false;  // scheduler.prefix_cache is on
+  bool decode_runs_ = false;     // DriverOptions::decode_runs and the backends predict them
+  std::vector<TimeNs> run_ends_;  // a decode run's iteration ends (reused)
+  std::vector<int32_t> to_start_;  // replicas to start at this instant (reused)
   ServedFacts served_;
 };
 

@@ -1,5 +1,6 @@
 #include "driver/experiment.h"
 
+#include <cstdlib>
 #include <string>
 
 #include "core/rng.h"
@@ -83,6 +84,10 @@ StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
   DriverOptions& d = p.driver;
   d.scheduler = config.scheduler;
   d.num_replicas = config.cluster.replicas;
+  // Outputs are identical either way: the switch exists to show it (tests, README).
+  if (const char* runs = std::getenv("SERVELAB_DECODE_RUNS"); runs != nullptr && std::string(runs) == "0") {
+    d.decode_runs = false;
+  }
   d.router = config.cluster.router;
   d.policy_context.seed = static_cast<uint64_t>(config.seed);
   for (const auto& c : config.workload.clients) {

@@ -126,11 +126,47 @@ class MetricsCollector::Impl {
     if (run_output > 0) clients_.Deliver(run_client, run_prompt, run_output);
     swap_out_blocks_ += static_cast<int64_t>(plan.swap_out.size());
     swap_in_blocks_ += static_cast<int64_t>(plan.swap_in.size());
+    RecordStep(replica, start, end, StepShape{static_cast<int64_t>(plan.seqs.size()),
+                                              plan.num_prefill_tokens, plan.num_decode_tokens,
+                                              plan.num_cached_tokens},
+               kv_blocks_used, waiting, preempted);
+  }
 
+  void BeginDecodeRun(const StepPlan& plan) {
+    run_shape_ = StepShape{static_cast<int64_t>(plan.seqs.size()), 0, plan.num_decode_tokens, 0};
+    run_clients_.clear();
+    for (const ScheduledRequest& s : plan.seqs) {
+      const int32_t client = s.request->client;
+      if (run_clients_.empty() || run_clients_.back().first != client) {
+        run_clients_.emplace_back(client, 0);
+      }
+      ++run_clients_.back().second;
+    }
+  }
+
+  void OnDecodeRunStep(int32_t replica, TimeNs start, TimeNs end, int32_t kv_blocks_used,
+                       int32_t waiting) {
+    // What OnStep does for such a step: every seq emits a token one step after its last.
+    clients_.BeginStep(end);
+    itl_.Add(Sec(end - start), run_shape_.batch_size);
+    for (const auto& [client, tokens] : run_clients_) clients_.Deliver(client, 0, tokens);
+    RecordStep(replica, start, end, run_shape_, kv_blocks_used, waiting, 0);
+  }
+
+ private:
+  // What a steps.csv row and the trace say of a step's batch.
+  struct StepShape {
+    int64_t batch_size = 0;
+    int32_t prefill_tokens = 0, decode_tokens = 0, cached_tokens = 0;
+  };
+
+  // The per-step sums, the steps.csv row and the trace slice.
+  void RecordStep(int32_t replica, TimeNs start, TimeNs end, const StepShape& plan,
+                  int32_t kv_blocks_used, int32_t waiting, int32_t preempted) {
     const TimeNs duration = end - start;
     ++num_steps_;
     busy_ns_ += duration;
-    batch_size_sum_ += static_cast<int64_t>(plan.seqs.size());
+    batch_size_sum_ += plan.batch_size;
     last_end_ = std::max(last_end_, end);
     if (options_.kv_blocks_per_replica > 0) {
       const double util = static_cast<double>(kv_blocks_used) /
@@ -142,22 +178,24 @@ class MetricsCollector::Impl {
 
     if (steps_.enabled()) {
       steps_.Int(replica).Seconds(start).Seconds(duration)
-          .Int(static_cast<int64_t>(plan.seqs.size()))
-          .Int(plan.num_prefill_tokens).Int(plan.num_decode_tokens)
+          .Int(plan.batch_size)
+          .Int(plan.prefill_tokens).Int(plan.decode_tokens)
           .Int(kv_blocks_used).Int(options_.kv_blocks_per_replica)
           .Int(waiting).Int(preempted);
-      if (options_.prefix_caching) steps_.Int(plan.num_cached_tokens);
+      if (options_.prefix_caching) steps_.Int(plan.cached_tokens);
       steps_.EndRow();
     }
     TraceStepArgs args;
-    args.batch_size = static_cast<int64_t>(plan.seqs.size());
-    args.prefill_tokens = plan.num_prefill_tokens;
-    args.decode_tokens = plan.num_decode_tokens;
+    args.batch_size = plan.batch_size;
+    args.prefill_tokens = plan.prefill_tokens;
+    args.decode_tokens = plan.decode_tokens;
     args.kv_blocks_used = kv_blocks_used;
     args.waiting = waiting;
-    args.cached_tokens = options_.prefix_caching ? plan.num_cached_tokens : -1;
+    args.cached_tokens = options_.prefix_caching ? plan.cached_tokens : -1;
     trace_.Step(replica, start, end, args);
   }
+
+ public:
 
   void OnFinished(const Request& r) {
     ++num_finished_;
@@ -324,6 +362,11 @@ class MetricsCollector::Impl {
   double kv_util_time_sum_ = 0;  // sum of used/total x duration_ns
   double kv_util_sum_ = 0;
   double kv_util_peak_ = 0;
+
+  // The decode run being recorded (BeginDecodeRun): its batch, and its seqs' clients as
+  // runs of (client, seqs) in batch order.
+  StepShape run_shape_;
+  std::vector<std::pair<int32_t, int64_t>> run_clients_;
 };
 
 MetricsCollector::MetricsCollector(MetricsOptions options, MetricsSinks sinks)
@@ -334,6 +377,13 @@ void MetricsCollector::OnArrival(const Request& request) { impl_->OnArrival(requ
 void MetricsCollector::OnStep(int32_t replica, const StepPlan& plan, TimeNs start, TimeNs end,
                               int32_t kv_blocks_used, int32_t waiting, int32_t preempted) {
   impl_->OnStep(replica, plan, start, end, kv_blocks_used, waiting, preempted);
+}
+
+void MetricsCollector::BeginDecodeRun(const StepPlan& plan) { impl_->BeginDecodeRun(plan); }
+
+void MetricsCollector::OnDecodeRunStep(int32_t replica, TimeNs start, TimeNs end,
+                                       int32_t kv_blocks_used, int32_t waiting) {
+  impl_->OnDecodeRunStep(replica, start, end, kv_blocks_used, waiting);
 }
 void MetricsCollector::OnFinished(const Request& request) { impl_->OnFinished(request); }
 void MetricsCollector::OnPrefixCacheStats(int32_t replica, const PrefixCacheStats& stats) {

@@ -16,6 +16,7 @@ class FcfsPolicy final : public Policy {
   void Admitted(Request& request, TimeNs now) override;
   Request* PickVictim(std::span<Request* const> running, TimeNs now) override;
   size_t NumWaiting() const override { return waiting_.size(); }
+  DecodeRunSupport DecodeRuns() const override { return DecodeRunSupport::kBlockedQueue; }
 
  private:
   std::deque<Request*> waiting_;

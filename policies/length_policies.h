@@ -68,6 +68,10 @@ class LengthPolicy final : public Policy {
   bool ShouldPreemptFor(const Request& waiting, const Request& running) const override;
   void OnStepDone(const StepPlan& plan, const StepResult& result, TimeNs now) override;
   size_t NumWaiting() const override { return waiting_.size(); }
+  // OnStepDone counts iterations; Peek and PickVictim only read.
+  DecodeRunSupport DecodeRuns() const override {
+    return options_.preemptive ? DecodeRunSupport::kEmptyQueue : DecodeRunSupport::kBlockedQueue;
+  }
 
   // The predicted total output tokens, and max(1, predicted total - num_generated).
   // REQUIRES: the request was enqueued here.

@@ -95,6 +95,8 @@ class MlfqPolicy final : public Policy {
   bool ShouldPreemptFor(const Request& waiting, const Request& running) const override;
   void OnStepDone(const StepPlan& plan, const StepResult& result, TimeNs now) override;
   size_t NumWaiting() const override { return num_waiting_; }
+  // OnStepDone charges each running request the step's time; always preemptive.
+  DecodeRunSupport DecodeRuns() const override { return DecodeRunSupport::kEmptyQueue; }
 
   int32_t NumLevels() const { return static_cast<int32_t>(queues_.size()); }
   // A request's level and its attained service there (ns). REQUIRES: it was enqueued.

@@ -48,6 +48,7 @@ class PrefixAwarePolicy final : public Policy {
   Request* PickVictim(std::span<Request* const> running, TimeNs now) override;
   void OnStepDone(const StepPlan&, const StepResult&, TimeNs) override { stepped_ = true; }
   size_t NumWaiting() const override { return waiting_.size(); }
+  DecodeRunSupport DecodeRuns() const override { return DecodeRunSupport::kEmptyQueue; }
 
  private:
   void Rank();

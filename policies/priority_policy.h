@@ -57,6 +57,10 @@ class PriorityPolicy final : public Policy {
   bool ShouldPreemptFor(const Request& waiting, const Request& running) const override;
   void OnStepDone(const StepPlan& plan, const StepResult& result, TimeNs now) override;
   size_t NumWaiting() const override { return num_waiting_; }
+  // Peek and PickVictim only advance the clock that OnStepDone advances past them.
+  DecodeRunSupport DecodeRuns() const override {
+    return options_.preemptive ? DecodeRunSupport::kEmptyQueue : DecodeRunSupport::kBlockedQueue;
+  }
 
   // priority - floor((now - arrival) / aging_s), or priority without aging.
   int64_t EffectiveClass(const Request& request, TimeNs now) const;

@@ -74,6 +74,8 @@ class VtcPolicy final : public Policy {
   Request* PickVictim(std::span<Request* const> running, TimeNs now) override;
   void OnStepDone(const StepPlan& plan, const StepResult& result, TimeNs now) override;
   size_t NumWaiting() const override { return num_waiting_; }
+  // OnStepDone counts tokens by client; Peek and PickVictim only read; never preempts.
+  DecodeRunSupport DecodeRuns() const override { return DecodeRunSupport::kBlockedQueue; }
   std::optional<ServiceCost> Charges() const override {
     return ServiceCost{options_.input_weight, options_.output_weight};
   }

@@ -41,6 +41,13 @@ class CostModel {
   virtual std::string_view Name() const = 0;
   // REQUIRES: !plan.empty(). Deterministic: the same plan gives the same time.
   virtual TimeNs StepTime(const StepPlan& plan) const = 0;
+  // Decode runs: whether this model's time for a plan whose every seq decodes (one new
+  // token, emitting, no padding) depends only on its number of seqs and the sum of their
+  // contexts, so that DecodeStepTime gives it in O(1).
+  virtual bool TimesDecodeBatches() const { return false; }
+  // REQUIRES: TimesDecodeBatches(). Bit for bit StepTime() of any such plan of `seqs` seqs
+  // whose CostedContextLen values sum to `context_tokens`.
+  virtual TimeNs DecodeStepTime(int64_t seqs, int64_t context_tokens) const { return 0; }
   // What the model is made of, when more than its name says (the calibrated one: which
   // ops come from the fit, which from the roofline). Empty otherwise.
   virtual std::string Describe() const { return ""; }

@@ -213,21 +213,56 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
   overhead_s_ = config.step_overhead_ms * 1e-3;
 }
 
+RooflineCostModel::Batch RooflineCostModel::BatchOf(const StepPlan& plan) const {
+  Batch batch;
+  for (const ScheduledRequest& seq : plan.seqs) {
+    const int32_t n = CostedNewTokens(seq);
+    const int64_t context = CostedContextLen(seq);
+    batch.tokens += n;
+    if (seq.emits_token || seq.is_padding) batch.emitting += 1;
+    const double pairs = double{n} * seq.num_computed_tokens + n * (n + 1.0) / 2.0;
+    const double compute_s = pairs * attention_s_per_pair_;
+    const double memory_s = static_cast<double>(context) * kv_read_s_per_token_ + n * qo_s_per_new_token_;
+    if (compute_s > memory_s) {
+      batch.compute_pairs += pairs;
+    } else {
+      batch.memory_context += context;
+      batch.memory_new += n;
+    }
+  }
+  return batch;
+}
+
 RooflineBreakdown RooflineCostModel::Breakdown(const StepPlan& plan) const {
+  return BreakdownOf(BatchOf(plan));
+}
+
+bool RooflineCostModel::TimesDecodeBatches() const {
+  // A decode (n = 1, context c + 1) costs max((c + 1) a, (c + 1) kv + qo) with a the
+  // compute time per pair, kv the read time per token: memory-bound for every c when
+  // a <= kv (rounding is monotone, qo >= 0), so its batch is (seqs, Σ contexts) alone.
+  return attention_s_per_pair_ <= kv_read_s_per_token_ && qo_s_per_new_token_ >= 0;
+}
+
+TimeNs RooflineCostModel::DecodeStepTime(int64_t seqs, int64_t context_tokens) const {
+  Batch batch;
+  batch.tokens = static_cast<double>(seqs);
+  batch.emitting = static_cast<double>(seqs);
+  batch.memory_context = context_tokens;
+  batch.memory_new = seqs;
+  return FromSeconds(BreakdownOf(batch).total_s());
+}
+
+RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
   RooflineBreakdown b;
   b.overhead_s = overhead_s_;
-  double tokens = 0;
-  double emitting = 0;
-  double attention_layer_s = 0;
-  for (const ScheduledRequest& seq : plan.seqs) {
-    const double n = CostedNewTokens(seq);
-    const double c = seq.num_computed_tokens;
-    tokens += n;
-    if (seq.emits_token || seq.is_padding) emitting += 1;
-    const double pairs = n * c + n * (n + 1.0) / 2.0;
-    attention_layer_s += std::max(pairs * attention_s_per_pair_,
-                                  (c + n) * kv_read_s_per_token_ + n * qo_s_per_new_token_);
-  }
+  const double tokens = batch.tokens;
+  const double emitting = batch.emitting;
+  // Each seq at its own bound: a long decode stays memory-bound beside a compute-bound
+  // prefill, which a batch mean would blend away.
+  const double attention_layer_s = batch.compute_pairs * attention_s_per_pair_ +
+                                   static_cast<double>(batch.memory_context) * kv_read_s_per_token_ +
+                                   static_cast<double>(batch.memory_new) * qo_s_per_new_token_;
   if (tokens <= 0) return b;  // swaps only: the backend's copies are not modelled here
 
   auto time = [tokens](const Gemm& g) {

@@ -105,12 +105,27 @@ class RooflineCostModel : public CostModel {
   // One pass over plan.seqs; allocates nothing. A plan with no seqs (swaps only) costs
   // the overhead alone.
   RooflineBreakdown Breakdown(const StepPlan& plan) const;
+  bool TimesDecodeBatches() const override;
+  TimeNs DecodeStepTime(int64_t seqs, int64_t context_tokens) const override;
   // Where the replica's collectives run: the TP (= EP) groups' over the network when one
   // spans nodes; how many PP stage boundaries are between nodes.
   bool TensorParallelCrossesNodes() const { return tp_crosses_nodes_; }
   int32_t StageBoundariesOnTheNetwork() const { return stage_boundaries_crossing_nodes_; }
 
  private:
+  // What a step's time depends on: its tokens, its LM head rows, and its attention with
+  // each seq at its own bound (compute: its causal pairs; memory: its context and new
+  // tokens, summed as integers so that the sum does not depend on the seqs' order).
+  struct Batch {
+    double tokens = 0;
+    double emitting = 0;
+    double compute_pairs = 0;
+    int64_t memory_context = 0;
+    int64_t memory_new = 0;
+  };
+  Batch BatchOf(const StepPlan& plan) const;
+  RooflineBreakdown BreakdownOf(const Batch& batch) const;
+
   // One GEMM of a layer, per GPU, as seconds at the configured rates.
   struct Gemm {
     double compute_s_per_token = 0;  // 2*K*N FLOPs / (peak * gemm_efficiency)

@@ -112,10 +112,7 @@ std::optional<TimeNs> SimBackend::PredictPrefillTime(int32_t num_tokens) const {
   return cost_model_->StepTime(plan);
 }
 
-StatusOr<StepResult> SimBackend::Execute(const StepPlan& plan) {
-  StepResult result;
-  const TimeNs compute = cost_model_->StepTime(plan);
-  const TimeNs swap = SwapTime(plan);
+StatusOr<TimeNs> SimBackend::CheckedStepTime(TimeNs compute, TimeNs swap) const {
   if (!(compute >= 0 && compute <= kMaxStepTime && swap >= 0 && swap <= kMaxStepTime)) {
     return InvalidArgument("the cost model predicts a step of " +
                            std::to_string(ToSeconds(compute)) + " s (+ " +
@@ -123,8 +120,35 @@ StatusOr<StepResult> SimBackend::Execute(const StepPlan& plan) {
                            std::to_string(ToSeconds(kMaxStepTime)) +
                            " s: check the cost model's and the GPU's figures");
   }
-  result.elapsed = compute + swap;
+  return compute + swap;
+}
+
+StatusOr<StepResult> SimBackend::Execute(const StepPlan& plan) {
+  auto elapsed = CheckedStepTime(cost_model_->StepTime(plan), SwapTime(plan));
+  if (!elapsed.ok()) return elapsed.status();
+  StepResult result;
+  result.elapsed = *elapsed;
   return result;
+}
+
+void SimBackend::BeginDecodeRun(const StepPlan& plan) {
+  run_seqs_ = static_cast<int64_t>(plan.seqs.size());
+  run_context_ = 0;
+  for (const ScheduledRequest& seq : plan.seqs) run_context_ += CostedContextLen(seq);
+  if (!cost_model_->TimesDecodeBatches()) {
+    run_plan_ = plan;
+    run_iteration_ = 0;
+  }
+}
+
+StatusOr<TimeNs> SimBackend::DecodeRunStepTime(int32_t j) {
+  if (cost_model_->TimesDecodeBatches()) {
+    return CheckedStepTime(cost_model_->DecodeStepTime(run_seqs_, run_context_ + run_seqs_ * j), 0);
+  }
+  const int32_t delta = j - run_iteration_;
+  for (ScheduledRequest& seq : run_plan_.seqs) seq.num_computed_tokens += delta;
+  run_iteration_ = j;
+  return CheckedStepTime(cost_model_->StepTime(run_plan_), 0);
 }
 
 TimeNs SimBackend::SwapTime(const StepPlan& plan) const {

@@ -62,14 +62,28 @@ class SimBackend final : public Backend {
   // The cost model's time for one request's prefill of `num_tokens` alone.
   std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const override;
   std::string Describe() const override { return cost_model_->Describe(); }
+  // Decode runs: in O(1) per iteration when the cost model times decode batches from
+  // their aggregates (CostModel::TimesDecodeBatches), else by costing each iteration's plan.
+  bool PredictsDecodeRuns() const override { return true; }
+  void BeginDecodeRun(const StepPlan& plan) override;
+  StatusOr<TimeNs> DecodeRunStepTime(int32_t j) override;
 
   TimeNs SwapTime(const StepPlan& plan) const;
 
  private:
+  // compute + swap, or the error Execute() reports for a step past kMaxStepTime.
+  StatusOr<TimeNs> CheckedStepTime(TimeNs compute, TimeNs swap) const;
+
   std::unique_ptr<CostModel> cost_model_;
   KvCapacity capacity_;
   int32_t max_model_len_;
   double swap_ns_per_block_;
+  // The decode run being advanced: its first iteration's seqs and summed contexts, and
+  // (for a cost model that needs whole plans) the plan of iteration run_iteration_.
+  int64_t run_seqs_ = 0;
+  int64_t run_context_ = 0;
+  StepPlan run_plan_;
+  int32_t run_iteration_ = 0;
 };
 
 // One SimBackend per replica, each with its own cost model (config.cost_model, as

@@ -19,6 +19,10 @@ TimeNs LinearCostModel::StepTime(const StepPlan& plan) const {
     new_tokens += CostedNewTokens(seq);
     context_tokens += CostedContextLen(seq);
   }
+  return TimeOf(new_tokens, context_tokens);
+}
+
+TimeNs LinearCostModel::TimeOf(int64_t new_tokens, int64_t context_tokens) const {
   const double ms = base_ms_ + per_token_ms_ * static_cast<double>(new_tokens) +
                     per_context_token_ms_ * static_cast<double>(context_tokens);
   return std::llround(ms * static_cast<double>(kNsPerMs));

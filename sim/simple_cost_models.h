@@ -26,6 +26,10 @@ class ConstantCostModel : public CostModel {
   explicit ConstantCostModel(const ConstantCostModelOptions& options);
   std::string_view Name() const override { return "constant"; }
   TimeNs StepTime(const StepPlan& plan) const override { return step_ns_; }
+  bool TimesDecodeBatches() const override { return true; }
+  TimeNs DecodeStepTime(int64_t /*seqs*/, int64_t /*context_tokens*/) const override {
+    return step_ns_;
+  }
 
  private:
   TimeNs step_ns_;  // llround(step_ms * 1e6)
@@ -38,8 +42,14 @@ class LinearCostModel : public CostModel {
   explicit LinearCostModel(const LinearCostModelOptions& options);
   std::string_view Name() const override { return "linear"; }
   TimeNs StepTime(const StepPlan& plan) const override;
+  bool TimesDecodeBatches() const override { return true; }
+  TimeNs DecodeStepTime(int64_t seqs, int64_t context_tokens) const override {
+    return TimeOf(seqs, context_tokens);
+  }
 
  private:
+  TimeNs TimeOf(int64_t new_tokens, int64_t context_tokens) const;
+
   double base_ms_;
   double per_token_ms_;
   double per_context_token_ms_;
