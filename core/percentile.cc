@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <utility>
 
 namespace servelab {
 namespace {
@@ -78,60 +79,120 @@ double WeightedPercentileOfSorted(std::span<const WeightedValue> sorted, double 
   return NumpyLerp(a, b, r.t);
 }
 
-void WeightedSample::Add(double value, int64_t count) {
+void PercentilesBySelection(std::span<double> values, std::span<const double> ps,
+                            std::span<double> out) {
+  assert(!values.empty() && ps.size() == out.size());
+  const auto n = static_cast<int64_t>(values.size());
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const Rank r = LinearRank(n, ps[i]);
+    const auto lo = values.begin() + r.lo;
+    std::nth_element(values.begin(), lo, values.end());
+    // Everything after lo is >= it: the next order statistic is their minimum.
+    const double a = *lo;
+    const double b = r.hi == r.lo ? a : *std::min_element(lo + 1, values.end());
+    out[i] = NumpyLerp(a, b, r.t);
+  }
+}
+
+namespace {
+
+// LSD radix sort of (ns, count) pairs by ns >= 0, 11 bits a pass, skipping the passes
+// whose digit every key shares (durations leave the high bits zero). Stable.
+template <class Pair>
+void RadixSortByNs(std::vector<Pair>& pairs, std::vector<Pair>& scratch) {
+  constexpr int kBits = 11;
+  constexpr size_t kBuckets = size_t{1} << kBits;
+  constexpr int kPasses = (63 + kBits - 1) / kBits;
+  std::vector<size_t> counts(kPasses * kBuckets, 0);
+  for (const Pair& p : pairs) {
+    auto key = static_cast<uint64_t>(p.ns);
+    for (int pass = 0; pass < kPasses; ++pass, key >>= kBits) ++counts[pass * kBuckets + (key & (kBuckets - 1))];
+  }
+  scratch.resize(pairs.size());
+  for (int pass = 0; pass < kPasses; ++pass) {
+    size_t* count = counts.data() + pass * kBuckets;
+    if (std::find(count, count + kBuckets, pairs.size()) != count + kBuckets) continue;
+    size_t offset = 0;
+    for (size_t b = 0; b < kBuckets; ++b) offset += std::exchange(count[b], offset);
+    const int shift = pass * kBits;
+    for (const Pair& p : pairs) {
+      scratch[count[(static_cast<uint64_t>(p.ns) >> shift) & (kBuckets - 1)]++] = p;
+    }
+    pairs.swap(scratch);
+  }
+}
+
+}  // namespace
+
+void WeightedTimeSample::Add(int64_t ns, int64_t count) {
+  assert(ns >= 0);
   if (count <= 0) return;
   total_ += count;
-  if (!values_.empty() && values_.back().value == value) {
-    values_.back().count += count;
+  valid_ = false;
+  if (!pairs_.empty() && pairs_.back().ns == ns) {
+    pairs_.back().count += count;
     return;
   }
-  if (!values_.empty() && value < values_.back().value) sorted_ = false;
-  values_.push_back({value, count});
-  if (values_.size() >= compact_at_) {
+  if (!pairs_.empty() && ns < pairs_.back().ns) sorted_ = false;
+  pairs_.push_back({ns, count});
+  if (pairs_.size() >= compact_at_) {
     Compact();
-    compact_at_ = std::max(compact_at_, 2 * values_.size());
+    compact_at_ = std::max(compact_at_, 2 * pairs_.size());
   }
 }
 
-void WeightedSample::Compact() {
+void WeightedTimeSample::Compact() {
   if (!sorted_) {
     // The prefix is sorted already: sort the tail added since, merge the two runs, then
-    // merge equal neighbours (O(tail log tail + size), not a sort of everything).
-    const auto by_value = [](const WeightedValue& x, const WeightedValue& y) {
-      return x.value < y.value;
-    };
-    const auto middle = values_.begin() + static_cast<std::ptrdiff_t>(merged_);
-    std::sort(middle, values_.end(), by_value);
-    std::inplace_merge(values_.begin(), middle, values_.end(), by_value);
+    // merge equal neighbours.
+    std::vector<Pair> tail(pairs_.begin() + static_cast<std::ptrdiff_t>(merged_), pairs_.end());
+    RadixSortByNs(tail, scratch_);
+    pairs_.resize(merged_);
+    const size_t prefix = pairs_.size();
+    pairs_.insert(pairs_.end(), tail.begin(), tail.end());
+    std::inplace_merge(pairs_.begin(), pairs_.begin() + static_cast<std::ptrdiff_t>(prefix),
+                       pairs_.end(), [](const Pair& x, const Pair& y) { return x.ns < y.ns; });
     size_t out = 0;
-    for (const WeightedValue& v : values_) {
-      if (out > 0 && values_[out - 1].value == v.value) {
-        values_[out - 1].count += v.count;
+    for (const Pair& p : pairs_) {
+      if (out > 0 && pairs_[out - 1].ns == p.ns) {
+        pairs_[out - 1].count += p.count;
       } else {
-        values_[out++] = v;
+        pairs_[out++] = p;
       }
     }
-    values_.resize(out);
+    pairs_.resize(out);
     sorted_ = true;
   }
-  // Ascending; equal neighbours were merged here or by Add.
-  merged_ = values_.size();
+  merged_ = pairs_.size();
 }
 
-std::span<const WeightedValue> WeightedSample::Sorted() {
+std::span<const WeightedValue> WeightedTimeSample::Sorted() {
+  if (valid_) return seconds_;
   Compact();
-  return values_;
+  // ns -> s is monotone, so the seconds come out ascending; distinct ns past 2^52 ns can
+  // round to one double, so equal seconds merge once more.
+  seconds_.clear();
+  for (const Pair& p : pairs_) {
+    const double s = static_cast<double>(p.ns) / 1e9;
+    if (!seconds_.empty() && seconds_.back().value == s) {
+      seconds_.back().count += p.count;
+    } else {
+      seconds_.push_back({s, p.count});
+    }
+  }
+  valid_ = true;
+  return seconds_;
 }
 
-double WeightedSample::Percentile(double p) { return WeightedPercentileOfSorted(Sorted(), p); }
+double WeightedTimeSample::Percentile(double p) { return WeightedPercentileOfSorted(Sorted(), p); }
 
-double WeightedSample::Mean() {
+double WeightedTimeSample::Mean() {
   if (total_ == 0) return 0;
   double sum = 0;
   for (const WeightedValue& v : Sorted()) sum += v.value * static_cast<double>(v.count);
   return sum / static_cast<double>(total_);
 }
 
-double WeightedSample::Max() { return total_ == 0 ? 0 : Sorted().back().value; }
+double WeightedTimeSample::Max() { return total_ == 0 ? 0 : Sorted().back().value; }
 
 }  // namespace servelab

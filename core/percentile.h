@@ -8,8 +8,8 @@
 //   - plain: a vector of doubles (one per request);
 //   - weighted: (value, count) pairs standing for `count` copies of `value`. The
 //     inter-token latency has one value per output token (hundreds of millions in a
-//     big run) but few distinct values, so it is kept as pairs; its percentiles equal
-//     numpy.percentile over the expanded list.
+//     big run) but few distinct values, so it is kept as pairs (WeightedTimeSample);
+//     its percentiles equal numpy.percentile over the expanded list.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -33,26 +33,41 @@ void SortAndMerge(std::vector<WeightedValue>& values);
 // REQUIRES: `sorted` strictly ascending in value (SortAndMerge's output), total count > 0.
 double WeightedPercentileOfSorted(std::span<const WeightedValue> sorted, double p);
 
-// An append-only weighted sample that keeps its memory bounded by the number of distinct
-// values: it merges a value equal to the last one added, and sorts + merges whenever the
+// Of `values` (reordered: a selection, not a sort), the percentiles `ps` (each in
+// [0, 100]) into `out`: exactly PercentileOfSorted of the sorted values, in O(n) per
+// percentile. REQUIRES: values non-empty and free of NaN; out.size() == ps.size().
+void PercentilesBySelection(std::span<double> values, std::span<const double> ps,
+                            std::span<double> out);
+
+// An append-only sample of durations (int64 ns) with weights, summarized in seconds
+// (ns / 1e9, correctly rounded), as numpy would summarize the expanded list of seconds.
+// Its memory stays bounded by the number of distinct values: it merges a value equal to
+// the last one added, and sorts (a radix sort of the ns keys) and merges whenever the
 // pair list doubles. The summary does not depend on when merging happened.
-class WeightedSample {
+class WeightedTimeSample {
  public:
-  void Add(double value, int64_t count = 1);
+  void Add(int64_t ns, int64_t count = 1);  // REQUIRES: ns >= 0; count <= 0 is ignored
   int64_t Count() const { return total_; }
-  // Sorted, merged pairs (compacts first).
+  // Sorted, merged pairs of (seconds, count): strictly ascending in seconds.
   std::span<const WeightedValue> Sorted();
   double Percentile(double p);  // REQUIRES: Count() > 0
-  double Mean();                // 0 when empty
+  double Mean();                // 0 when empty; summed in ascending order
   double Max();                 // 0 when empty
 
  private:
+  struct Pair {
+    int64_t ns;
+    int64_t count;
+  };
   void Compact();
 
-  std::vector<WeightedValue> values_;
+  std::vector<Pair> pairs_;
+  std::vector<Pair> scratch_;
+  std::vector<WeightedValue> seconds_;  // Sorted()'s answer while valid_
+  bool valid_ = false;
   int64_t total_ = 0;
   size_t compact_at_ = 1 << 16;  // pairs; doubles with the distinct values kept
-  size_t merged_ = 0;  // values_[0, merged_) is sorted and merged (the last compaction's)
+  size_t merged_ = 0;  // pairs_[0, merged_) is sorted and merged (the last compaction's)
   bool sorted_ = true;
 };
 

@@ -1,6 +1,6 @@
 // MetricsCollector: streams requests.csv / steps.csv / trace.json rows as events arrive and
 // keeps only what the summary needs: one double per finished request per latency metric
-// (ClientMetrics adds its client), the inter-token latencies as a WeightedSample, and
+// (ClientMetrics adds its client), the inter-token latencies as a WeightedTimeSample, and
 // running sums over steps.
 #include "driver/metrics.h"
 
@@ -30,7 +30,7 @@ constexpr std::array<RejectReason, 4> kRejectReasons = {
 // Correctly rounded ns -> s (t * 1e-9 is not: 1e-9 is inexact).
 double Sec(TimeNs ns) { return static_cast<double>(ns) / 1e9; }
 
-Distribution Summarize(WeightedSample& sample) {
+Distribution Summarize(WeightedTimeSample& sample) {
   Distribution d;
   if (sample.Count() == 0) return d;
   d.count = sample.Count();
@@ -51,13 +51,15 @@ Distribution Distribution::Of(std::span<double> values) {
   if (values.empty()) return d;
   double sum = 0;
   for (double v : values) sum += v;  // arrival order: deterministic
-  std::sort(values.begin(), values.end());
   d.count = static_cast<int64_t>(values.size());
   d.mean = sum / static_cast<double>(values.size());
-  d.p50 = PercentileOfSorted(values, 50);
-  d.p90 = PercentileOfSorted(values, 90);
-  d.p99 = PercentileOfSorted(values, 99);
-  d.max = values.back();
+  constexpr std::array<double, 3> kPercentiles = {50, 90, 99};
+  std::array<double, 3> p{};
+  PercentilesBySelection(values, kPercentiles, p);
+  d.p50 = p[0];
+  d.p90 = p[1];
+  d.p99 = p[2];
+  d.max = *std::max_element(values.begin(), values.end());
   return d;
 }
 
@@ -119,10 +121,10 @@ class MetricsCollector::Impl {
       if (last == start) {
         ++at_step_start;
       } else {
-        itl_.Add(Sec(end - last));
+        itl_.Add(end - last);
       }
     }
-    itl_.Add(Sec(end - start), at_step_start);
+    itl_.Add(end - start, at_step_start);
     if (run_output > 0) clients_.Deliver(run_client, run_prompt, run_output);
     swap_out_blocks_ += static_cast<int64_t>(plan.swap_out.size());
     swap_in_blocks_ += static_cast<int64_t>(plan.swap_in.size());
@@ -148,7 +150,7 @@ class MetricsCollector::Impl {
                        int32_t waiting) {
     // What OnStep does for such a step: every seq emits a token one step after its last.
     clients_.BeginStep(end);
-    itl_.Add(Sec(end - start), run_shape_.batch_size);
+    itl_.Add(end - start, run_shape_.batch_size);
     for (const auto& [client, tokens] : run_clients_) clients_.Deliver(client, 0, tokens);
     RecordStep(replica, start, end, run_shape_, kv_blocks_used, waiting, 0);
   }
@@ -347,7 +349,7 @@ class MetricsCollector::Impl {
 
   // One value per finished request, in seconds, in OnFinished order.
   std::vector<double> ttft_, tpot_, e2e_, queue_, normalized_;
-  WeightedSample itl_;  // seconds, weighted by token count
+  WeightedTimeSample itl_;  // ns, weighted by token count
   int64_t num_finished_ = 0, num_rejected_ = 0, slo_met_ = 0;
   int64_t input_tokens_ = 0, output_tokens_ = 0;
   int64_t preemptions_ = 0, recomputed_tokens_ = 0;

@@ -79,7 +79,7 @@ struct Distribution {
   int64_t count = 0;
   double mean = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
 
-  // Of `values`, which it sorts in place (the mean sums them in their given order).
+  // Of `values`, which it reorders (the mean sums them in their given order first).
   // No values: all zeros.
   static Distribution Of(std::span<double> values);
 };

@@ -76,44 +76,85 @@ TEST(PercentileTest, WeightedEqualsExpandedOnRandomData) {
   }
 }
 
-TEST(WeightedSampleTest, OutOfOrderAddsAndCompactionGiveTheSameSummary) {
-  // More distinct values than the first compaction threshold, added out of order.
+TEST(WeightedTimeSampleTest, OutOfOrderAddsAndCompactionGiveTheSameSummary) {
+  // More distinct values than the first compaction threshold, added out of order, with
+  // keys spread over many radix digits.
   std::mt19937_64 rng(7);
-  WeightedSample sample;
+  WeightedTimeSample sample;
   std::vector<double> expanded;
   for (int i = 0; i < 200000; ++i) {
-    const double value = static_cast<double>(rng() % 100000) * 1e-6;
+    const int64_t ns = static_cast<int64_t>(rng() % 100000) * (i % 2 == 0 ? 1000 : 1'000'003);
     const int64_t count = 1 + static_cast<int64_t>(rng() % 3);
-    sample.Add(value, count);
-    expanded.insert(expanded.end(), static_cast<size_t>(count), value);
+    sample.Add(ns, count);
+    expanded.insert(expanded.end(), static_cast<size_t>(count), static_cast<double>(ns) / 1e9);
   }
-  sample.Add(0.5, 0);  // ignored
+  sample.Add(500, 0);  // ignored
   std::sort(expanded.begin(), expanded.end());
   EXPECT_EQ(sample.Count(), static_cast<int64_t>(expanded.size()));
   EXPECT_EQ(sample.Max(), expanded.back());
   for (double p : {0.0, 50.0, 90.0, 99.0, 100.0}) {
     EXPECT_EQ(sample.Percentile(p), PercentileOfSorted(expanded, p)) << p;
   }
+  // The mean sums the merged pairs in ascending order.
+  std::vector<WeightedValue> pairs;
+  for (const double v : expanded) {
+    if (!pairs.empty() && pairs.back().value == v) {
+      ++pairs.back().count;
+    } else {
+      pairs.push_back({v, 1});
+    }
+  }
   double sum = 0;
-  for (double v : expanded) sum += v;
-  EXPECT_NEAR(sample.Mean(), sum / static_cast<double>(expanded.size()), 1e-12);
+  for (const WeightedValue& v : pairs) sum += v.value * static_cast<double>(v.count);
+  EXPECT_EQ(sample.Mean(), sum / static_cast<double>(expanded.size()));
   const auto sorted = sample.Sorted();
+  ASSERT_EQ(sorted.size(), pairs.size());
   for (size_t i = 1; i < sorted.size(); ++i) EXPECT_LT(sorted[i - 1].value, sorted[i].value);
+  // Adding after a summary is seen by the next one.
+  sample.Add(int64_t{1} << 40);
+  EXPECT_EQ(sample.Max(), static_cast<double>(int64_t{1} << 40) / 1e9);
 }
 
-TEST(WeightedSampleTest, EmptyAndMergedRuns) {
-  WeightedSample sample;
+TEST(WeightedTimeSampleTest, EmptyAndMergedRuns) {
+  WeightedTimeSample sample;
   EXPECT_EQ(sample.Count(), 0);
   EXPECT_EQ(sample.Mean(), 0);
   EXPECT_EQ(sample.Max(), 0);
-  sample.Add(0.5, 2);
-  sample.Add(0.5, 3);  // merged into the previous pair
-  sample.Add(0.25);
+  sample.Add(500'000'000, 2);
+  sample.Add(500'000'000, 3);  // merged into the previous pair
+  sample.Add(250'000'000);
   EXPECT_EQ(sample.Count(), 6);
   ASSERT_EQ(sample.Sorted().size(), 2u);
   EXPECT_EQ(sample.Mean(), (0.5 * 5 + 0.25) / 6);
   EXPECT_EQ(sample.Percentile(0), 0.25);
   EXPECT_EQ(sample.Percentile(50), 0.5);
+}
+
+// Keys past 2^53 ns: distinct ns that round to one double merge into one pair.
+TEST(WeightedTimeSampleTest, NsThatRoundToOneSecondValueMerge) {
+  WeightedTimeSample sample;
+  const int64_t big = int64_t{1} << 62;
+  sample.Add(big + 1);
+  sample.Add(big);
+  sample.Add(big + 2);
+  ASSERT_EQ(sample.Sorted().size(), 1u);
+  EXPECT_EQ(sample.Sorted()[0].count, 3);
+}
+
+TEST(PercentileTest, SelectionGivesWhatSortingGives) {
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<double> values(1 + rng() % 500);
+    for (double& v : values) v = static_cast<double>(rng() % 50) * 0.37;  // ties too
+    std::vector<double> sorted = values;
+    std::sort(sorted.begin(), sorted.end());
+    const std::vector<double> ps = {0, 1, 33.3, 50, 90, 99, 99.9, 100};
+    std::vector<double> out(ps.size());
+    PercentilesBySelection(values, ps, out);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      ASSERT_EQ(out[i], PercentileOfSorted(sorted, ps[i])) << "trial " << trial << " p " << ps[i];
+    }
+  }
 }
 
 }  // namespace
