@@ -7,62 +7,77 @@
 // Time formats (DESIGN.md "Time": int64 ns):
 //   Seconds(ns)        exact decimal of ns / 1e9, trailing zeros trimmed: 1500000000 -> "1.5"
 //   SecondsDouble(s)   s rounded to 9 decimals (1 ns), trailing zeros trimmed
+#include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <cstdint>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace servelab {
 
-// Appends the exact decimal form of value / 10^decimals, trailing fractional zeros
-// trimmed: (1500000000, 9) -> "1.5", (2000, 3) -> "2". REQUIRES: 0 <= decimals <= 18.
-inline void AppendDecimal(std::string& out, int64_t value, int decimals) {
+// Writes the exact decimal form of value / 10^decimals at `p` (at most 40 chars), trailing
+// fractional zeros trimmed: (1500000000, 9) -> "1.5", (2000, 3) -> "2"; returns the end.
+// REQUIRES: 0 <= decimals <= 18.
+inline char* WriteDecimal(char* p, int64_t value, int decimals) {
   uint64_t scale = 1;
   for (int i = 0; i < decimals; ++i) scale *= 10;
-  char buf[48];
-  char* p = buf;
   const uint64_t magnitude =
       value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value);
   if (value < 0) *p++ = '-';
-  p = std::to_chars(p, buf + sizeof(buf), magnitude / scale).ptr;
+  p = std::to_chars(p, p + 20, magnitude / scale).ptr;
   uint64_t frac = magnitude % scale;
   if (frac != 0) {
-    char digits[18];
-    for (int i = decimals - 1; i >= 0; --i) {
-      digits[i] = static_cast<char>('0' + frac % 10);
+    int len = decimals;
+    while (frac % 10 == 0) {  // trailing zeros
+      frac /= 10;
+      --len;
+    }
+    *p = '.';
+    for (int i = len; i >= 1; --i) {
+      p[i] = static_cast<char>('0' + frac % 10);
       frac /= 10;
     }
-    int len = decimals;
-    while (digits[len - 1] == '0') --len;
-    *p++ = '.';
-    for (int i = 0; i < len; ++i) *p++ = digits[i];
+    p += len + 1;
   }
-  out.append(buf, p);
+  return p;
+}
+
+inline void AppendDecimal(std::string& out, int64_t value, int decimals) {
+  char buf[48];
+  out.append(buf, WriteDecimal(buf, value, decimals));
 }
 
 // Seconds from int64 ns, exact: 1500000000 -> "1.5".
 inline void AppendSeconds(std::string& out, int64_t ns) { AppendDecimal(out, ns, 9); }
 
-// Appends s with 9 decimals, trailing fractional zeros trimmed ("0.625", "2").
+// Writes s with 9 decimals at `p` (at most 64 chars), trailing fractional zeros trimmed
+// ("0.625", "2"); returns the end.
+inline char* WriteFixed9(char* p, double s) {
+  char* const begin = p;
+  auto [end, ec] = std::to_chars(p, p + 64, s, std::chars_format::fixed, 9);
+  if (ec != std::errc()) {
+    std::memcpy(p, "nan", 3);
+    return p + 3;
+  }
+  char* dot = begin;
+  while (dot < end && *dot != '.') ++dot;
+  if (dot < end) {
+    while (end[-1] == '0') --end;
+    if (end[-1] == '.') --end;
+  }
+  if (end - begin == 2 && begin[0] == '-' && begin[1] == '0') {  // "-0" after rounding
+    *begin = '0';
+    return begin + 1;
+  }
+  return end;
+}
+
 inline void AppendFixed9(std::string& out, double s) {
   char buf[64];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), s, std::chars_format::fixed, 9);
-  if (ec != std::errc()) {
-    out.append("nan");
-    return;
-  }
-  char* dot = buf;
-  while (dot < p && *dot != '.') ++dot;
-  if (dot < p) {
-    while (p[-1] == '0') --p;
-    if (p[-1] == '.') --p;
-  }
-  if (p - buf == 2 && buf[0] == '-' && buf[1] == '0') {  // "-0" after rounding
-    out.push_back('0');
-    return;
-  }
-  out.append(buf, p);
+  out.append(buf, WriteFixed9(buf, s));
 }
 
 inline void AppendInt(std::string& out, int64_t v) {
@@ -74,51 +89,83 @@ inline void AppendInt(std::string& out, int64_t v) {
 class CsvWriter {
  public:
   // `os` may be null: every call is then a no-op.
-  explicit CsvWriter(std::ostream* os) : os_(os) { row_.reserve(256); }
+  explicit CsvWriter(std::ostream* os) : os_(os) {
+    buf_.resize(256);
+    p_ = buf_.data();
+  }
+  CsvWriter(const CsvWriter&) = delete;
+  CsvWriter& operator=(const CsvWriter&) = delete;
 
   bool enabled() const { return os_ != nullptr; }
 
-  CsvWriter& Int(int64_t v) { Sep(); AppendInt(row_, v); return *this; }
-  CsvWriter& Seconds(int64_t ns) { Sep(); AppendSeconds(row_, ns); return *this; }
-  CsvWriter& SecondsDouble(double s) { Sep(); AppendFixed9(row_, s); return *this; }
-  CsvWriter& Empty() { Sep(); return *this; }
+  CsvWriter& Int(int64_t v) {
+    Field(24);
+    p_ = std::to_chars(p_, p_ + 24, v).ptr;
+    return *this;
+  }
+  CsvWriter& Seconds(int64_t ns) {
+    Field(48);
+    p_ = WriteDecimal(p_, ns, 9);
+    return *this;
+  }
+  CsvWriter& SecondsDouble(double s) {
+    Field(64);
+    p_ = WriteFixed9(p_, s);
+    return *this;
+  }
+  CsvWriter& Empty() {
+    Field(0);
+    return *this;
+  }
   // Quoted (RFC 4180) only when it holds a comma, quote or line break.
   CsvWriter& Str(std::string_view s) {
-    Sep();
+    Field(2 * s.size() + 2);
     if (s.find_first_of(",\"\r\n") == std::string_view::npos) {
-      row_.append(s);
+      std::memcpy(p_, s.data(), s.size());
+      p_ += s.size();
       return *this;
     }
-    row_.push_back('"');
+    *p_++ = '"';
     for (char c : s) {
-      if (c == '"') row_.push_back('"');
-      row_.push_back(c);
+      if (c == '"') *p_++ = '"';
+      *p_++ = c;
     }
-    row_.push_back('"');
+    *p_++ = '"';
     return *this;
   }
   // Writes `line` and a '\n' as one row (a header).
   void Line(std::string_view line) {
-    row_.assign(line);
-    first_ = false;
+    Reserve(line.size());
+    std::memcpy(p_, line.data(), line.size());
+    p_ += line.size();
     EndRow();
   }
   // Writes the row and a '\n'.
   void EndRow() {
-    row_.push_back('\n');
-    if (os_ != nullptr) os_->write(row_.data(), static_cast<std::streamsize>(row_.size()));
-    row_.clear();
+    Reserve(1);
+    *p_++ = '\n';
+    if (os_ != nullptr) os_->write(buf_.data(), p_ - buf_.data());
+    p_ = buf_.data();
     first_ = true;
   }
 
  private:
-  void Sep() {
-    if (!first_) row_.push_back(',');
+  // Room for a separator and `n` more chars.
+  void Field(size_t n) {
+    Reserve(n + 1);
+    if (!first_) *p_++ = ',';
     first_ = false;
+  }
+  void Reserve(size_t n) {
+    const auto used = static_cast<size_t>(p_ - buf_.data());
+    if (buf_.size() - used >= n) return;
+    buf_.resize(std::max(2 * buf_.size(), used + n));
+    p_ = buf_.data() + used;
   }
 
   std::ostream* os_;
-  std::string row_;
+  std::vector<char> buf_;  // the row being formatted: [data, p_)
+  char* p_;
   bool first_ = true;
 };
 
