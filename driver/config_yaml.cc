@@ -19,6 +19,8 @@
 namespace servelab {
 namespace {
 
+constexpr size_t kMaxParamNameLength = 128;
+
 // Thrown inside this file only; LoadExperiment/ParseExperiment turn it into a Status.
 struct ConfigError {
   std::string message;
@@ -252,6 +254,13 @@ class Parser {
       loc_.Given(value.path + "." + k, it->first);
       if (!it->second.IsScalar()) {
         Fail(where, value.path + "." + k, "expected a single value, got " + TypeName(it->second));
+      }
+      // No parameter is named longer; and YAML allows no longer implicit key, so the
+      // resolved config could not hold it.
+      if (k.size() > kMaxParamNameLength) {
+        Fail(where, value.path, "a parameter name of " + std::to_string(k.size()) +
+                                    " bytes; names are at most " +
+                                    std::to_string(kMaxParamNameLength));
       }
       if (k == name_key) {
         value.name = it->second.Scalar();

@@ -461,5 +461,24 @@ TEST(ConfigYamlTest, NamesAndParametersThatAreNotWordsResolveByteForByte) {
   EXPECT_THAT(emitted, HasSubstr("aging_s: \"5 \""));
 }
 
+// Found by the experiment YAML fuzzer: a parameter name of 300 control bytes (raw) parsed, but
+// the resolved config wrote it escaped (\x16, four characters each) as a key longer than
+// the 1,024 characters YAML allows, so it did not parse again. No parameter has such a
+// name: refused where it is given.
+TEST(ConfigYamlTest, AParameterNameLongerThanAnyIsRefusedAtItsLine) {
+  const std::string name(300, '\x16');
+  auto c = ParseExperiment(std::string(kMinimal) + "cost_model: {type: linear, b" + name + ": 1}\n",
+                           "exp.yaml", "/");
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(c.status().IsBadInput());
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("cost_model: a parameter name of 301 bytes; names are at most 128"));
+  EXPECT_THAT(c.status().message(), HasSubstr("exp.yaml:"));
+  EXPECT_TRUE(ParseExperiment(std::string(kMinimal) + "cost_model: {type: linear, " +
+                                  std::string(128, 'k') + ": 1}\n",
+                              "exp.yaml", "/")
+                  .ok());
+}
+
 }  // namespace
 }  // namespace servelab
