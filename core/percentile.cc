@@ -96,31 +96,39 @@ void PercentilesBySelection(std::span<double> values, std::span<const double> ps
 
 namespace {
 
-// LSD radix sort of (ns, count) pairs by ns >= 0, 11 bits a pass, skipping the passes
-// whose digit every key shares (durations leave the high bits zero). Stable.
+// LSD radix sort of [begin, end) by ns >= 0, 11 bits a pass, skipping the passes whose
+// digit every key shares (durations leave the high bits zero). Stable.
 template <class Pair>
-void RadixSortByNs(std::vector<Pair>& pairs, std::vector<Pair>& scratch) {
+void RadixSortByNs(Pair* begin, Pair* end) {
   constexpr int kBits = 11;
   constexpr size_t kBuckets = size_t{1} << kBits;
   constexpr int kPasses = (63 + kBits - 1) / kBits;
+  const auto n = static_cast<size_t>(end - begin);
   std::vector<size_t> counts(kPasses * kBuckets, 0);
-  for (const Pair& p : pairs) {
-    auto key = static_cast<uint64_t>(p.ns);
-    for (int pass = 0; pass < kPasses; ++pass, key >>= kBits) ++counts[pass * kBuckets + (key & (kBuckets - 1))];
+  for (const Pair* p = begin; p != end; ++p) {
+    auto key = static_cast<uint64_t>(p->ns);
+    for (int pass = 0; pass < kPasses; ++pass, key >>= kBits) {
+      ++counts[pass * kBuckets + (key & (kBuckets - 1))];
+    }
   }
-  scratch.resize(pairs.size());
+  std::vector<Pair> scratch(n);
+  Pair* from = begin;
+  Pair* to = scratch.data();
   for (int pass = 0; pass < kPasses; ++pass) {
     size_t* count = counts.data() + pass * kBuckets;
-    if (std::find(count, count + kBuckets, pairs.size()) != count + kBuckets) continue;
+    if (std::find(count, count + kBuckets, n) != count + kBuckets) continue;
     size_t offset = 0;
     for (size_t b = 0; b < kBuckets; ++b) offset += std::exchange(count[b], offset);
     const int shift = pass * kBits;
-    for (const Pair& p : pairs) {
-      scratch[count[(static_cast<uint64_t>(p.ns) >> shift) & (kBuckets - 1)]++] = p;
+    for (size_t i = 0; i < n; ++i) {
+      to[count[(static_cast<uint64_t>(from[i].ns) >> shift) & (kBuckets - 1)]++] = from[i];
     }
-    pairs.swap(scratch);
+    std::swap(from, to);
   }
+  if (from != begin) std::copy(from, from + n, begin);
 }
+
+double Seconds(int64_t ns) { return static_cast<double>(ns) / 1e9; }
 
 }  // namespace
 
@@ -128,7 +136,6 @@ void WeightedTimeSample::Add(int64_t ns, int64_t count) {
   assert(ns >= 0);
   if (count <= 0) return;
   total_ += count;
-  valid_ = false;
   if (!pairs_.empty() && pairs_.back().ns == ns) {
     pairs_.back().count += count;
     return;
@@ -145,13 +152,10 @@ void WeightedTimeSample::Compact() {
   if (!sorted_) {
     // The prefix is sorted already: sort the tail added since, merge the two runs, then
     // merge equal neighbours.
-    std::vector<Pair> tail(pairs_.begin() + static_cast<std::ptrdiff_t>(merged_), pairs_.end());
-    RadixSortByNs(tail, scratch_);
-    pairs_.resize(merged_);
-    const size_t prefix = pairs_.size();
-    pairs_.insert(pairs_.end(), tail.begin(), tail.end());
-    std::inplace_merge(pairs_.begin(), pairs_.begin() + static_cast<std::ptrdiff_t>(prefix),
-                       pairs_.end(), [](const Pair& x, const Pair& y) { return x.ns < y.ns; });
+    const auto middle = pairs_.begin() + static_cast<std::ptrdiff_t>(merged_);
+    RadixSortByNs(pairs_.data() + merged_, pairs_.data() + pairs_.size());
+    std::inplace_merge(pairs_.begin(), middle, pairs_.end(),
+                       [](const Pair& x, const Pair& y) { return x.ns < y.ns; });
     size_t out = 0;
     for (const Pair& p : pairs_) {
       if (out > 0 && pairs_[out - 1].ns == p.ns) {
@@ -166,33 +170,52 @@ void WeightedTimeSample::Compact() {
   merged_ = pairs_.size();
 }
 
-std::span<const WeightedValue> WeightedTimeSample::Sorted() {
-  if (valid_) return seconds_;
+size_t WeightedTimeSample::NumDistinct() {
   Compact();
-  // ns -> s is monotone, so the seconds come out ascending; distinct ns past 2^52 ns can
-  // round to one double, so equal seconds merge once more.
-  seconds_.clear();
-  for (const Pair& p : pairs_) {
-    const double s = static_cast<double>(p.ns) / 1e9;
-    if (!seconds_.empty() && seconds_.back().value == s) {
-      seconds_.back().count += p.count;
-    } else {
-      seconds_.push_back({s, p.count});
-    }
-  }
-  valid_ = true;
-  return seconds_;
+  return pairs_.size();
 }
 
-double WeightedTimeSample::Percentile(double p) { return WeightedPercentileOfSorted(Sorted(), p); }
+double WeightedTimeSample::Percentile(double p) {
+  assert(total_ > 0);
+  Compact();
+  const Rank r = LinearRank(total_, p);
+  // The pairs holding expanded indices lo and hi.
+  int64_t a = pairs_.back().ns, b = a;
+  int64_t seen = 0;
+  bool found_a = false;
+  for (const Pair& v : pairs_) {
+    const int64_t end = seen + v.count;
+    if (!found_a && r.lo < end) {
+      a = v.ns;
+      found_a = true;
+    }
+    if (r.hi < end) {
+      b = v.ns;
+      break;
+    }
+    seen = end;
+  }
+  return NumpyLerp(Seconds(a), Seconds(b), r.t);
+}
 
 double WeightedTimeSample::Mean() {
   if (total_ == 0) return 0;
+  Compact();
   double sum = 0;
-  for (const WeightedValue& v : Sorted()) sum += v.value * static_cast<double>(v.count);
+  size_t i = 0;
+  while (i < pairs_.size()) {
+    const double value = Seconds(pairs_[i].ns);
+    int64_t count = 0;
+    for (; i < pairs_.size() && Seconds(pairs_[i].ns) == value; ++i) count += pairs_[i].count;
+    sum += value * static_cast<double>(count);
+  }
   return sum / static_cast<double>(total_);
 }
 
-double WeightedTimeSample::Max() { return total_ == 0 ? 0 : Sorted().back().value; }
+double WeightedTimeSample::Max() {
+  if (total_ == 0) return 0;
+  Compact();
+  return Seconds(pairs_.back().ns);
+}
 
 }  // namespace servelab

@@ -48,11 +48,14 @@ class WeightedTimeSample {
  public:
   void Add(int64_t ns, int64_t count = 1);  // REQUIRES: ns >= 0; count <= 0 is ignored
   int64_t Count() const { return total_; }
-  // Sorted, merged pairs of (seconds, count): strictly ascending in seconds.
-  std::span<const WeightedValue> Sorted();
+  // Ascending ns -> s is monotone, so order statistics come straight from the ns keys.
   double Percentile(double p);  // REQUIRES: Count() > 0
-  double Mean();                // 0 when empty; summed in ascending order
-  double Max();                 // 0 when empty
+  // 0 when empty. Summed in ascending order over distinct seconds values (ns that round
+  // to one double count as one value), as over a sorted, merged list of seconds.
+  double Mean();
+  double Max();  // 0 when empty
+  // Distinct ns values held (after merging).
+  size_t NumDistinct();
 
  private:
   struct Pair {
@@ -62,9 +65,6 @@ class WeightedTimeSample {
   void Compact();
 
   std::vector<Pair> pairs_;
-  std::vector<Pair> scratch_;
-  std::vector<WeightedValue> seconds_;  // Sorted()'s answer while valid_
-  bool valid_ = false;
   int64_t total_ = 0;
   size_t compact_at_ = 1 << 16;  // pairs; doubles with the distinct values kept
   size_t merged_ = 0;  // pairs_[0, merged_) is sorted and merged (the last compaction's)
