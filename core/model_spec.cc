@@ -36,6 +36,14 @@ double DTypeBytes(DType dtype) {
 
 int64_t ModelSpec::AttentionParamsPerLayer() const {
   const int64_t h = hidden_size;
+  if (IsMla()) {
+    const int64_t heads = num_attention_heads;
+    const int64_t q = q_lora_rank > 0 ? h * q_lora_rank + q_lora_rank + int64_t{q_lora_rank} * QDim()
+                                      : h * QDim();
+    const int64_t kv_down = h * KvLatentDim() + kv_lora_rank;
+    const int64_t kv_up = int64_t{kv_lora_rank} * heads * (int64_t{qk_nope_head_dim} + v_head_dim);
+    return q + kv_down + kv_up + OutDim() * h + 2 * h;
+  }
   const int64_t qkv = h * (QDim() + 2 * KvDim()) + (attention_bias ? QDim() + 2 * KvDim() : 0);
   const int64_t o = QDim() * h;
   const int64_t norms = 2 * h;

@@ -1,6 +1,7 @@
 #pragma once
-// The architecture of a decoder-only transformer (Llama, Mistral, Qwen2 families), in
-// Hugging Face config.json terms. The cost model, the memory formula and the engine all
+// The architecture of a decoder-only transformer (Llama, Mistral, Qwen2 families; MoE:
+// Mixtral, Qwen3 MoE, DeepSeek-V3 with its latent attention), in Hugging Face
+// config.json terms. The cost model, the memory formula and the engine all
 // read it; none of them needs more.
 #include <cstdint>
 #include <optional>
@@ -42,8 +43,25 @@ struct ModelSpec {
   int32_t moe_intermediate_size = 0;
   int32_t shared_expert_intermediate_size = 0;
   int32_t first_k_dense_replace = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3; kv_lora_rank 0 = ordinary attention).
+  // Each token caches one latent of kv_lora_rank plus a shared RoPE key of
+  // qk_rope_head_dim per layer, for all heads together; queries are low-rank through
+  // q_lora_rank (0 = a direct projection); each head's query and key have
+  // qk_nope_head_dim + qk_rope_head_dim dimensions and its value v_head_dim. Decode
+  // attends in the latent space (the up-projections absorbed into the query and the
+  // output), as vLLM and SGLang run it.
+  int32_t kv_lora_rank = 0;
+  int32_t q_lora_rank = 0;
+  int32_t qk_nope_head_dim = 0;
+  int32_t qk_rope_head_dim = 0;
+  int32_t v_head_dim = 0;
 
+  bool IsMla() const { return kv_lora_rank > 0; }
+  // MLA: the cached latent and RoPE key of one token, one layer.
+  int64_t KvLatentDim() const { return int64_t{kv_lora_rank} + qk_rope_head_dim; }
+  // A query head's width (MLA: qk_nope_head_dim + qk_rope_head_dim).
   int32_t HeadDim() const {
+    if (IsMla()) return qk_nope_head_dim + qk_rope_head_dim;
     return head_dim > 0 ? head_dim : hidden_size / num_attention_heads;
   }
   bool IsMoe() const { return num_experts > 0; }
@@ -52,7 +70,11 @@ struct ModelSpec {
   int32_t ExpertWidth() const {
     return moe_intermediate_size > 0 ? moe_intermediate_size : intermediate_size;
   }
+  // Query width over all heads (MLA: each head qk_nope_head_dim + qk_rope_head_dim), and
+  // the attention output's (MLA: v_head_dim per head).
   int64_t QDim() const { return int64_t{num_attention_heads} * HeadDim(); }
+  int64_t OutDim() const { return IsMla() ? int64_t{num_attention_heads} * v_head_dim : QDim(); }
+  // K (or V) width over the KV heads; not used for MLA, whose cache is KvLatentDim().
   int64_t KvDim() const { return int64_t{num_key_value_heads} * HeadDim(); }
   // Custom models in YAML use the config.json key names.
   template <class V>
@@ -77,10 +99,17 @@ struct ModelSpec {
     v.Field("moe_intermediate_size", moe_intermediate_size, Bounds{0, 1 << 22});
     v.Field("shared_expert_intermediate_size", shared_expert_intermediate_size, Bounds{0, 1 << 22});
     v.Field("first_k_dense_replace", first_k_dense_replace, Bounds{0, 1 << 14});
+    v.Field("kv_lora_rank", kv_lora_rank, Bounds{0, 1 << 16});
+    v.Field("q_lora_rank", q_lora_rank, Bounds{0, 1 << 16});
+    v.Field("qk_nope_head_dim", qk_nope_head_dim, Bounds{0, 1 << 14});
+    v.Field("qk_rope_head_dim", qk_rope_head_dim, Bounds{0, 1 << 14});
+    v.Field("v_head_dim", v_head_dim, Bounds{0, 1 << 14});
   }
 
   // Parameters of one decoder layer's attention: q/k/v/o projections (+ q/k/v biases) and
-  // the two RMSNorm weight vectors.
+  // the two RMSNorm weight vectors. MLA: the query down- and up-projections (or the direct
+  // one) with the q_a norm, the latent down-projection (to kv_lora_rank + RoPE key) with
+  // its norm, the latent up-projection to every head's key and value, the output.
   int64_t AttentionParamsPerLayer() const;
   // Of one dense layer's SwiGLU MLP (gate, up, down) and of one MoE layer's: the router,
   // every expert, the shared expert; `active`: only the experts one token uses.
@@ -93,9 +122,13 @@ struct ModelSpec {
   // Those one token's forward pass uses: as NumParams, with num_experts_per_tok experts
   // per MoE layer (Mixtral-8x7B: 12.9 B of 46.7 B).
   int64_t NumActiveParams() const;
-  // K and V elements one token keeps in the cache, all layers, before any parallel
-  // split: 2 * num_hidden_layers * KvDim(). The one KV size formula; the others scale it.
-  int64_t KvElementsPerToken() const { return 2 * int64_t{num_hidden_layers} * KvDim(); }
+  // Elements one token keeps in the cache per layer, before any parallel split: K and V,
+  // 2 * KvDim(); MLA: its latent and RoPE key, KvLatentDim(). The one KV size formula;
+  // the others scale it.
+  int64_t KvElementsPerTokenPerLayer() const { return IsMla() ? KvLatentDim() : 2 * KvDim(); }
+  int64_t KvElementsPerToken() const {
+    return int64_t{num_hidden_layers} * KvElementsPerTokenPerLayer();
+  }
   // Bytes of one KV block of `block_size` tokens at `bytes_per_element`, all layers.
   int64_t KvBytesPerBlock(int32_t block_size, int64_t bytes_per_element) const {
     return KvElementsPerToken() * block_size * bytes_per_element;

@@ -295,6 +295,14 @@ class Parser {
            "first_k_dense_replace " + std::to_string(model.first_k_dense_replace) +
                " leaves no MoE layer of " + std::to_string(model.num_hidden_layers));
     }
+    if (!model.IsMla() && (model.q_lora_rank > 0 || model.qk_nope_head_dim > 0 ||
+                           model.qk_rope_head_dim > 0 || model.v_head_dim > 0)) {
+      Fail(Where(key, n), Path(key), "latent-attention settings without kv_lora_rank");
+    }
+    if (model.IsMla() && (model.qk_nope_head_dim < 1 || model.v_head_dim < 1)) {
+      Fail(Where(key, n), Path(key),
+           "latent attention (kv_lora_rank > 0) needs qk_nope_head_dim >= 1 and v_head_dim >= 1");
+    }
     if (model.HeadDim() < 1) {
       Fail(Where(key, n), Path(key),
            "hidden_size " + std::to_string(model.hidden_size) + " is less than num_attention_heads " +
@@ -302,8 +310,15 @@ class Parser {
     }
     // Parameter counts stay exact in int64 (and in the doubles derived from them).
     const double h = model.hidden_size, experts = model.IsMoe() ? model.num_experts : 0;
-    const double attention = h * (double(model.QDim()) + 2.0 * double(model.KvDim())) +
-                             double(model.QDim()) * h;
+    const double q = double(model.QDim());
+    const double attention =
+        model.IsMla()
+            ? (model.q_lora_rank > 0 ? (h + q) * model.q_lora_rank : h * q) +
+                  h * double(model.KvLatentDim()) +
+                  double(model.kv_lora_rank) * model.num_attention_heads *
+                      (double(model.qk_nope_head_dim) + model.v_head_dim) +
+                  double(model.OutDim()) * h
+            : h * (q + 2.0 * double(model.KvDim())) + q * h;
     const double mlp = 3.0 * h * (double(model.intermediate_size) + experts * model.ExpertWidth() +
                                   model.shared_expert_intermediate_size) +
                        h * experts;

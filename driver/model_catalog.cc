@@ -27,6 +27,15 @@ struct Arch {
   int32_t num_experts_per_tok = 0;
   int32_t moe_intermediate_size = 0;  // 0: experts as wide as intermediate_size (Mixtral)
   int32_t head_dim = 0;
+  // DeepSeek: the shared experts' width (n_shared_experts x moe_intermediate_size), the
+  // leading dense layers, and multi-head latent attention.
+  int32_t shared_expert_intermediate_size = 0;
+  int32_t first_k_dense_replace = 0;
+  int32_t kv_lora_rank = 0;
+  int32_t q_lora_rank = 0;
+  int32_t qk_nope_head_dim = 0;
+  int32_t qk_rope_head_dim = 0;
+  int32_t v_head_dim = 0;
 };
 
 // Sources: config.json of each Hugging Face repository named below.
@@ -68,6 +77,15 @@ constexpr Arch kArchs[] = {
      768, 128},
     {"qwen3-235b-a22b", 4096, 94, 64, 4, 12288, 151936, 40960, false, false, 1e-6, 1000000.0, 128,
      8, 1536, 128},
+    // deepseek-ai/DeepSeek-V3: 61 layers, the first 3 dense (width 18432), then 256 routed
+    // experts of width 2048 (8 per token) and n_shared_experts 1 of the same width;
+    // latent attention with kv_lora_rank 512, q_lora_rank 1536, 128 heads of 128 + 64
+    // (RoPE) query/key and 128 value dimensions. 671 B parameters, 37 B active (the
+    // paper's counts; the checkpoint's 685 B add the 14 B multi-token-prediction module,
+    // which serving without speculative decoding does not run). num_key_value_heads is
+    // the config's 128; latent attention caches 512 + 64 per token and layer instead.
+    {"deepseek-v3", 7168, 61, 128, 128, 18432, 129280, 163840, false, false, 1e-6, 10000.0, 256,
+     8, 2048, 0, 2048, 3, 512, 1536, 128, 64, 128},
 };
 
 std::vector<ModelSpec> BuildCatalog() {
@@ -90,6 +108,13 @@ std::vector<ModelSpec> BuildCatalog() {
     m.num_experts_per_tok = a.num_experts_per_tok;
     m.moe_intermediate_size = a.moe_intermediate_size;
     m.head_dim = a.head_dim;
+    m.shared_expert_intermediate_size = a.shared_expert_intermediate_size;
+    m.first_k_dense_replace = a.first_k_dense_replace;
+    m.kv_lora_rank = a.kv_lora_rank;
+    m.q_lora_rank = a.q_lora_rank;
+    m.qk_nope_head_dim = a.qk_nope_head_dim;
+    m.qk_rope_head_dim = a.qk_rope_head_dim;
+    m.v_head_dim = a.v_head_dim;
     models.push_back(std::move(m));
   }
   return models;

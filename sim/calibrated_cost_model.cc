@@ -111,6 +111,12 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
                            std::to_string(deployment.model.num_experts) +
                            " experts a layer); use the roofline");
   }
+  if (deployment.model.IsMla()) {
+    return InvalidArgument("cost_model: the calibrated model has no latent-attention ops yet (" +
+                           deployment.model.name + " caches a " +
+                           std::to_string(deployment.model.kv_lora_rank) +
+                           "-rank latent); use the roofline");
+  }
   auto model = ReadCalibratedModel(path);
   if (!model.ok()) return model.status();
   // The default depends on the model file, so the resolved config records the value used.

@@ -30,6 +30,11 @@ int32_t KvHeadsPerGpu(const ModelSpec& model, int32_t tensor_parallel) {
 double KvBytesPerTokenPerGpu(const ModelSpec& model, DType kv_dtype, int32_t tensor_parallel,
                              int32_t pipeline_parallel) {
   const int64_t layers = CeilDiv(model.num_hidden_layers, pipeline_parallel);
+  // MLA's latent serves every head: each GPU of the TP group caches all of it.
+  if (model.IsMla()) {
+    return static_cast<double>(layers) * static_cast<double>(model.KvLatentDim()) *
+           DTypeBytes(kv_dtype);
+  }
   return 2.0 * static_cast<double>(layers) * KvHeadsPerGpu(model, tensor_parallel) *
          model.HeadDim() * DTypeBytes(kv_dtype);
 }
@@ -49,7 +54,9 @@ MemoryEstimate EstimateMemory(const ModelSpec& model, const GpuSpec& gpu,
 
   // Peak activations of the largest forward pass (see the header for the formula).
   const double h = model.hidden_size;
-  const double attention_block = (2.0 * model.QDim() + 2.0 * model.KvDim()) / tp;
+  const double attention_block =
+      model.IsMla() ? 2.0 * model.QDim() / tp + 2.0 * static_cast<double>(model.KvLatentDim())
+                    : (2.0 * model.QDim() + 2.0 * model.KvDim()) / tp;
   // The MLP's widest intermediate, per token: a dense layer's, or a MoE layer's experts
   // for that token (each token is a row of each of its experts) and the shared expert.
   const double moe_width = model.IsMoe() ? double(model.num_experts_per_tok) * model.ExpertWidth() +
@@ -95,6 +102,12 @@ std::string FormatMemoryReport(const ModelSpec& model, const GpuSpec& gpu,
                   model.num_experts, model.num_experts_per_tok,
                   static_cast<double>(model.NumParams()) * 1e-9,
                   static_cast<double>(model.NumActiveParams()) * 1e-9);
+  }
+  if (model.IsMla()) {
+    out += Format("  latent attention: %lld cached per token a layer (kv_lora_rank %d + RoPE key "
+                  "%d), every GPU of a TP group holding all of it\n",
+                  static_cast<long long>(model.KvLatentDim()), model.kv_lora_rank,
+                  model.qk_rope_head_dim);
   }
   out += Format("  %-28s %10s\n", "per GPU", "GiB");
   out += Format("  %-28s %10.2f\n", "device memory", Gib(e.total));

@@ -65,7 +65,8 @@ struct MemoryEstimate {
 // KV heads each GPU stores under tensor parallelism: max(1, ceil(num_kv_heads / tp)).
 int32_t KvHeadsPerGpu(const ModelSpec& model, int32_t tensor_parallel);
 // 2 * ceil(L / pp) * KvHeadsPerGpu * head_dim * bytes(kv_dtype): K and V of one token on
-// the GPU holding the most layers.
+// the GPU holding the most layers. MLA: ceil(L / pp) * (kv_lora_rank + qk_rope_head_dim)
+// * bytes, whatever the tp (every GPU caches the whole latent, as vLLM does).
 double KvBytesPerTokenPerGpu(const ModelSpec& model, DType kv_dtype, int32_t tensor_parallel,
                              int32_t pipeline_parallel);
 

@@ -106,7 +106,9 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
   const double kvb = DTypeBytes(d.kv_dtype);
   const double h = m.hidden_size;
   const double q = static_cast<double>(m.QDim()) / tp;        // per GPU
-  const double kv = static_cast<double>(KvHeadsPerGpu(m, d.tensor_parallel)) * m.HeadDim();
+  // K and V widths per GPU; MLA: the cached latent and RoPE key, all of it on every GPU.
+  const double kv = m.IsMla() ? static_cast<double>(m.KvLatentDim())
+                              : static_cast<double>(KvHeadsPerGpu(m, d.tensor_parallel)) * m.HeadDim();
   const double inter = m.intermediate_size / tp;               // per GPU
   const double vocab = m.vocab_size / tp;                      // per GPU
   num_layers_ = m.num_hidden_layers;
@@ -123,7 +125,27 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
     return Gemm{2.0 * k * n * gemm_s_per_flop, k * n * w * s_per_byte,
                 (k + n) * a * s_per_byte};
   };
-  attention_gemms_ = {gemm(h, q + 2.0 * kv), gemm(q, h)};
+  if (!m.IsMla()) {
+    attention_gemms_ = {gemm(h, q + 2.0 * kv), gemm(q, h)};
+  } else {
+    // Down-projections are replicated over the TP group (as vLLM's ReplicatedLinear),
+    // up-projections and the output split by heads. The latent's up-projections to each
+    // head's key and value are absorbed into the query and the output (one GEMM's worth
+    // per new token).
+    mla_ = true;
+    const double heads = m.num_attention_heads / tp;
+    const double lora = m.kv_lora_rank, v = m.v_head_dim, nope = m.qk_nope_head_dim;
+    attention_gemms_.clear();
+    if (m.q_lora_rank > 0) {
+      attention_gemms_.push_back(gemm(h, m.q_lora_rank));
+      attention_gemms_.push_back(gemm(m.q_lora_rank, q));
+    } else {
+      attention_gemms_.push_back(gemm(h, q));
+    }
+    attention_gemms_.push_back(gemm(h, kv));
+    attention_gemms_.push_back(gemm(lora, heads * (nope + v)));
+    attention_gemms_.push_back(gemm(heads * v, h));
+  }
   dense_mlp_gemms_ = {gemm(h, 2.0 * inter), gemm(inter, h)};
   num_dense_layers_ = m.NumDenseLayers();
   num_moe_layers_ = m.NumMoeLayers();
@@ -148,6 +170,20 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
   attention_s_per_pair_ = 4.0 * (m.num_attention_heads / tp) * m.HeadDim() * attention_s_per_flop;
   kv_read_s_per_token_ = 2.0 * kv * kvb * s_per_byte;
   qo_s_per_new_token_ = 2.0 * q * a * s_per_byte;
+  if (m.IsMla()) {
+    // Decode attends in the latent space, every head over the one cached latent (keys:
+    // latent + RoPE key; values: the latent). A prefill chunk attends with full keys and
+    // values instead (as FlashMLA's prefill and vLLM do), up-projecting the cached
+    // latent of every context token it attends to.
+    const double heads = m.num_attention_heads / tp;
+    const double lora = m.kv_lora_rank, v = m.v_head_dim, nope = m.qk_nope_head_dim;
+    attention_s_per_pair_ = 2.0 * heads * (kv + lora) * attention_s_per_flop;
+    kv_read_s_per_token_ = kv * kvb * s_per_byte;
+    qo_s_per_new_token_ = heads * (kv + lora) * a * s_per_byte;
+    prefill_s_per_pair_ = 2.0 * heads * (m.HeadDim() + v) * attention_s_per_flop;
+    prefill_s_per_cached_token_ = 2.0 * lora * heads * (nope + v) * gemm_s_per_flop;
+    prefill_qo_s_per_new_token_ = heads * (m.HeadDim() + v) * a * s_per_byte;
+  }
 
   // Elementwise bytes per token, one layer: 2 fused residual-add + RMSNorms (read x and
   // the residual, write both: 4h each), RoPE on q and k (read + write), SiLU*mul (read
@@ -157,8 +193,10 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
       m.IsMoe() ? (num_dense_layers_ * inter +
                    num_moe_layers_ * (m.num_experts_per_tok * expert + shared)) / num_layers_
                 : inter;
+  // (MLA: kv is the latent, written once, not K and V.)
+  const double kv_writes = m.IsMla() ? 0.5 : 1.0;
   const double layer_bytes = 2.0 * (4.0 * h) * a + 2.0 * (q + kv) * a + 3.0 * mlp_width * a +
-                             2.0 * kv * (a + kvb);
+                             2.0 * kv_writes * kv * (a + kvb);
   // Once per step: embedding gather (read a weight row, write it) and the final norm.
   const double step_bytes = h * (w + a) + 2.0 * h * a;
   elementwise_s_per_token_ = (num_layers_ * layer_bytes + step_bytes) * s_per_byte;
@@ -221,6 +259,14 @@ RooflineCostModel::Batch RooflineCostModel::BatchOf(const StepPlan& plan) const 
     batch.tokens += n;
     if (seq.emits_token || seq.is_padding) batch.emitting += 1;
     const double pairs = double{n} * seq.num_computed_tokens + n * (n + 1.0) / 2.0;
+    if (mla_ && !seq.IsDecode()) {  // a prefill chunk at full width (see the constructor)
+      const double compute_s = pairs * prefill_s_per_pair_ +
+                               seq.num_computed_tokens * prefill_s_per_cached_token_;
+      const double memory_s = static_cast<double>(context) * kv_read_s_per_token_ +
+                              n * prefill_qo_s_per_new_token_;
+      batch.prefill_s += std::max(compute_s, memory_s);
+      continue;
+    }
     const double compute_s = pairs * attention_s_per_pair_;
     const double memory_s = static_cast<double>(context) * kv_read_s_per_token_ + n * qo_s_per_new_token_;
     if (compute_s > memory_s) {
@@ -260,17 +306,17 @@ RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
   const double emitting = batch.emitting;
   // Each seq at its own bound: a long decode stays memory-bound beside a compute-bound
   // prefill, which a batch mean would blend away.
-  const double attention_layer_s = batch.compute_pairs * attention_s_per_pair_ +
-                                   static_cast<double>(batch.memory_context) * kv_read_s_per_token_ +
-                                   static_cast<double>(batch.memory_new) * qo_s_per_new_token_;
+  double attention_layer_s = batch.compute_pairs * attention_s_per_pair_ +
+                             static_cast<double>(batch.memory_context) * kv_read_s_per_token_ +
+                             static_cast<double>(batch.memory_new) * qo_s_per_new_token_;
+  if (mla_) attention_layer_s += batch.prefill_s;
   if (tokens <= 0) return b;  // swaps only: the backend's copies are not modelled here
 
   auto time = [tokens](const Gemm& g) {
     return std::max(tokens * g.compute_s_per_token, g.weight_s + tokens * g.act_s_per_token);
   };
   double layer_s = 0;  // (summed in this order so that dense models keep their bits)
-  layer_s += time(attention_gemms_[0]);
-  layer_s += time(attention_gemms_[1]);
+  for (const Gemm& g : attention_gemms_) layer_s += time(g);
   if (num_moe_layers_ == 0) {
     layer_s += time(dense_mlp_gemms_[0]);
     layer_s += time(dense_mlp_gemms_[1]);

@@ -18,6 +18,14 @@
 //          and k, SiLU*mul, and the KV-cache write.
 //   tensor parallel: 2 ring all-reduces of [T,h] act per layer, each
 //          2*(tp-1)/tp * T*h*act / (link * interconnect_efficiency) + allreduce_latency.
+// Multi-head latent attention (MLA, DeepSeek): the GEMMs are the query's down (replicated
+//          over TP) and up projections, the latent's down-projection (replicated), its
+//          up-projections to keys and values absorbed into the query and the output (one
+//          [T, kv_lora_rank] x [kv_lora_rank, heads/tp x (nope + v)] GEMM), and o. Decode
+//          attends in the latent space: 2 (heads/tp)(kv_lora_rank + rope + kv_lora_rank)
+//          FLOPs per pair, the whole latent read once (kv_lora_rank + rope per token, not
+//          split by TP). A prefill chunk attends at full width, 2 (heads/tp)(qk + v) FLOPs
+//          per pair, after up-projecting each cached token's latent (GEMM rate).
 // Once per step: embedding gather and final norm over T tokens (elementwise), and the LM
 // head over E rows, E = seqs that emit a token (padding seqs count): FLOPs 2*E*h*V/tp,
 // bytes h*V/tp*weight + E*(h*act + V/tp*4) (fp32 logits).
@@ -33,6 +41,7 @@
 // streams weights at their width but computes in bf16. Attention runs at the activation
 // dtype's peak by the same rule.
 #include <array>
+#include <vector>
 #include <string_view>
 
 #include "core/status.h"
@@ -122,6 +131,7 @@ class RooflineCostModel : public CostModel {
     double compute_pairs = 0;
     int64_t memory_context = 0;
     int64_t memory_new = 0;
+    double prefill_s = 0;  // MLA: the prefill chunks' attention, each at its own bound
   };
   Batch BatchOf(const StepPlan& plan) const;
   RooflineBreakdown BreakdownOf(const Batch& batch) const;
@@ -132,7 +142,13 @@ class RooflineCostModel : public CostModel {
     double weight_s = 0;             // K*N*weight bytes / (bw * memory_efficiency)
     double act_s_per_token = 0;      // (K+N)*act bytes / (bw * memory_efficiency)
   };
-  std::array<Gemm, 2> attention_gemms_;  // qkv, o: every layer
+  // Every layer: qkv, o; MLA: the query's down and up (or direct) projection, the
+  // latent's down-projection, its absorbed up-projections, o.
+  std::vector<Gemm> attention_gemms_;
+  bool mla_ = false;
+  double prefill_s_per_pair_ = 0;           // MLA prefill: one layer, compute side
+  double prefill_s_per_cached_token_ = 0;   // MLA prefill: up-projecting one cached latent
+  double prefill_qo_s_per_new_token_ = 0;   // MLA prefill: Q in + O out of one new token
   std::array<Gemm, 2> dense_mlp_gemms_;  // gate|up, down: the dense layers
   double num_layers_ = 0;             // L (all stages)
   double num_dense_layers_ = 0;       // L for a dense model; first_k_dense_replace for MoE

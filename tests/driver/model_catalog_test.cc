@@ -9,7 +9,7 @@ TEST(ModelCatalogTest, NamesAreTheDocumentedSet) {
   const std::vector<std::string> expected = {
       "llama-2-7b",  "llama-2-13b", "llama-2-70b", "llama-3-8b",  "llama-3-70b", "llama-3.1-8b",
       "llama-3.1-70b", "llama-3.1-405b", "mistral-7b",  "qwen2.5-7b",  "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b",
-      "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b"};
+      "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3"};
   EXPECT_EQ(ModelNames(), expected);
 }
 
@@ -23,7 +23,8 @@ TEST(ModelCatalogTest, MoeTotalAndActiveParametersMatchTheModelCards) {
     double total, active;
   } cases[] = {{"mixtral-8x7b", 46.7e9, 12.9e9},
                {"qwen3-30b-a3b", 30.5e9, 3.3e9},
-               {"qwen3-235b-a22b", 235e9, 22e9}};
+               {"qwen3-235b-a22b", 235e9, 22e9},
+               {"deepseek-v3", 671e9, 37e9}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     const ModelSpec m = FindModel(c.name).value();
