@@ -40,6 +40,9 @@ struct alignas(64) Request {
   int32_t num_generated = 0;        // output tokens sampled so far
   RequestState state = RequestState::kWaiting;
   bool stopped_early = false;       // the engine sampled EOS before target_output_len
+  // In a batch that has not completed yet (pipeline parallelism keeps several in flight;
+  // a request is in at most one).
+  bool in_flight = false;
   // Dense within its replica, from acceptance (Scheduler::AddRequest) until it finishes,
   // then reused: policies and the KV manager index their per-request state by it. -1
   // before acceptance.

@@ -20,9 +20,11 @@ Scheduler::Scheduler(const SchedulerConfig& config, int32_t max_model_len,
     sla_ = std::make_unique<SlaController>(config_.sla_control, config_.max_num_seqs,
                                            config_.max_num_batched_tokens);
   }
+  SERVELAB_CHECK(config_.batches_in_flight >= 1);
   running_.reserve(config_.max_num_seqs);
   finished_.reserve(config_.max_num_seqs);
   plan_.seqs.reserve(config_.max_num_seqs);
+  if (config_.batches_in_flight > 1) flights_.resize(static_cast<size_t>(config_.batches_in_flight));
 }
 
 bool Scheduler::AddRequest(Request& request, TimeNs now) {
@@ -62,7 +64,7 @@ int32_t Scheduler::NumSeqsLimit() const {
 
 int32_t Scheduler::TokenBudgetLimit() const {
   // Running requests always get their decode token: the controller trims prefill only.
-  return sla_ ? std::max(sla_->TokenBudget(), static_cast<int32_t>(running_.size()))
+  return sla_ ? std::max(sla_->TokenBudget(), NumSchedulable())
               : config_.max_num_batched_tokens;
 }
 
@@ -80,7 +82,39 @@ const StepPlan& Scheduler::Schedule(TimeNs now) {
   }
   preempted_last_step_ = preempted_this_step_;
   FinishPlan();
-  return plan_;
+  if (config_.batches_in_flight == 1 || plan_.empty()) return plan_;
+  // Pipeline parallelism: the batch joins those in flight; its requests sit out the
+  // batches planned until it completes.
+  SERVELAB_CHECK(num_flights_ < config_.batches_in_flight);
+  for (const ScheduledRequest& seq : plan_.seqs) {
+    if (seq.is_padding) continue;
+    seq.request->in_flight = true;
+    ++num_in_flight_;
+  }
+  StepPlan& flight = flights_[(first_flight_ + num_flights_) % flights_.size()];
+  std::swap(flight, plan_);
+  ++num_flights_;
+  return flight;
+}
+
+const StepPlan& Scheduler::LastPlan() const {
+  if (config_.batches_in_flight == 1 || num_flights_ == 0) return plan_;
+  return flights_[(first_flight_ + num_flights_ - 1) % flights_.size()];
+}
+
+const StepPlan& Scheduler::OldestInFlight() const {
+  if (config_.batches_in_flight == 1) return plan_;
+  SERVELAB_CHECK(num_flights_ > 0);
+  return flights_[first_flight_];
+}
+
+std::span<Request* const> Scheduler::VictimCandidates(std::span<Request* const> requests) {
+  if (num_in_flight_ == 0) return requests;
+  victims_.clear();
+  for (Request* r : requests) {
+    if (!r->in_flight) victims_.push_back(r);
+  }
+  return victims_;
 }
 
 void Scheduler::FinishPlan() {
@@ -105,9 +139,12 @@ void Scheduler::PreemptForWaiting(TimeNs now, int32_t budget) {
     if (waiting == nullptr) return;
     const int32_t to_compute = waiting->NumTokensToCompute() - kv_->CachedPrefixTokens(*waiting);
     const int32_t n = std::max(1, std::min(to_compute, budget));
-    const bool has_slot = static_cast<int32_t>(running_.size()) < NumSeqsLimit();
+    const bool has_slot = NumSchedulable() < NumSeqsLimit() &&
+                          static_cast<int32_t>(running_.size()) < NumSeqsLimit() * config_.batches_in_flight;
     if (has_slot && kv_->CanAdmit(*waiting, n)) return;  // it will join without displacing
-    Request* victim = policy_->PickVictim(running_, now);
+    const std::span<Request* const> candidates = VictimCandidates(running_);
+    if (candidates.empty()) return;
+    Request* victim = policy_->PickVictim(candidates, now);
     if (victim == nullptr || !policy_->ShouldPreemptFor(*waiting, *victim)) return;
     Preempt(*victim, now);
   }
@@ -115,9 +152,17 @@ void Scheduler::PreemptForWaiting(TimeNs now, int32_t budget) {
 
 void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget_out) {
   int32_t budget = budget_out;  // a local: the compiler keeps it in a register
+  // One batch in flight holds every running request (at most max_num_seqs of them); with
+  // several, each batch holds up to max_num_seqs of those in none.
+  const size_t max_batch = config_.batches_in_flight > 1 ? static_cast<size_t>(NumSeqsLimit())
+                                                         : running_.size();
   size_t i = 0;
-  while (i < running_.size()) {
+  while (i < running_.size() && plan_.seqs.size() < max_batch) {
     Request& r = *running_[i];
+    if (r.in_flight) {  // in a batch still in the pipeline
+      ++i;
+      continue;
+    }
     int32_t n = r.NumTokensToCompute();
     SERVELAB_CHECK(n >= 1);
     if (n > budget) n = config_.chunked_prefill || r.num_generated > 0 ? budget : 0;
@@ -131,7 +176,8 @@ void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget_out) {
       bool stalled = false;
       do {
         // Victims come from the requests not yet scheduled in this step (r included).
-        std::span<Request* const> candidates(running_.data() + i, running_.size() - i);
+        const std::span<Request* const> candidates =
+            VictimCandidates(std::span<Request* const>(running_.data() + i, running_.size() - i));
         Request* victim = policy_->PickVictim(candidates, now);
         if (victim == nullptr) {
           stalled = true;
@@ -160,7 +206,10 @@ void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget_out) {
 
 void Scheduler::AdmitWaiting(TimeNs now, int32_t& budget) {
   const int32_t max_seqs = NumSeqsLimit();
-  while (budget > 0 && static_cast<int32_t>(running_.size()) < max_seqs) {
+  // (Pipelined, every batch in flight may hold max_seqs: vLLM's virtual engines.)
+  const int32_t max_running = max_seqs * config_.batches_in_flight;
+  while (budget > 0 && NumSchedulable() < max_seqs &&
+         static_cast<int32_t>(running_.size()) < max_running) {
     Request* r = policy_->Peek(now);
     if (r == nullptr) break;
     // Tokens its cached prefix covers are not computed (prefix caching; else 0).
@@ -208,18 +257,23 @@ void Scheduler::Preempt(Request& victim, TimeNs now) {
 
 std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end) {
   finished_.clear();
+  const StepPlan& plan = OldestInFlight();
   if (kv_->Cache() != nullptr) {
     // Blocks this step fills are cached before a finishing request frees them.
-    for (const ScheduledRequest& s : plan_.seqs) {
+    for (const ScheduledRequest& s : plan.seqs) {
       if (s.is_padding) continue;
       kv_->CacheComputedBlocks(*s.request, s.num_computed_tokens, s.ContextLen());
     }
   }
   size_t sampled = 0;
   bool any_done = false;
-  for (const ScheduledRequest& s : plan_.seqs) {
+  for (const ScheduledRequest& s : plan.seqs) {
     if (s.is_padding) continue;
     Request& r = *s.request;
+    if (config_.batches_in_flight > 1) {
+      r.in_flight = false;
+      --num_in_flight_;
+    }
     r.num_computed_tokens += s.num_new_tokens;
     if (!s.emits_token) continue;
     r.num_generated += 1;
@@ -240,14 +294,19 @@ std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end
   }
   if (any_done) std::erase_if(running_, [this](const Request* r) { return IsDone(*r); });
   for (Request* r : batching_->Release(NumRunning())) Finish(*r, end);
-  if (sla_) sla_->OnStep(end - plan_.start, plan_.num_decode_tokens);
-  policy_->OnStepDone(plan_, result, end);
+  if (sla_) sla_->OnStep(end - plan.start, plan.num_decode_tokens);
+  policy_->OnStepDone(plan, result, end);
+  if (config_.batches_in_flight > 1) {
+    first_flight_ = (first_flight_ + 1) % flights_.size();
+    --num_flights_;
+  }
   return finished_;
 }
 
 bool Scheduler::CanBeginDecodeRun(TimeNs now) const {
   const DecodeRunSupport support = policy_->DecodeRuns();
   if (running_.empty() || support == DecodeRunSupport::kNone || sla_ != nullptr ||
+      config_.batches_in_flight > 1 ||
       kv_->Cache() != nullptr || batching_->Holds()) {
     return false;
   }

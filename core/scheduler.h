@@ -85,6 +85,17 @@ class Scheduler {
   bool HasWork() const {
     return !running_.empty() || batching_->Holds() || policy_->NumWaiting() > 0;
   }
+  // Pipeline parallelism (SchedulerConfig::batches_in_flight > 1): Schedule() plans a new
+  // batch from the requests in no batch in flight, while up to batches_in_flight batches
+  // are; Commit() applies the oldest (batches complete in the order they were planned).
+  // Whether a new batch could hold anything: a request waits, or one runs outside every
+  // batch in flight.
+  bool CanPlanBatch() const {
+    return policy_->NumWaiting() > 0 || NumSchedulable() > 0 || batching_->Holds();
+  }
+  int32_t NumBatchesInFlight() const { return config_.batches_in_flight == 1 ? 0 : num_flights_; }
+  // The batch Commit() applies next (with one batch in flight: LastPlan()).
+  const StepPlan& OldestInFlight() const;
   int32_t NumRunning() const { return static_cast<int32_t>(running_.size()); }
   int32_t NumWaiting() const { return static_cast<int32_t>(policy_->NumWaiting()); }
   int32_t NumPreemptedLastStep() const { return preempted_last_step_; }
@@ -94,7 +105,7 @@ class Scheduler {
   // Prompt + output tokens of requests accepted and not yet finished (for routers).
   int64_t TokensPending() const { return tokens_pending_; }
   // The plan the last Schedule() returned (until the next Schedule()).
-  const StepPlan& LastPlan() const { return plan_; }
+  const StepPlan& LastPlan() const;
   const KvCacheManager& Kv() const { return *kv_; }
   Policy& GetPolicy() { return *policy_; }
   const SchedulerConfig& Config() const { return config_; }
@@ -132,6 +143,11 @@ class Scheduler {
     std::vector<std::vector<Crossing>> crossings;
   };
   bool CanBeginDecodeRun(TimeNs now) const;
+  // Running requests that a new batch may hold: those in no batch in flight.
+  int32_t NumSchedulable() const { return static_cast<int32_t>(running_.size()) - num_in_flight_; }
+  // Of `requests`, those a preemption may take (none in flight); `requests` itself when
+  // nothing is in flight.
+  std::span<Request* const> VictimCandidates(std::span<Request* const> requests);
 
   SchedulerConfig config_;
   int32_t max_model_len_;
@@ -149,6 +165,13 @@ class Scheduler {
   int32_t preempted_last_step_ = 0;
   int64_t tokens_pending_ = 0;
   DecodeRun run_;
+  // Pipeline parallelism: the batches in flight, oldest first, in a ring of
+  // batches_in_flight plans (plan_ is swapped in as each is planned); the requests they hold.
+  std::vector<StepPlan> flights_;
+  size_t first_flight_ = 0;
+  int32_t num_flights_ = 0;
+  int32_t num_in_flight_ = 0;
+  std::vector<Request*> victims_;  // VictimCandidates' scratch
 };
 
 }  // namespace servelab

@@ -81,6 +81,10 @@ struct SchedulerConfig {
   // {type: radix} SGLang's RadixAttention.
   bool has_prefix_cache = false;
   PrefixCacheConfig prefix_cache;
+  // Batches in flight at once: the replica's pipeline stages (hardware.pipeline_parallel,
+  // set by the experiment; not a key). Each batch then holds up to max_num_seqs requests
+  // and max_num_batched_tokens tokens, as vLLM's virtual engines do.
+  int32_t batches_in_flight = 1;
 
   PrefixCacheType PrefixCaching() const {
     return has_prefix_cache ? prefix_cache.type : PrefixCacheType::kNone;

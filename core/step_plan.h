@@ -61,6 +61,9 @@ struct StepPlan {
 
 struct StepResult {
   TimeNs elapsed = 0;  // predicted (simulator) or measured (engine)
+  // Pipeline parallelism: each stage's time for this batch, in stage order, summing to
+  // elapsed (transfers to the next stage included). Empty: one stage.
+  std::vector<TimeNs> stages;
   // Engine only, one entry per seq with emits_token, in plan order: the sampled token
   // and whether it was a stop token (EOS). The simulator leaves both empty.
   std::vector<int32_t> sampled_tokens;

@@ -20,7 +20,8 @@ void AppendField(std::string& out, const char* key, int64_t value) {
 }  // namespace
 
 ChromeTraceWriter::ChromeTraceWriter(std::ostream* os, int32_t num_replicas,
-                                     int64_t max_steps, const std::string& run_name)
+                                     int64_t max_steps, const std::string& run_name,
+                                     int32_t stages)
     : os_(os), max_steps_(max_steps), run_name_(run_name) {
   if (os_ == nullptr) return;
   buf_.reserve(512);
@@ -32,6 +33,16 @@ ChromeTraceWriter::ChromeTraceWriter(std::ostream* os, int32_t num_replicas,
     buf_.append(",\"tid\":0,\"args\":{\"name\":\"replica ");
     AppendInt(buf_, r);
     buf_.append("\"}}");
+    for (int32_t stage = 0; stages > 1 && stage < stages; ++stage) {
+      BeginEvent();
+      buf_.append("{\"name\":\"thread_name\",\"ph\":\"M\",");
+      AppendField(buf_, "pid", r);
+      buf_.push_back(',');
+      AppendField(buf_, "tid", stage);
+      buf_.append(",\"args\":{\"name\":\"stage ");
+      AppendInt(buf_, stage);
+      buf_.append("\"}}");
+    }
   }
   Flush();
 }
@@ -50,7 +61,7 @@ void ChromeTraceWriter::Flush() {
 }
 
 void ChromeTraceWriter::Step(int32_t replica, TimeNs start, TimeNs end,
-                             const TraceStepArgs& args) {
+                             const TraceStepArgs& args, int32_t stage) {
   if (os_ == nullptr || closed_) return;
   if (end > last_end_) last_end_ = end;
   if (written_steps_ >= max_steps_) {
@@ -61,7 +72,9 @@ void ChromeTraceWriter::Step(int32_t replica, TimeNs start, TimeNs end,
   BeginEvent();
   buf_.append("{\"name\":\"step\",\"ph\":\"X\",");
   AppendField(buf_, "pid", replica);
-  buf_.append(",\"tid\":0,\"ts\":");
+  buf_.push_back(',');
+  AppendField(buf_, "tid", stage);
+  buf_.append(",\"ts\":");
   AppendMicros(buf_, start);
   buf_.append(",\"dur\":");
   AppendMicros(buf_, end - start);

@@ -10,7 +10,8 @@
 //   ],"displayTimeUnit":"ms","otherData":{...}}
 //
 // One "X" slice per iteration: pid = replica, tid 0, ts/dur in microseconds (exact
-// decimals of the ns times). Nothing is buffered beyond the current event. After
+// decimals of the ns times). With pipeline stages, one slice per batch and stage, tid =
+// the stage, each stage a named track. Nothing is buffered beyond the current event. After
 // `max_steps` slices the rest are counted, not written; Close() adds a global instant
 // event saying how many were dropped. The file is valid JSON once Close() has run.
 #include <cstdint>
@@ -35,10 +36,12 @@ class ChromeTraceWriter {
   // `os` may be null (every call is a no-op). Writes the opening and one process_name
   // event per replica.
   ChromeTraceWriter(std::ostream* os, int32_t num_replicas, int64_t max_steps,
-                    const std::string& run_name);
+                    const std::string& run_name, int32_t stages = 1);
   ~ChromeTraceWriter();  // closes the trace if Close() was not called
 
-  void Step(int32_t replica, TimeNs start, TimeNs end, const TraceStepArgs& args);
+  // Each call is one slice (of max_steps).
+  void Step(int32_t replica, TimeNs start, TimeNs end, const TraceStepArgs& args,
+            int32_t stage = 0);
   // Writes the dropped-steps note (when any were dropped, at time `end`) and the closing.
   // Later calls do nothing.
   void Close(TimeNs end);

@@ -25,7 +25,8 @@ StatusOr<std::unique_ptr<Driver>> Driver::Create(const DriverOptions& options,
   driver->router_ = std::move(router).value();
   MetricsOptions metrics = options.metrics;
   driver->prefix_caching_ = options.scheduler.PrefixCaching() != PrefixCacheType::kNone;
-  driver->decode_runs_ = options.decode_runs;
+  driver->decode_runs_ = options.decode_runs && options.scheduler.batches_in_flight == 1;
+  driver->stages_ = options.scheduler.batches_in_flight;
   metrics.prefix_caching = driver->prefix_caching_;
   for (int32_t i = 0; i < options.num_replicas; ++i) {
     auto replica = std::make_unique<Replica>();
@@ -67,6 +68,7 @@ StatusOr<std::unique_ptr<Driver>> Driver::Create(const DriverOptions& options,
     }
     replica->scheduler = std::make_unique<Scheduler>(options.scheduler, max_model_len,
                                                      std::move(policy).value(), replica->kv.get());
+    replica->stage_free.assign(static_cast<size_t>(driver->stages_), 0);
     driver->replicas_.push_back(std::move(replica));
   }
   driver->loads_.resize(options.num_replicas);
@@ -146,25 +148,42 @@ void Driver::Arrive(Request* r, TimeNs now) {
 void Driver::StepDone(int32_t index, TimeNs now) {
   Replica& replica = *replicas_[index];
   Scheduler& scheduler = *replica.scheduler;
-  metrics_->OnStep(index, scheduler.LastPlan(), replica.step_start, now,
-                   scheduler.Kv().NumUsedBlocks(), scheduler.NumWaiting(),
-                   scheduler.NumPreemptedLastStep());
-  for (Request* done : scheduler.Commit(replica.result, now)) {
+  const StepResult* result = &replica.result;
+  if (stages_ == 1) {
+    metrics_->OnStep(index, scheduler.LastPlan(), replica.step_start, now,
+                     scheduler.Kv().NumUsedBlocks(), scheduler.NumWaiting(),
+                     scheduler.NumPreemptedLastStep());
+  } else {
+    const Replica::Flight& flight = replica.flights.front();
+    metrics_->OnStep(index, scheduler.OldestInFlight(), flight.start, now, flight.kv_blocks_used,
+                     scheduler.NumWaiting(), flight.preempted, flight.stages);
+    result = &flight.result;
+  }
+  for (Request* done : scheduler.Commit(*result, now)) {
     ++progress_.finished;
     metrics_->OnFinished(*done);
     replica.backend->OnRequestFinished(done->id);
     ScheduleFollowUp(*done);
     Release(done);
   }
+  if (stages_ > 1) replica.flights.pop_front();
   replica.busy = false;
   ++progress_.steps;
+}
+
+bool Driver::CanStart(int32_t index, TimeNs now) const {
+  const Replica& replica = *replicas_[index];
+  if (stages_ == 1) return !replica.busy && replica.scheduler->HasWork();
+  return replica.scheduler->NumBatchesInFlight() < stages_ && now >= replica.stage_free[0] &&
+         replica.scheduler->CanPlanBatch();
 }
 
 Status Driver::StartStep(int32_t index, TimeNs now) {
   Replica& replica = *replicas_[index];
   const StepPlan& plan = replica.scheduler->Schedule(now);
   if (plan.empty()) {
-    if (replica.scheduler->HasWork()) {
+    // (Pipelined, the batches in flight will free requests or blocks for the next one.)
+    if (replica.scheduler->HasWork() && replica.scheduler->NumBatchesInFlight() == 0) {
       return Internal("replica " + std::to_string(index) + " has " +
                       std::to_string(replica.scheduler->NumRunning()) + " running and " +
                       std::to_string(replica.scheduler->NumWaiting()) +
@@ -181,8 +200,43 @@ Status Driver::StartStep(int32_t index, TimeNs now) {
                     " s): " + std::string(replica.backend->Name()) + ": " +
                     result.status().message());
   }
+  if (stages_ > 1) return LaunchBatch(index, now, std::move(result).value());
   replica.result = std::move(result).value();
   return Launch(index, now, replica.result.elapsed);
+}
+
+Status Driver::LaunchBatch(int32_t index, TimeNs now, StepResult result) {
+  Replica& replica = *replicas_[index];
+  if (result.stages.size() != static_cast<size_t>(stages_)) {
+    return Internal("replica " + std::to_string(index) + ": backend '" +
+                    std::string(replica.backend->Name()) + "' timed " +
+                    std::to_string(result.stages.size()) + " pipeline stages of " +
+                    std::to_string(stages_));
+  }
+  Replica::Flight flight;
+  flight.start = now;
+  flight.kv_blocks_used = replica.scheduler->Kv().NumUsedBlocks();
+  flight.preempted = replica.scheduler->NumPreemptedLastStep();
+  TimeNs t = now;
+  for (int32_t stage = 0; stage < stages_; ++stage) {
+    const TimeNs elapsed = result.stages[static_cast<size_t>(stage)];
+    SERVELAB_CHECK(elapsed >= 0);
+    const TimeNs start = std::max(t, replica.stage_free[static_cast<size_t>(stage)]);
+    if (elapsed > kMaxTime - start) {
+      return InvalidArgument("replica " + std::to_string(index) + ", step " +
+                             std::to_string(replica.steps) + ": simulated time would pass " +
+                             std::to_string(ToSeconds(kMaxTime)) + " s");
+    }
+    t = start + elapsed;
+    replica.stage_free[static_cast<size_t>(stage)] = t;
+    flight.stages.push_back(StageSpan{start, t});
+  }
+  flight.result = std::move(result);
+  replica.flights.push_back(std::move(flight));
+  ++replica.steps;
+  events_.Push(t, EventPayload{EventKind::kStepDone, index});
+  events_.Push(replica.stage_free[0], EventPayload{EventKind::kStageFree, index});
+  return Status::Ok();
 }
 
 Status Driver::Launch(int32_t index, TimeNs now, TimeNs elapsed) {
@@ -258,15 +312,15 @@ StatusOr<RunSummary> Driver::Run(const std::function<void(const DriverProgress&)
       follow_ups_[index] = nullptr;
       free_follow_ups_.push_back(event.payload.replica);
       Arrive(r, now);
-    } else {
+    } else if (event.payload.kind == EventKind::kStepDone) {
       StepDone(event.payload.replica, now);
       if (on_progress && progress_.steps % progress_every_steps == 0) on_progress(progress_);
-    }
+    }  // kStageFree: nothing to apply; the replica may start its next batch below
     // Start idle replicas once every event at this instant has been applied.
     if (events_.Empty() || events_.Top().time > now) {
       to_start_.clear();
       for (int32_t i = 0; i < NumReplicas(); ++i) {
-        if (!replicas_[i]->busy && replicas_[i]->scheduler->HasWork()) to_start_.push_back(i);
+        if (CanStart(i, now)) to_start_.push_back(i);
       }
       TimeNs start = now;
       if (decode_runs_ && to_start_.size() == 1) {
@@ -275,7 +329,7 @@ StatusOr<RunSummary> Driver::Run(const std::function<void(const DriverProgress&)
         start = *reached;
       }
       for (const int32_t i : to_start_) {
-        if (!replicas_[i]->busy) SERVELAB_RETURN_IF_ERROR(StartStep(i, start));
+        if (CanStart(i, start)) SERVELAB_RETURN_IF_ERROR(StartStep(i, start));
       }
     }
   }

@@ -15,9 +15,11 @@
 // its scheduler and backend allow, the iterations up to the next event are advanced in one
 // stride (RunDecodeIterations), with the same outputs as stepping.
 //
-// Each replica runs one iteration at a time (pipeline parallelism will keep several in
-// flight: the step-done event then names its batch, and the scheduler keeps a plan per
-// batch; nothing here assumes more than that a replica knows its steps in flight). An
+// Each replica runs one iteration at a time, or with pipeline parallelism
+// (scheduler.batches_in_flight = pp stages) up to pp batches, each stage busy with a
+// different one: a batch enters the first stage when it is free and moves to each next
+// stage when that one is; a new batch is planned when the first stage frees (a kStageFree
+// event) from the requests in no batch in flight, and batches complete in order. An
 // idle replica starts a step as soon as a request arrives (after every event at that same instant has been applied, so a burst
 // at t = 0 forms one batch). A request's lifetime: arrival -> router -> scheduler ->
 // finished or rejected -> metrics -> its slot is reused. A backend error ends the run at
@@ -116,8 +118,20 @@ class Driver {
     TimeNs step_start = 0;
     int64_t steps = 0;
     bool busy = false;
+    // Pipeline parallelism (stages_ > 1): when each stage is next free, and the batches in
+    // flight, oldest first (the scheduler's order).
+    struct Flight {
+      TimeNs start = 0;            // entered the first stage
+      int32_t kv_blocks_used = 0;  // after its allocation
+      int32_t preempted = 0;
+      StepResult result;
+      std::vector<StageSpan> stages;
+    };
+    std::vector<TimeNs> stage_free;
+    std::deque<Flight> flights;
   };
-  enum class EventKind : uint8_t { kArrival, kStepDone, kFollowUp };
+  // kStageFree: a replica's first pipeline stage has passed its batch on.
+  enum class EventKind : uint8_t { kArrival, kStepDone, kFollowUp, kStageFree };
   struct EventPayload {
     EventKind kind;
     int32_t replica;  // kStepDone; kFollowUp: the index into follow_ups_
@@ -134,6 +148,12 @@ class Driver {
   Status StartStep(int32_t replica, TimeNs now);
   // The replica is busy with a step planned at `now` that takes `elapsed`.
   Status Launch(int32_t replica, TimeNs now, TimeNs elapsed);
+  // Pipeline parallelism: the batch planned at `now` enters the pipeline, each stage
+  // taking it when free (result.stages: its time there).
+  Status LaunchBatch(int32_t replica, TimeNs now, StepResult result);
+  // Whether the replica would start a step now: idle with work, or (pipelined) a batch
+  // could enter its free first stage.
+  bool CanStart(int32_t replica, TimeNs now) const;
   // Advances replica's decode run from `now` (the only replica to start at `now`, with
   // every event at `now` applied) through its iterations that end before the next event
   // and finish nobody; the first that does not is launched as a step. Returns the time
@@ -157,6 +177,7 @@ class Driver {
   DriverProgress progress_;
   bool prefix_caching_ = false;  // scheduler.prefix_cache is on
   bool decode_runs_ = false;     // DriverOptions::decode_runs and the backends predict them
+  int32_t stages_ = 1;           // pipeline stages per replica (batches in flight)
   std::vector<TimeNs> run_ends_;  // a decode run's iteration ends (reused)
   std::vector<int32_t> to_start_;  // replicas to start at this instant (reused)
   ServedFacts served_;

@@ -81,8 +81,18 @@ StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
                            "): every running request needs a token each step");
   }
 
+  // Pipeline parallelism keeps pp batches in flight on the simulator (the engine runs
+  // every layer on one device, one batch at a time).
+  const bool pipelined = config.backend == BackendKind::kSim && hw.pipeline_parallel > 1;
+  if (pipelined && config.scheduler.batching == Batching::kStatic) {
+    return InvalidArgument(config.Where("scheduler.batching") +
+                           ": static batching runs one batch at a time; pipeline_parallel " +
+                           std::to_string(hw.pipeline_parallel) +
+                           " keeps a batch in flight on each stage: use continuous batching");
+  }
   DriverOptions& d = p.driver;
   d.scheduler = config.scheduler;
+  d.scheduler.batches_in_flight = pipelined ? hw.pipeline_parallel : 1;
   d.num_replicas = config.cluster.replicas;
   // Outputs are identical either way: the switch exists to show it (tests, README).
   if (const char* runs = std::getenv("SERVELAB_DECODE_RUNS"); runs != nullptr && std::string(runs) == "0") {
@@ -125,6 +135,7 @@ StatusOr<PreparedExperiment> PrepareExperiment(const ExperimentConfig& config) {
   m.slo_e2e_s = config.slo.e2e_ms * 1e-3;
   m.num_replicas = config.cluster.replicas;
   m.gpus_per_replica = hw.tensor_parallel * hw.pipeline_parallel;
+  m.stages = d.scheduler.batches_in_flight;
   m.price_per_gpu_hour = hw.gpu.price_per_hour;
   return p;
 }

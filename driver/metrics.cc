@@ -71,7 +71,7 @@ class MetricsCollector::Impl {
         steps_(sinks.steps_csv),
         clients_csv_(sinks.clients_csv),
         trace_(sinks.trace_json, options_.num_replicas, sinks.trace_max_steps,
-               options_.run_name),
+               options_.run_name, options_.stages),
         slo_ttft_ns_(FromSeconds(options_.slo_ttft_s)),
         slo_tpot_ns_(FromSeconds(options_.slo_tpot_s)),
         slo_e2e_ns_(FromSeconds(options_.slo_e2e_s)),
@@ -81,7 +81,14 @@ class MetricsCollector::Impl {
     if (requests_.enabled()) {
       requests_.Line(std::string(kRequestsHeader) + std::string(cached) + std::string(session));
     }
-    if (steps_.enabled()) steps_.Line(std::string(kStepsHeader) + std::string(cached));
+    if (steps_.enabled()) {
+      std::string header = std::string(kStepsHeader) + std::string(cached);
+      for (int32_t stage = 0; options_.stages > 1 && stage < options_.stages; ++stage) {
+        header += ",stage" + std::to_string(stage) + "_start_s,stage" + std::to_string(stage) +
+                  "_duration_s";
+      }
+      steps_.Line(header);
+    }
     if (options_.prefix_caching) prefix_stats_.resize(options_.num_replicas);
   }
 
@@ -94,7 +101,8 @@ class MetricsCollector::Impl {
   }
 
   void OnStep(int32_t replica, const StepPlan& plan, TimeNs start, TimeNs end,
-              int32_t kv_blocks_used, int32_t waiting, int32_t preempted) {
+              int32_t kv_blocks_used, int32_t waiting, int32_t preempted,
+              std::span<const StageSpan> stages) {
     // Inter-token latency of every token made at `end`. Most requests also got a token at
     // `start` (the previous step's end): those share the value end - start and are added
     // as one weighted pair.
@@ -131,7 +139,7 @@ class MetricsCollector::Impl {
     RecordStep(replica, start, end, StepShape{static_cast<int64_t>(plan.seqs.size()),
                                               plan.num_prefill_tokens, plan.num_decode_tokens,
                                               plan.num_cached_tokens},
-               kv_blocks_used, waiting, preempted);
+               kv_blocks_used, waiting, preempted, stages);
   }
 
   void BeginDecodeRun(const StepPlan& plan) {
@@ -164,10 +172,14 @@ class MetricsCollector::Impl {
 
   // The per-step sums, the steps.csv row and the trace slice.
   void RecordStep(int32_t replica, TimeNs start, TimeNs end, const StepShape& plan,
-                  int32_t kv_blocks_used, int32_t waiting, int32_t preempted) {
+                  int32_t kv_blocks_used, int32_t waiting, int32_t preempted,
+                  std::span<const StageSpan> stages = {}) {
+    SERVELAB_CHECK(stages.size() == (options_.stages > 1 ? size_t(options_.stages) : 0));
     const TimeNs duration = end - start;
     ++num_steps_;
-    busy_ns_ += duration;
+    step_ns_ += duration;
+    if (stages.empty()) busy_ns_ += duration;
+    for (const StageSpan& stage : stages) busy_ns_ += stage.end - stage.start;
     batch_size_sum_ += plan.batch_size;
     last_end_ = std::max(last_end_, end);
     if (options_.kv_blocks_per_replica > 0) {
@@ -185,6 +197,7 @@ class MetricsCollector::Impl {
           .Int(kv_blocks_used).Int(options_.kv_blocks_per_replica)
           .Int(waiting).Int(preempted);
       if (options_.prefix_caching) steps_.Int(plan.cached_tokens);
+      for (const StageSpan& stage : stages) steps_.Seconds(stage.start).Seconds(stage.end - stage.start);
       steps_.EndRow();
     }
     TraceStepArgs args;
@@ -194,7 +207,10 @@ class MetricsCollector::Impl {
     args.kv_blocks_used = kv_blocks_used;
     args.waiting = waiting;
     args.cached_tokens = options_.prefix_caching ? plan.cached_tokens : -1;
-    trace_.Step(replica, start, end, args);
+    if (stages.empty()) trace_.Step(replica, start, end, args);
+    for (size_t stage = 0; stage < stages.size(); ++stage) {
+      trace_.Step(replica, stages[stage].start, stages[stage].end, args, static_cast<int32_t>(stage));
+    }
   }
 
  public:
@@ -288,13 +304,14 @@ class MetricsCollector::Impl {
     s.kv_blocks_per_replica = options_.kv_blocks_per_replica;
     s.gpu_busy_fraction = Ratio(static_cast<double>(busy_ns_),
                                 static_cast<double>(options_.num_replicas) *
-                                    static_cast<double>(last_end_));
+                                    static_cast<double>(last_end_) *
+                                    static_cast<double>(std::max(1, options_.stages)));
     s.num_steps = num_steps_;
     s.mean_batch_size =
         Ratio(static_cast<double>(batch_size_sum_), static_cast<double>(num_steps_));
     // Duration-weighted; when every step took no time, the plain mean over steps.
-    s.mean_kv_utilization = busy_ns_ > 0
-                                ? kv_util_time_sum_ / static_cast<double>(busy_ns_)
+    s.mean_kv_utilization = step_ns_ > 0
+                                ? kv_util_time_sum_ / static_cast<double>(step_ns_)
                                 : Ratio(kv_util_sum_, static_cast<double>(num_steps_));
     s.peak_kv_utilization = kv_util_peak_;
     s.preemptions = preemptions_;
@@ -361,6 +378,7 @@ class MetricsCollector::Impl {
   int64_t num_steps_ = 0;
   TimeNs busy_ns_ = 0;   // sum of step durations over all replicas
   int64_t batch_size_sum_ = 0;
+  TimeNs step_ns_ = 0;   // sum of step durations (overlapping when pipelined)
   double kv_util_time_sum_ = 0;  // sum of used/total x duration_ns
   double kv_util_sum_ = 0;
   double kv_util_peak_ = 0;
@@ -377,8 +395,9 @@ MetricsCollector::~MetricsCollector() = default;
 
 void MetricsCollector::OnArrival(const Request& request) { impl_->OnArrival(request); }
 void MetricsCollector::OnStep(int32_t replica, const StepPlan& plan, TimeNs start, TimeNs end,
-                              int32_t kv_blocks_used, int32_t waiting, int32_t preempted) {
-  impl_->OnStep(replica, plan, start, end, kv_blocks_used, waiting, preempted);
+                              int32_t kv_blocks_used, int32_t waiting, int32_t preempted,
+                              std::span<const StageSpan> stages) {
+  impl_->OnStep(replica, plan, start, end, kv_blocks_used, waiting, preempted, stages);
 }
 
 void MetricsCollector::BeginDecodeRun(const StepPlan& plan) { impl_->BeginDecodeRun(plan); }

@@ -63,6 +63,16 @@ struct MetricsOptions {
   bool prefix_caching = false;
   // Multi-turn sessions (workload.sessions): requests.csv gains session and turn columns.
   bool sessions = false;
+  // Pipeline stages per replica (hardware.pipeline_parallel): above 1, steps.csv gains
+  // stage<s>_start_s and stage<s>_duration_s for each stage, the trace one track per
+  // stage, and gpu_busy_fraction counts each stage's busy time.
+  int32_t stages = 1;
+};
+
+// When one batch was on one pipeline stage.
+struct StageSpan {
+  TimeNs start = 0;
+  TimeNs end = 0;
 };
 
 // Where the streamed outputs go; any pointer may be null (that output is not written).
@@ -137,7 +147,9 @@ struct RunSummary {
   // The KV blocks each replica had (MetricsOptions): the cost model's count on the
   // simulator, the runner's pool on the engine. Not in ToJson (the run header has it).
   int64_t kv_blocks_per_replica = 0;
-  double gpu_busy_fraction = 0;  // sum of step durations / (replicas x makespan)
+  // sum of step durations / (replicas x makespan); with pipeline stages, of each stage's
+  // busy time / (replicas x stages x makespan)
+  double gpu_busy_fraction = 0;
   int64_t num_steps = 0;
   double mean_batch_size = 0;    // mean over iterations (padding included)
   double mean_kv_utilization = 0;  // step-duration weighted mean of used / total blocks
@@ -202,8 +214,10 @@ class MetricsCollector {
   void OnArrival(const Request& request);
   // One iteration of `replica` ran over [start, end). kv_blocks_used after its allocation;
   // `waiting` = requests queued on the replica; `preempted` = preemptions this step.
+  // `stages`: with pipeline stages (MetricsOptions::stages > 1), the batch's span on each.
   void OnStep(int32_t replica, const StepPlan& plan, TimeNs start, TimeNs end,
-              int32_t kv_blocks_used, int32_t waiting, int32_t preempted);
+              int32_t kv_blocks_used, int32_t waiting, int32_t preempted,
+              std::span<const StageSpan> stages = {});
   // Decode runs (Scheduler::BeginDecodeRun): `plan` is the run's batch; then, for each
   // iteration of the run the driver advances without a plan, OnDecodeRunStep records
   // exactly what OnStep would for that iteration (every seq emits a token one step after

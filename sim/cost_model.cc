@@ -6,6 +6,15 @@
 
 namespace servelab {
 
+void CostModel::StageTimes(const StepPlan& plan, std::span<TimeNs> stages) const {
+  if (stages.empty()) return;
+  const TimeNs total = StepTime(plan);
+  const auto n = static_cast<TimeNs>(stages.size());
+  for (size_t s = 0; s < stages.size(); ++s) {
+    stages[s] = total / n + (static_cast<TimeNs>(s) < total % n ? 1 : 0);
+  }
+}
+
 void RegisterBuiltinCostModels(CostModelRegistry& registry) {
   registry.Register("roofline",
                     "per op: max(FLOPs / (peak x efficiency), bytes / (bandwidth x "

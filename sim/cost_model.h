@@ -5,6 +5,7 @@
 // `cost_model: {type: <name>, <its parameters>}` picks one.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,10 @@ class CostModel {
   virtual std::string_view Name() const = 0;
   // REQUIRES: !plan.empty(). Deterministic: the same plan gives the same time.
   virtual TimeNs StepTime(const StepPlan& plan) const = 0;
+  // Pipeline parallelism: the time of each of `stages.size()` stages for `plan`, summing
+  // to StepTime(plan) exactly. Default: StepTime split evenly (the remainder's ns to the
+  // first stages); the roofline gives each stage its own layers.
+  virtual void StageTimes(const StepPlan& plan, std::span<TimeNs> stages) const;
   // Decode runs: whether this model's time for a plan whose every seq decodes (one new
   // token, emitting, no padding) depends only on its number of seqs and the sum of their
   // contexts, so that DecodeStepTime gives it in O(1).

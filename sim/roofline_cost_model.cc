@@ -248,7 +248,47 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
       transfer_latency_s_ = (pp - 1.0) * latency_s + crossing * network_latency_s;
     }
   }
+  // Stages and their boundaries, for StageTimes.
+  const int32_t per_stage = (m.num_hidden_layers + d.pipeline_parallel - 1) / d.pipeline_parallel;
+  for (int32_t stage = 0, left = m.num_hidden_layers; stage < d.pipeline_parallel; ++stage) {
+    stage_layers_.push_back(std::min(per_stage, left));
+    left -= stage_layers_.back();
+  }
+  for (int32_t stage = 0; stage + 1 < d.pipeline_parallel; ++stage) {
+    const int64_t last_gpu = int64_t{stage + 1} * d.tensor_parallel - 1;
+    const bool crosses = last_gpu / d.gpus_per_node != (last_gpu + 1) / d.gpus_per_node;
+    boundary_s_per_token_.push_back(h * a * (crosses ? network_s_per_byte : nvlink_s_per_byte));
+    boundary_latency_s_.push_back(latency_s + (crosses ? network_latency_s : 0.0));
+  }
   overhead_s_ = config.step_overhead_ms * 1e-3;
+}
+
+void RooflineCostModel::StageTimes(const StepPlan& plan, std::span<TimeNs> stages) const {
+  if (stages.size() != stage_layers_.size()) {
+    CostModel::StageTimes(plan, stages);
+    return;
+  }
+  const RooflineBreakdown b = Breakdown(plan);
+  const TimeNs total = FromSeconds(b.total_s());
+  double tokens = 0;
+  for (const ScheduledRequest& seq : plan.seqs) tokens += CostedNewTokens(seq);
+  const double transfers = tokens * transfer_s_per_token_ + transfer_latency_s_;
+  const double layer_work = b.gemm_s + b.attention_s + b.elementwise_s + (b.communication_s - transfers);
+  // Stage ends as the running sum of stage times, rounded once each, the last the step's
+  // time: the stage times sum to StepTime exactly.
+  double elapsed = 0;
+  TimeNs previous = 0;
+  for (size_t stage = 0; stage < stages.size(); ++stage) {
+    elapsed += layer_work * stage_layers_[stage] / num_layers_ + b.overhead_s / static_cast<double>(stages.size());
+    if (stage + 1 < stages.size()) {
+      elapsed += tokens * boundary_s_per_token_[stage] + boundary_latency_s_[stage];
+    } else {
+      elapsed += b.lm_head_s;
+    }
+    const TimeNs end = stage + 1 < stages.size() ? std::clamp(FromSeconds(elapsed), previous, total) : total;
+    stages[stage] = end - previous;
+    previous = end;
+  }
 }
 
 RooflineCostModel::Batch RooflineCostModel::BatchOf(const StepPlan& plan) const {

@@ -30,10 +30,11 @@
 // head over E rows, E = seqs that emit a token (padding seqs count): FLOPs 2*E*h*V/tp,
 // bytes h*V/tp*weight + E*(h*act + V/tp*4) (fp32 logits).
 //
-// Pipeline parallel: the L layers split into pp stages of ceil(L/pp) layers; one batch is
-// in flight (no micro-batch interleaving), so the stages run one after another and the
-// step's latency is the time of all L layers plus (pp-1) stage-to-stage transfers of
-// [T,h] activations (T*h*act / (link * interconnect_efficiency) + allreduce_latency each).
+// Pipeline parallel: the L layers split into pp stages of ceil(L/pp) layers (the last
+// takes the rest). A batch's latency is the time of all L layers plus (pp-1)
+// stage-to-stage transfers of [T,h] activations (T*h*act / (link *
+// interconnect_efficiency) + allreduce_latency each); StageTimes splits it by stage, and
+// the driver keeps up to pp batches in flight, each stage busy with a different one.
 //
 // Precision: GEMMs and the LM head run at the tensor peak of the weight dtype: fp8 on a
 // GPU with FP8 tensor cores uses fp8_tflops; fp32 uses fp32_tflops (bf16 if 0); bf16,
@@ -116,6 +117,11 @@ class RooflineCostModel : public CostModel {
   RooflineBreakdown Breakdown(const StepPlan& plan) const;
   bool TimesDecodeBatches() const override;
   TimeNs DecodeStepTime(int64_t seqs, int64_t context_tokens) const override;
+  // Each stage its own layers' share of the layer work (GEMMs, attention, elementwise,
+  // TP and EP collectives) and of the step overhead (each stage's GPUs launch their own
+  // kernels), the transfer to the next stage over the link between them; the last stage
+  // also the LM head.
+  void StageTimes(const StepPlan& plan, std::span<TimeNs> stages) const override;
   // Where the replica's collectives run: the TP (= EP) groups' over the network when one
   // spans nodes; how many PP stage boundaries are between nodes.
   bool TensorParallelCrossesNodes() const { return tp_crosses_nodes_; }
@@ -176,6 +182,11 @@ class RooflineCostModel : public CostModel {
   double allreduce_latency_s_ = 0;    // all layers' all-reduces, latency part
   double transfer_s_per_token_ = 0;   // all (pp-1) stage transfers, bandwidth part
   double transfer_latency_s_ = 0;     // all (pp-1) stage transfers, latency part
+  // Per stage: its layers; per boundary (after stage s): its transfer, bandwidth and
+  // latency parts.
+  std::vector<int32_t> stage_layers_;
+  std::vector<double> boundary_s_per_token_;
+  std::vector<double> boundary_latency_s_;
   double overhead_s_ = 0;
 };
 

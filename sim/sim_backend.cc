@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <string>
 
 namespace servelab {
@@ -128,6 +129,11 @@ StatusOr<StepResult> SimBackend::Execute(const StepPlan& plan) {
   if (!elapsed.ok()) return elapsed.status();
   StepResult result;
   result.elapsed = *elapsed;
+  if (stages_ > 1) {
+    result.stages.resize(static_cast<size_t>(stages_));
+    cost_model_->StageTimes(plan, result.stages);
+    result.stages.front() += *elapsed - std::accumulate(result.stages.begin(), result.stages.end(), TimeNs{0});
+  }
   return result;
 }
 

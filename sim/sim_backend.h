@@ -1,6 +1,7 @@
 #pragma once
-// The simulator's Backend: an iteration takes what the cost model predicts, plus the
-// time its swap copies take over PCIe (blocks x bytes per block per GPU / PCIe
+// The simulator's Backend: an iteration takes what the cost model predicts (with
+// pipeline parallelism, stage by stage: CostModel::StageTimes), plus the time its swap
+// copies take over PCIe (blocks x bytes per block per GPU / PCIe
 // bandwidth; the GPUs of a replica copy their shards in parallel, and vLLM performs the
 // copies before the forward pass, so they do not overlap it).
 //
@@ -51,7 +52,8 @@ class SimBackend final : public Backend {
       : cost_model_(std::move(cost_model)),
         capacity_(replica.capacity),
         max_model_len_(replica.max_model_len),
-        swap_ns_per_block_(replica.swap_ns_per_block) {}
+        swap_ns_per_block_(replica.swap_ns_per_block),
+        stages_(replica.deployment.pipeline_parallel) {}
 
   std::string_view Name() const override { return "sim"; }
   KvCapacity Capacity() const override { return capacity_; }
@@ -78,6 +80,7 @@ class SimBackend final : public Backend {
   KvCapacity capacity_;
   int32_t max_model_len_;
   double swap_ns_per_block_;
+  int32_t stages_;  // pipeline stages: > 1 fills StepResult::stages (swaps on the first)
   // The decode run being advanced: its first iteration's seqs and summed contexts, and
   // (for a cost model that needs whole plans) the plan of iteration run_iteration_.
   int64_t run_seqs_ = 0;
