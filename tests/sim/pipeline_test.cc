@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "driver/config_yaml.h"
 #include "driver/csv_writer.h"
 #include "sim/roofline_cost_model.h"
@@ -70,8 +72,8 @@ TEST(PipelineTest, FourStagesAndABurstFollowTheHandDrawnTimeline) {
       "scheduler: {max_num_seqs: 2}\ncost_model: {type: constant, step_ms: 4}\n"
       "workload:\n  num_requests: 8\n  arrival: {process: burst}\n"
       "  input_tokens: {dist: fixed, value: 10}\n  output_tokens: {dist: fixed, value: 2}\n");
-  std::ostringstream requests, steps;
-  auto outcome = RunSimulation(c, MetricsSinks{&requests, &steps, nullptr, 0});
+  std::ostringstream requests, steps, trace;
+  auto outcome = RunSimulation(c, MetricsSinks{&requests, &steps, &trace, 1000});
   ASSERT_TRUE(outcome.ok()) << outcome.status().message();
   const RunSummary& s = outcome->summary;
   EXPECT_EQ(s.num_finished, 8);
@@ -96,6 +98,21 @@ TEST(PipelineTest, FourStagesAndABurstFollowTheHandDrawnTimeline) {
       EXPECT_EQ(row[Column(header, "stage" + std::to_string(stage) + "_duration_s")], "0.001");
     }
   }
+
+  // The trace: a named track per stage, each with the 8 batches' slices, 1 ms apart.
+  const auto json = nlohmann::json::parse(trace.str());
+  std::vector<int> slices(4, 0), names(4, 0);
+  for (const auto& e : json["traceEvents"]) {
+    if (e["name"] == "thread_name") ++names[e["tid"].get<size_t>()];
+    if (e["name"] == "step") {
+      const auto stage = e["tid"].get<size_t>();
+      EXPECT_EQ(e["ts"].get<double>(), 1000.0 * (slices[stage] + static_cast<double>(stage)));
+      EXPECT_EQ(e["dur"].get<double>(), 1000.0);
+      ++slices[stage];
+    }
+  }
+  EXPECT_EQ(slices, std::vector<int>(4, 8));
+  EXPECT_EQ(names, std::vector<int>(4, 1));
 
   // Request i: first token when its prefill batch completes (4 + i/2 ms), the second when
   // its decode batch does (8 + i/2 ms).
