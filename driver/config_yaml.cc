@@ -411,6 +411,7 @@ class Parser {
       entry.name = "custom";
     }
     entry.VisitFields(sub);
+    ConfigJsonAliases(sub, entry);
     sub.Finish();
     Probe probe;
     entry.VisitFields(probe);
@@ -420,6 +421,43 @@ class Parser {
       }
     }
     return n;
+  }
+
+  // The other config.json names of a model's keys, as Mixtral and DeepSeek write them:
+  // num_local_experts and n_routed_experts for num_experts; n_shared_experts shared
+  // experts of moe_intermediate_size each for shared_expert_intermediate_size. Given with
+  // the key they stand for, they must agree with it.
+  static void ConfigJsonAliases(Parser&, GpuSpec&) {}
+  static void ConfigJsonAliases(Parser& sub, ModelSpec& model) {
+    for (const char* alias : {"num_local_experts", "n_routed_experts"}) {
+      YAML::Node given = sub.Child(alias);
+      if (!given) continue;
+      int32_t experts = 0;
+      sub.Field(alias, experts, Bounds{0, 1 << 12});
+      if (sub.Child("num_experts") && experts != model.num_experts) {
+        Fail(sub.Where(alias, given), sub.Path(alias),
+             std::to_string(experts) + " disagrees with num_experts " + std::to_string(model.num_experts));
+      }
+      model.num_experts = experts;
+    }
+    if (YAML::Node given = sub.Child("n_shared_experts")) {
+      int32_t shared = 0;
+      sub.Field("n_shared_experts", shared, Bounds{0, 64});
+      const int64_t width = int64_t{shared} * model.ExpertWidth();
+      if (sub.Child("shared_expert_intermediate_size") &&
+          width != model.shared_expert_intermediate_size) {
+        Fail(sub.Where("n_shared_experts", given), sub.Path("n_shared_experts"),
+             std::to_string(shared) + " shared experts of width " +
+                 std::to_string(model.ExpertWidth()) +
+                 " disagree with shared_expert_intermediate_size " +
+                 std::to_string(model.shared_expert_intermediate_size));
+      }
+      if (width > (1 << 22)) {
+        Fail(sub.Where("n_shared_experts", given), sub.Path("n_shared_experts"),
+             "shared experts " + std::to_string(width) + " wide, more than " + std::to_string(1 << 22));
+      }
+      model.shared_expert_intermediate_size = static_cast<int32_t>(width);
+    }
   }
 
   // Reads numeric fields back out of a struct (to check required ones were set).

@@ -1,4 +1,5 @@
 #include "driver/config_yaml.h"
+#include "driver/model_catalog.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -459,6 +460,47 @@ TEST(ConfigYamlTest, NamesAndParametersThatAreNotWordsResolveByteForByte) {
   // Words stay plain: numbers read back as numbers.
   EXPECT_THAT(emitted, HasSubstr("base_ms: 1\n"));
   EXPECT_THAT(emitted, HasSubstr("aging_s: \"5 \""));
+}
+
+// A model written with DeepSeek's and Mixtral's own config.json names is the model
+// written with servelab's: n_routed_experts / num_local_experts are num_experts, and
+// n_shared_experts shared experts of moe_intermediate_size make the shared expert.
+TEST(ConfigYamlTest, MixtureKeysUnderTheirConfigJsonNames) {
+  const std::string head = "name: t\nhardware: {gpu: h200-141gb}\nworkload: {num_requests: 1}\n";
+  auto deepseek = ParseExperiment(
+      head +
+          "model: {name: ds, hidden_size: 7168, num_hidden_layers: 61, num_attention_heads: 128,\n"
+          "  num_key_value_heads: 128, intermediate_size: 18432, vocab_size: 129280,\n"
+          "  max_position_embeddings: 163840, n_routed_experts: 256, num_experts_per_tok: 8,\n"
+          "  moe_intermediate_size: 2048, n_shared_experts: 1, first_k_dense_replace: 3,\n"
+          "  kv_lora_rank: 512, q_lora_rank: 1536, qk_nope_head_dim: 128, qk_rope_head_dim: 64,\n"
+          "  v_head_dim: 128}\n",
+      "exp.yaml", "/");
+  ASSERT_TRUE(deepseek.ok()) << deepseek.status().message();
+  const ModelSpec catalog = FindModel("deepseek-v3").value();
+  EXPECT_EQ(deepseek->model.num_experts, 256);
+  EXPECT_EQ(deepseek->model.shared_expert_intermediate_size, 2048);
+  EXPECT_EQ(deepseek->model.NumParams(), catalog.NumParams());
+  EXPECT_EQ(deepseek->model.NumActiveParams(), catalog.NumActiveParams());
+
+  auto mixtral = ParseExperiment(head +
+                                     "model: {base: llama-2-7b, num_local_experts: 8, "
+                                     "num_experts_per_tok: 2}\n",
+                                 "exp.yaml", "/");
+  ASSERT_TRUE(mixtral.ok()) << mixtral.status().message();
+  EXPECT_EQ(mixtral->model.num_experts, 8);
+  // The resolved config writes servelab's names, and reads back the same.
+  const std::string emitted = EmitResolvedConfig(*mixtral);
+  EXPECT_THAT(emitted, HasSubstr("num_experts: 8"));
+  EXPECT_THAT(emitted, ::testing::Not(HasSubstr("num_local_experts")));
+
+  auto conflict = ParseExperiment(head +
+                                      "model: {base: llama-2-7b, num_experts: 8, "
+                                      "n_routed_experts: 4, num_experts_per_tok: 2}\n",
+                                  "exp.yaml", "/");
+  ASSERT_FALSE(conflict.ok());
+  EXPECT_THAT(conflict.status().message(),
+              HasSubstr("model.n_routed_experts: 4 disagrees with num_experts 8"));
 }
 
 // Found by the experiment YAML fuzzer: a parameter name of 300 control bytes (raw) parsed, but
