@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "sim/memory.h"
@@ -21,6 +22,31 @@ double ExpectedExpertsTouched(int32_t experts, int32_t per_token, double tokens)
   if (experts <= 0 || tokens <= 0) return 0;
   const double e = experts;
   return e * (1.0 - std::pow(1.0 - per_token / e, tokens));
+}
+
+RoutingSkew SkewedRouting(int32_t experts, int32_t per_token, double s, int32_t ep) {
+  RoutingSkew r;
+  std::vector<double> p(static_cast<size_t>(experts));
+  double sum = 0;
+  for (int32_t i = 0; i < experts; ++i) sum += p[static_cast<size_t>(i)] = std::pow(i + 1.0, -s);
+  for (int32_t i = 0; i < experts; ++i) {
+    r.pick_probability.push_back(per_token * p[static_cast<size_t>(i)] / sum);
+  }
+  // A token picks per_token distinct experts: no expert above probability 1, the excess
+  // spread over the rest in proportion, so that the probabilities still sum to per_token.
+  std::vector<double>& q = r.pick_probability;
+  for (int32_t round = 0; round < experts; ++round) {
+    double capped = 0, rest = 0;
+    for (const double x : q) (x >= 1.0 ? capped : rest) += x >= 1.0 ? 1.0 : x;
+    if (std::none_of(q.begin(), q.end(), [](double x) { return x > 1.0; })) break;
+    const double scale = rest > 0 ? (per_token - capped) / rest : 0.0;
+    for (double& x : q) x = x >= 1.0 ? 1.0 : x * scale;
+  }
+  std::vector<double> gpu(static_cast<size_t>(std::max(1, ep)), 0.0);
+  for (int32_t i = 0; i < experts; ++i) gpu[static_cast<size_t>(i % std::max(1, ep))] += q[static_cast<size_t>(i)];
+  r.busiest_gpu_share =
+      std::max(1.0, *std::max_element(gpu.begin(), gpu.end()) * static_cast<double>(gpu.size()) / per_token);
+  return r;
 }
 
 double ExpertImbalance(int32_t ep, double rows) {
@@ -154,6 +180,14 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
   // replicated and a shared expert splits over the TP group either way.
   expert_parallel_ = d.expert_parallel;
   expert_imbalance_ = config.expert_imbalance;
+  if (m.IsMoe() && config.routing_skew > 0) {
+    const RoutingSkew skew =
+        SkewedRouting(m.num_experts, m.num_experts_per_tok, config.routing_skew, d.expert_parallel);
+    for (const double q : skew.pick_probability) {
+      log_not_picked_.push_back(q >= 1.0 ? -std::numeric_limits<double>::infinity() : std::log1p(-q));
+    }
+    skew_imbalance_ = skew.busiest_gpu_share;
+  }
   const double expert = d.expert_parallel > 1 ? m.ExpertWidth() : m.ExpertWidth() / tp;
   const double shared = m.shared_expert_intermediate_size / tp;
   if (m.IsMoe()) {
@@ -319,6 +353,14 @@ RooflineCostModel::Batch RooflineCostModel::BatchOf(const StepPlan& plan) const 
   return batch;
 }
 
+double RooflineCostModel::ExpertsTouched(double tokens) const {
+  if (log_not_picked_.empty()) return ExpectedExpertsTouched(experts_, experts_per_token_, tokens);
+  // Expert i is touched unless each of the tokens passes it over: 1 - (1 - q_i)^T.
+  double touched = 0;
+  for (const double l : log_not_picked_) touched += 1.0 - std::exp(tokens * l);
+  return touched;
+}
+
 RooflineBreakdown RooflineCostModel::Breakdown(const StepPlan& plan) const {
   return BreakdownOf(BatchOf(plan));
 }
@@ -368,10 +410,12 @@ RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
     // share of the experts touched.
     const double rows = tokens * experts_per_token_;
     const double ep = expert_parallel_;
-    const double imbalance =
-        expert_imbalance_ > 0 ? expert_imbalance_ : ExpertImbalance(expert_parallel_, rows);
+    // Configured, or the larger of the skew's and the random draw's.
+    const double imbalance = expert_imbalance_ > 0
+                                 ? expert_imbalance_
+                                 : std::max(skew_imbalance_, ExpertImbalance(expert_parallel_, rows));
     const double gpu_rows = expert_parallel_ > 1 ? rows / ep * imbalance : rows;
-    const double touched = ExpectedExpertsTouched(experts_, experts_per_token_, tokens) / ep;
+    const double touched = ExpertsTouched(tokens) / ep;
     const double experts_s =
         std::max(gpu_rows * expert_compute_s_per_row_,
                  touched * expert_weight_s_ + gpu_rows * expert_act_s_per_row_);
@@ -412,6 +456,7 @@ StatusOr<std::unique_ptr<CostModel>> MakeRooflineCostModel(ParamReader& params,
       params.GetDouble("allreduce_latency_us", o.allreduce_latency_us, Bounds{0, 1e9});
   o.step_overhead_ms = params.GetDouble("step_overhead_ms", o.step_overhead_ms, Bounds{0, 1e6});
   o.expert_imbalance = params.GetDouble("expert_imbalance", o.expert_imbalance, Bounds{0, 64});
+  o.routing_skew = params.GetDouble("routing_skew", o.routing_skew, Bounds{0, 4});
   if (o.expert_imbalance > 0 && o.expert_imbalance < 1) {
     std::string where;
     for (const Param& p : params.Named().params) where = p.key == "expert_imbalance" ? p.where : where;

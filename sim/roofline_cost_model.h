@@ -60,9 +60,24 @@ struct RooflineOptions {
   double allreduce_latency_us = 10.0;    // fixed cost per all-reduce (launch, sync), >= 0
   double step_overhead_ms = 0.5;         // per iteration: scheduling, launches, sampling, >= 0
   // Expert parallelism: the busiest GPU's share of a MoE layer's token x expert rows over
-  // the mean share, >= 1; 0 = derived from uniform routing (ExpertImbalance).
+  // the mean share, >= 1; 0 = derived from the routing (ExpertImbalance, RoutingSkew).
   double expert_imbalance = 0;
+  // How unevenly tokens pick experts: expert i (of E) is picked in proportion to
+  // (i + 1)^-routing_skew, a Zipf law; 0 = uniform routing. In [0, 4].
+  double routing_skew = 0;
 };
+
+// Expert popularity under a Zipf routing skew `s` over `experts` (RooflineOptions::
+// routing_skew): each expert's probability to be one of a token's `per_token` picks,
+// per_token x p_i with p_i = (i + 1)^-s / sum_j (j + 1)^-s, capped at 1 with the excess
+// spread over the others in proportion (they sum to per_token); and, with experts
+// placed round-robin on `ep` GPUs (expert i on GPU i mod ep), the busiest GPU's share of
+// the picks over the mean share.
+struct RoutingSkew {
+  std::vector<double> pick_probability;
+  double busiest_gpu_share = 1;  // >= 1
+};
+RoutingSkew SkewedRouting(int32_t experts, int32_t per_token, double s, int32_t ep);
 
 // Where one step's time goes, in seconds. total_s() is what StepTime rounds to ns.
 struct RooflineBreakdown {
@@ -166,6 +181,11 @@ class RooflineCostModel : public CostModel {
   int32_t experts_ = 0, experts_per_token_ = 0;
   int32_t expert_parallel_ = 1;
   double expert_imbalance_ = 0;       // RooflineOptions::expert_imbalance
+  // Skewed routing (RooflineOptions::routing_skew > 0): log(1 - pick probability) of each
+  // expert, and the busiest EP GPU's share from the skew alone.
+  std::vector<double> log_not_picked_;
+  double skew_imbalance_ = 1;
+  double ExpertsTouched(double tokens) const;
   double all_to_all_s_per_row_ = 0;   // EP: one MoE layer's dispatch + combine, per row
   double all_to_all_latency_s_ = 0;   // EP: one MoE layer's two collectives
   bool tp_crosses_nodes_ = false;     // the TP (= EP) group is larger than a node

@@ -409,3 +409,48 @@ TEST(CostModelRegistryTest, NamesTypesAndResolvedParameters) {
 
 }  // namespace
 }  // namespace servelab
+
+namespace servelab {
+namespace {
+
+// 4 experts, 1 pick a token, Zipf exponent 1: popularity 1, 1/2, 1/3, 1/4 over 25/12, i.e.
+// 12/25, 6/25, 4/25, 3/25. Round-robin on 2 GPUs: GPU 0 gets 16/25 of the picks, 1.28x
+// the mean half.
+TEST(RoutingSkewTest, ZipfPopularityAndTheBusiestGpuByHand) {
+  const RoutingSkew skew = SkewedRouting(4, 1, 1.0, 2);
+  ASSERT_EQ(skew.pick_probability.size(), 4u);
+  EXPECT_NEAR(skew.pick_probability[0], 12.0 / 25, 1e-15);
+  EXPECT_NEAR(skew.pick_probability[3], 3.0 / 25, 1e-15);
+  EXPECT_NEAR(skew.busiest_gpu_share, 1.28, 1e-12);
+  // Uniform: every expert k/E, no GPU busier than the mean.
+  const RoutingSkew uniform = SkewedRouting(8, 2, 0.0, 4);
+  for (const double q : uniform.pick_probability) EXPECT_DOUBLE_EQ(q, 0.25);
+  EXPECT_DOUBLE_EQ(uniform.busiest_gpu_share, 1.0);
+}
+
+// Skewed routing: one token still reads 2 experts (the picks' probabilities sum to 2),
+// but 8 tokens concentrate on the popular experts: 4.8 of 8 in expectation under a Zipf
+// exponent of 2, against uniform routing's 7.2 (8 x (1 - 0.75^8)). Under expert
+// parallelism the GPU holding the hottest experts does more.
+TEST(RoutingSkewTest, SkewTouchesFewerExpertsAndLoadsOneGpuMore) {
+  RooflineOptions skewed;
+  skewed.routing_skew = 2.0;
+  const RooflineCostModel uniform(RooflineOptions{}, Deployment("mixtral-8x7b", "a100-80gb"));
+  const RooflineCostModel zipf(skewed, Deployment("mixtral-8x7b", "a100-80gb"));
+  Plan one;
+  one.Decode(512);
+  EXPECT_NEAR(zipf.Breakdown(one.get()).gemm_s, uniform.Breakdown(one.get()).gemm_s,
+              1e-9 * uniform.Breakdown(one.get()).gemm_s);
+  Plan batch;
+  for (int i = 0; i < 8; ++i) batch.Decode(512);
+  EXPECT_LT(zipf.Breakdown(batch.get()).gemm_s, 0.8 * uniform.Breakdown(batch.get()).gemm_s);
+
+  const RooflineCostModel ep_uniform(RooflineOptions{}, MixtralOnH100(2));
+  const RooflineCostModel ep_zipf(skewed, MixtralOnH100(2));
+  Plan big;
+  for (int i = 0; i < 2048; ++i) big.Prefill(0, 4);  // compute-bound: the rows decide
+  EXPECT_GT(ep_zipf.Breakdown(big.get()).gemm_s, 1.1 * ep_uniform.Breakdown(big.get()).gemm_s);
+}
+
+}  // namespace
+}  // namespace servelab

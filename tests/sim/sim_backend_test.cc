@@ -74,13 +74,15 @@ TEST(ResolveCostModelTest, FillsDefaultsAndKeepsGivenValues) {
   ExperimentConfig c = Parse("model: llama-2-7b\nhardware: {gpu: a100-80gb}\n"
                              "cost_model: {type: roofline, gemm_efficiency: 0.70}\n");
   ASSERT_TRUE(ResolveCostModel(c).ok());
-  ASSERT_EQ(c.cost_model.params.size(), 7u);
+  ASSERT_EQ(c.cost_model.params.size(), 8u);
   EXPECT_EQ(c.cost_model.params[0].key, "gemm_efficiency");
   EXPECT_EQ(c.cost_model.params[0].value, "0.7");
   EXPECT_EQ(c.cost_model.params[5].key, "step_overhead_ms");
   EXPECT_EQ(c.cost_model.params[5].value, "0.5");
   EXPECT_EQ(c.cost_model.params[6].key, "expert_imbalance");
   EXPECT_EQ(c.cost_model.params[6].value, "0.0");
+  EXPECT_EQ(c.cost_model.params[7].key, "routing_skew");
+  EXPECT_EQ(c.cost_model.params[7].value, "0.0");
   const std::string emitted = EmitResolvedConfig(c);
   EXPECT_THAT(emitted, HasSubstr("cost_model:\n  type: roofline\n  gemm_efficiency: 0.7\n"));
   ExperimentConfig again = Parse(emitted);
