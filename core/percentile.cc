@@ -54,29 +54,40 @@ void SortAndMerge(std::vector<WeightedValue>& values) {
   values.resize(out);
 }
 
-double WeightedPercentileOfSorted(std::span<const WeightedValue> sorted, double p) {
-  int64_t total = 0;
-  for (const WeightedValue& v : sorted) total += v.count;
+namespace {
+
+// The linear-method percentile of (value, count) pairs sorted by value, total count
+// `total`: the pairs holding expanded indices lo and hi, found by walking the cumulative
+// counts, and numpy's lerp between their values (`value_of` gives a pair's value).
+template <class Pair, class ValueOf>
+double WeightedPercentile(std::span<const Pair> sorted, int64_t total, double p, ValueOf value_of) {
   assert(total > 0);
   const Rank r = LinearRank(total, p);
-  // Walk the cumulative counts to the pairs holding expanded indices lo and hi.
-  double a = sorted.back().value;
-  double b = a;
+  const Pair* a = &sorted.back();
+  const Pair* b = a;
   int64_t seen = 0;  // expanded elements before the current pair
   bool found_a = false;
-  for (const WeightedValue& v : sorted) {
-    const int64_t end = seen + v.count;  // expanded indices [seen, end) hold v.value
+  for (const Pair& v : sorted) {
+    const int64_t end = seen + v.count;  // expanded indices [seen, end) hold its value
     if (!found_a && r.lo < end) {
-      a = v.value;
+      a = &v;
       found_a = true;
     }
     if (r.hi < end) {
-      b = v.value;
+      b = &v;
       break;
     }
     seen = end;
   }
-  return NumpyLerp(a, b, r.t);
+  return NumpyLerp(value_of(*a), value_of(*b), r.t);
+}
+
+}  // namespace
+
+double WeightedPercentileOfSorted(std::span<const WeightedValue> sorted, double p) {
+  int64_t total = 0;
+  for (const WeightedValue& v : sorted) total += v.count;
+  return WeightedPercentile(sorted, total, p, [](const WeightedValue& v) { return v.value; });
 }
 
 void PercentilesBySelection(std::span<double> values, std::span<const double> ps,
@@ -176,26 +187,9 @@ size_t WeightedTimeSample::NumDistinct() {
 }
 
 double WeightedTimeSample::Percentile(double p) {
-  assert(total_ > 0);
   Compact();
-  const Rank r = LinearRank(total_, p);
-  // The pairs holding expanded indices lo and hi.
-  int64_t a = pairs_.back().ns, b = a;
-  int64_t seen = 0;
-  bool found_a = false;
-  for (const Pair& v : pairs_) {
-    const int64_t end = seen + v.count;
-    if (!found_a && r.lo < end) {
-      a = v.ns;
-      found_a = true;
-    }
-    if (r.hi < end) {
-      b = v.ns;
-      break;
-    }
-    seen = end;
-  }
-  return NumpyLerp(Seconds(a), Seconds(b), r.t);
+  return WeightedPercentile(std::span<const Pair>(pairs_), total_, p,
+                            [](const Pair& v) { return Seconds(v.ns); });
 }
 
 double WeightedTimeSample::Mean() {

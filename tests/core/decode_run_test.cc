@@ -7,83 +7,42 @@
 #include <vector>
 
 #include "core/scheduler.h"
-#include "policies/fcfs_policy.h"
+#include "tests/core/scheduler_harness.h"
 
 namespace servelab {
 namespace {
 
-SchedulerConfig Config(int32_t block_size, int32_t budget, int32_t max_seqs) {
-  SchedulerConfig c;
-  c.block_size = block_size;
-  c.max_num_batched_tokens = budget;
-  c.max_num_seqs = max_seqs;
-  c.chunked_prefill = true;
-  return c;
-}
+using testing::Config;
 
-// A scheduler, its KV cache and its requests; every iteration takes 1 ms.
-class Replica {
+// The harness, advancing runs as the driver does.
+class Replica : public testing::SchedulerHarness {
  public:
-  Replica(SchedulerConfig config, int32_t num_blocks)
-      : kv_(num_blocks, config.block_size, 0),
-        scheduler_(config, 1 << 20, std::make_unique<FcfsPolicy>(), &kv_) {}
+  using SchedulerHarness::SchedulerHarness;
 
-  Request& Add(int32_t prompt, int32_t output) {
-    Request& r = requests_.emplace_back();
-    r.id = static_cast<int64_t>(requests_.size()) - 1;
-    r.prompt_len = prompt;
-    r.target_output_len = output;
-    r.arrival = now_;
-    scheduler_.AddRequest(r, now_);
-    return r;
-  }
-  // One ordinary iteration; returns the ids it finished.
-  std::vector<int64_t> Step() {
-    scheduler_.Schedule(now_);
-    return Commit();
-  }
-  std::vector<int64_t> Commit() {
-    now_ += kNsPerMs;
-    StepResult result;
-    result.elapsed = kNsPerMs;
-    std::vector<int64_t> done;
-    for (Request* r : scheduler_.Commit(result, now_)) done.push_back(r->id);
-    return done;
-  }
-  // Up to `iterations` iterations of a run begun now, as the driver advances one: the
-  // last allocated one (when the run lasts that long) is left as a step to commit.
-  // Returns the iterations completed in the run, or -1 when no run could begin.
+  // Up to `iterations` iterations of a run begun now: the last allocated one (when the
+  // run lasts that long) is left as a step to commit. Returns the iterations completed in
+  // the run, or -1 when no run could begin.
   int32_t Run(int32_t iterations, bool leave_last_as_step) {
-    const int32_t limit = scheduler_.BeginDecodeRun(now_);
+    Scheduler& s = Sched();
+    const int32_t limit = s.BeginDecodeRun(Now());
     if (limit == 0) return -1;
     std::vector<TimeNs> ends;
     const int32_t n = std::min(iterations, limit);
     for (int32_t j = 0; j < n; ++j) {
-      if (!scheduler_.AdvanceDecodeRun()) break;
+      if (!s.AdvanceDecodeRun()) break;
       const bool last = j == limit - 1 || (leave_last_as_step && j == n - 1);
       if (last) {
-        scheduler_.EndDecodeRun(ends);
-        now_ += static_cast<TimeNs>(ends.size()) * kNsPerMs;
+        s.EndDecodeRun(ends);
+        Advance(static_cast<TimeNs>(ends.size()) * kNsPerMs);
         Commit();
         return static_cast<int32_t>(ends.size());
       }
-      ends.push_back(now_ + (j + 1) * kNsPerMs);
+      ends.push_back(Now() + (j + 1) * kNsPerMs);
     }
-    scheduler_.EndDecodeRun(ends);
-    now_ += static_cast<TimeNs>(ends.size()) * kNsPerMs;
+    s.EndDecodeRun(ends);
+    Advance(static_cast<TimeNs>(ends.size()) * kNsPerMs);
     return static_cast<int32_t>(ends.size());
   }
-
-  Scheduler& Sched() { return scheduler_; }
-  KvCacheManager& Kv() { return kv_; }
-  std::deque<Request>& Requests() { return requests_; }
-  TimeNs Now() const { return now_; }
-
- private:
-  TimeNs now_ = 0;
-  KvCacheManager kv_;
-  Scheduler scheduler_;
-  std::deque<Request> requests_;
 };
 
 // Everything a step changes in a request.
