@@ -27,27 +27,30 @@ ChromeTraceWriter::ChromeTraceWriter(std::ostream* os, int32_t num_replicas,
   buf_.reserve(512);
   buf_.append("{\"traceEvents\":[");
   for (int32_t r = 0; r < num_replicas; ++r) {
-    BeginEvent();
-    buf_.append("{\"name\":\"process_name\",\"ph\":\"M\",");
-    AppendField(buf_, "pid", r);
-    buf_.append(",\"tid\":0,\"args\":{\"name\":\"replica ");
-    AppendInt(buf_, r);
-    buf_.append("\"}}");
+    Metadata("process_name", r, 0, "replica ", r);
     for (int32_t stage = 0; stages > 1 && stage < stages; ++stage) {
-      BeginEvent();
-      buf_.append("{\"name\":\"thread_name\",\"ph\":\"M\",");
-      AppendField(buf_, "pid", r);
-      buf_.push_back(',');
-      AppendField(buf_, "tid", stage);
-      buf_.append(",\"args\":{\"name\":\"stage ");
-      AppendInt(buf_, stage);
-      buf_.append("\"}}");
+      Metadata("thread_name", r, stage, "stage ", stage);
     }
   }
   Flush();
 }
 
 ChromeTraceWriter::~ChromeTraceWriter() { Close(last_end_); }
+
+void ChromeTraceWriter::Metadata(const char* event, int32_t pid, int32_t tid, const char* label,
+                                 int64_t number) {
+  BeginEvent();
+  buf_.append("{\"name\":\"");
+  buf_.append(event);
+  buf_.append("\",\"ph\":\"M\",");
+  AppendField(buf_, "pid", pid);
+  buf_.push_back(',');
+  AppendField(buf_, "tid", tid);
+  buf_.append(",\"args\":{\"name\":\"");
+  buf_.append(label);
+  AppendInt(buf_, number);
+  buf_.append("\"}}");
+}
 
 void ChromeTraceWriter::BeginEvent() {
   if (any_event_) buf_.append(",\n");

@@ -51,6 +51,8 @@ class ChromeTraceWriter {
 
  private:
   void BeginEvent();  // the separator before every event but the first
+  // A metadata event naming a process or a thread: "<label><number>".
+  void Metadata(const char* event, int32_t pid, int32_t tid, const char* label, int64_t number);
   void Flush();
 
   std::ostream* os_;
