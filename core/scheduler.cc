@@ -303,11 +303,10 @@ std::span<Request* const> Scheduler::Commit(const StepResult& result, TimeNs end
   return finished_;
 }
 
-bool Scheduler::CanBeginDecodeRun(TimeNs now) const {
+bool Scheduler::CanBeginDecodeRun() const {
   const DecodeRunSupport support = policy_->DecodeRuns();
   if (running_.empty() || support == DecodeRunSupport::kNone || sla_ != nullptr ||
-      config_.batches_in_flight > 1 ||
-      kv_->Cache() != nullptr || batching_->Holds()) {
+      config_.batches_in_flight > 1 || kv_->Cache() != nullptr || batching_->Holds()) {
     return false;
   }
   const auto n = static_cast<int32_t>(running_.size());
@@ -322,15 +321,13 @@ bool Scheduler::CanBeginDecodeRun(TimeNs now) const {
         n >= NumSeqsLimit() || budget - n <= 0 || !batching_->AdmissionOpen(n, false);
     if (support != DecodeRunSupport::kBlockedQueue || !admission_closed) return false;
   }
-  for (const Request* r : running_) {
-    if (r->NumTokensToCompute() != 1 || r->last_token != now || IsDone(*r)) return false;
-  }
   return true;
 }
 
 int32_t Scheduler::BeginDecodeRun(TimeNs now) {
-  if (!CanBeginDecodeRun(now)) return 0;
-  int32_t limit = running_.front()->target_output_len - running_.front()->num_generated;
+  SERVELAB_CHECK(!run_.tail_in_flight);
+  if (!CanBeginDecodeRun()) return 0;
+  int32_t limit = std::numeric_limits<int32_t>::max();
   plan_.Clear();
   plan_.start = now;
   const int32_t block_size = config_.block_size;
@@ -340,6 +337,9 @@ int32_t Scheduler::BeginDecodeRun(TimeNs now) {
   for (auto& bucket : run_.crossings) bucket.clear();
   for (size_t i = 0; i < running_.size(); ++i) {
     Request& r = *running_[i];
+    // Every request decodes, and got its last token now. (A refusal here leaves plan_
+    // half built: the next Schedule() clears it.)
+    if (r.NumTokensToCompute() != 1 || r.last_token != now || IsDone(r)) return 0;
     limit = std::min(limit, r.target_output_len - r.num_generated);
     AddToPlan(r, 1);
     // Iteration j writes token num_computed_tokens + j: it needs a block when that token
@@ -375,27 +375,48 @@ bool Scheduler::AdvanceDecodeRun() {
 void Scheduler::EndDecodeRun(std::span<const TimeNs> ends) {
   const auto k = static_cast<int32_t>(ends.size());
   SERVELAB_CHECK(k <= run_.allocated && run_.allocated <= k + 1);
-  if (k > 0) {
-    for (Request* r : running_) {
-      r->num_computed_tokens += k;
-      r->num_generated += k;
-      r->last_token = ends.back();
-    }
-    SERVELAB_CHECK(std::none_of(running_.begin(), running_.end(),
-                                [this](const Request* r) { return IsDone(*r); }));
-    StepResult result;
-    TimeNs start = run_.start;
-    for (const TimeNs end : ends) {
-      result.elapsed = end - start;
-      policy_->OnStepDone(plan_, result, end);
-      start = end;
-    }
+  StepResult result;
+  TimeNs start = run_.start;
+  for (const TimeNs end : ends) {
+    result.elapsed = end - start;
+    policy_->OnStepDone(plan_, result, end);
+    start = end;
   }
-  if (run_.allocated == k + 1) {  // the next iteration is allocated: it becomes the plan
-    plan_.start = k > 0 ? ends.back() : run_.start;
-    for (ScheduledRequest& s : plan_.seqs) s.num_computed_tokens = s.request->num_computed_tokens;
+  run_.completed = k;
+  if (run_.allocated == k + 1) {
+    // The tail is in flight: its Commit applies the run's tokens with its own.
+    run_.tail_in_flight = true;
+  } else if (k > 0) {
+    AdvanceRunning(k, ends.back());
   }
   run_.allocated = 0;
+}
+
+void Scheduler::AdvanceRunning(int32_t iterations, TimeNs last_token) {
+  for (Request* r : running_) {
+    r->num_computed_tokens += iterations;
+    r->num_generated += iterations;
+    r->last_token = last_token;
+    SERVELAB_CHECK(r->num_generated <= r->target_output_len);
+  }
+}
+
+std::span<Request* const> Scheduler::CommitDecodeRunTail(const StepResult& result, TimeNs end) {
+  SERVELAB_CHECK(run_.tail_in_flight);
+  run_.tail_in_flight = false;
+  finished_.clear();
+  AdvanceRunning(run_.completed + 1, end);
+  bool any_done = false;
+  for (Request* r : running_) {
+    if (!IsDone(*r)) continue;
+    any_done = true;
+    kv_->Free(*r);
+    if (batching_->Leaves(*r)) Finish(*r, end);
+  }
+  if (any_done) std::erase_if(running_, [this](const Request* r) { return IsDone(*r); });
+  for (Request* r : batching_->Release(NumRunning())) Finish(*r, end);
+  policy_->OnStepDone(plan_, result, end);
+  return finished_;
 }
 
 void Scheduler::Finish(Request& request, TimeNs end) {

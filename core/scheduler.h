@@ -62,14 +62,17 @@ class Scheduler {
   // to stepping it:
   //     int32_t limit = scheduler.BeginDecodeRun(now);   // 0: step normally
   //     while (...) { scheduler.AdvanceDecodeRun() ... }  // iteration j's KV slots
-  //     scheduler.EndDecodeRun(ends);                     // applies the completed ones
+  //     scheduler.EndDecodeRun(ends);                     // the completed iterations
+  //     [scheduler.CommitDecodeRunTail(result, end);]     // the last, if it was started
   // BeginDecodeRun returns how many iterations the run may last: through the first that
   // finishes a request. LastPlan() is then the run's batch (one decode token for each
-  // running request, in running order, contexts as at its first iteration).
+  // running request, in running order, contexts as at its first iteration) until the next
+  // Schedule().
   // It returns 0 unless every running request decodes and got its last token at `now`,
   // they all fit the token budget, and nothing could change the batch: no SLA controller,
-  // no prefix cache, no static-batching padding, the policy allows runs
-  // (Policy::DecodeRuns) and either nothing waits or nothing waiting can be admitted.
+  // no prefix cache, no pipeline batches in flight, no static-batching padding, the policy
+  // allows runs (Policy::DecodeRuns) and either nothing waits or nothing waiting can be
+  // admitted.
   int32_t BeginDecodeRun(TimeNs now);
   // Allocates the KV slots of the run's next iteration. False, with nothing changed, when
   // a request would need a block that is not free: the run must end before it (stepping
@@ -77,10 +80,15 @@ class Scheduler {
   bool AdvanceDecodeRun();
   // Applies the run's first `ends.size()` iterations, ended at `ends` (ascending), as
   // their Commits would (none of them may finish a request): tokens, last_token times,
-  // the policy's OnStepDone for each. If one more iteration was allocated, LastPlan()
-  // becomes that iteration's plan, exactly as Schedule() at ends.back() would have made
-  // it: Commit() then applies it as any step.
+  // the policy's OnStepDone for each. If one more iteration was allocated, it is the run's
+  // tail, started at ends.back() (or the run's start): until CommitDecodeRunTail applies
+  // it, the running requests' token counts stay as at the run's start (nothing reads them
+  // meanwhile: arrivals only enqueue).
   void EndDecodeRun(std::span<const TimeNs> ends);
+  // Applies the tail that ended at `end`, with the iterations before it, as Commit would:
+  // it may finish requests (returned, valid until the next call).
+  std::span<Request* const> CommitDecodeRunTail(const StepResult& result, TimeNs end);
+  bool DecodeRunTailInFlight() const { return run_.tail_in_flight; }
 
   bool HasWork() const {
     return !running_.empty() || batching_->Holds() || policy_->NumWaiting() > 0;
@@ -135,6 +143,8 @@ class Scheduler {
   // j % block_size, each with the first iteration that needs one.
   struct DecodeRun {
     int32_t allocated = 0;
+    int32_t completed = 0;  // iterations EndDecodeRun applied (or left to the tail)
+    bool tail_in_flight = false;
     TimeNs start = 0;
     struct Crossing {
       int32_t index;
@@ -142,7 +152,9 @@ class Scheduler {
     };
     std::vector<std::vector<Crossing>> crossings;
   };
-  bool CanBeginDecodeRun(TimeNs now) const;
+  bool CanBeginDecodeRun() const;
+  // Every running request `iterations` tokens further, its last at `last_token`.
+  void AdvanceRunning(int32_t iterations, TimeNs last_token);
   // Running requests that a new batch may hold: those in no batch in flight.
   int32_t NumSchedulable() const { return static_cast<int32_t>(running_.size()) - num_in_flight_; }
   // Of `requests`, those a preemption may take (none in flight); `requests` itself when

@@ -148,18 +148,23 @@ void Driver::Arrive(Request* r, TimeNs now) {
 void Driver::StepDone(int32_t index, TimeNs now) {
   Replica& replica = *replicas_[index];
   Scheduler& scheduler = *replica.scheduler;
-  const StepResult* result = &replica.result;
-  if (stages_ == 1) {
+  std::span<Request* const> finished;
+  if (scheduler.DecodeRunTailInFlight()) {  // the last iteration of a decode run
+    metrics_->OnDecodeRunStep(index, replica.step_start, now, scheduler.Kv().NumUsedBlocks(),
+                              scheduler.NumWaiting());
+    finished = scheduler.CommitDecodeRunTail(replica.result, now);
+  } else if (stages_ == 1) {
     metrics_->OnStep(index, scheduler.LastPlan(), replica.step_start, now,
                      scheduler.Kv().NumUsedBlocks(), scheduler.NumWaiting(),
                      scheduler.NumPreemptedLastStep());
+    finished = scheduler.Commit(replica.result, now);
   } else {
     const Replica::Flight& flight = replica.flights.front();
     metrics_->OnStep(index, scheduler.OldestInFlight(), flight.start, now, flight.kv_blocks_used,
                      scheduler.NumWaiting(), flight.preempted, flight.stages);
-    result = &flight.result;
+    finished = scheduler.Commit(flight.result, now);
   }
-  for (Request* done : scheduler.Commit(*result, now)) {
+  for (Request* done : finished) {
     ++progress_.finished;
     metrics_->OnFinished(*done);
     replica.backend->OnRequestFinished(done->id);
@@ -265,7 +270,7 @@ StatusOr<TimeNs> Driver::RunDecodeIterations(
   // lasts (nobody finishes, nothing arrives), and no other replica starts at `now`.
   const TimeNs horizon = events_.Empty() ? kMaxTime : events_.Top().time;
   replica.backend->BeginDecodeRun(scheduler.LastPlan());
-  metrics_->BeginDecodeRun(scheduler.LastPlan());
+  metrics_->BeginDecodeRun(index, scheduler.LastPlan());
   run_ends_.clear();
   TimeNs start = now;
   for (int32_t j = 0; j < limit; ++j) {
@@ -273,7 +278,8 @@ StatusOr<TimeNs> Driver::RunDecodeIterations(
     const StatusOr<TimeNs> elapsed = replica.backend->DecodeRunStepTime(j);
     if (!elapsed.ok() || !scheduler.AdvanceDecodeRun()) break;
     if (j == limit - 1 || *elapsed >= horizon - start) {
-      // It finishes a request, or the next event comes first: it runs as a step.
+      // It finishes a request, or the next event comes first: it runs as a step (which
+      // StepDone completes as the run's tail).
       scheduler.EndDecodeRun(run_ends_);
       replica.result.elapsed = *elapsed;
       replica.result.sampled_tokens.clear();

@@ -142,25 +142,26 @@ class MetricsCollector::Impl {
                kv_blocks_used, waiting, preempted, stages);
   }
 
-  void BeginDecodeRun(const StepPlan& plan) {
-    run_shape_ = StepShape{static_cast<int64_t>(plan.seqs.size()), 0, plan.num_decode_tokens, 0};
-    run_clients_.clear();
+  void BeginDecodeRun(int32_t replica, const StepPlan& plan) {
+    if (runs_.size() <= static_cast<size_t>(replica)) runs_.resize(static_cast<size_t>(replica) + 1);
+    DecodeRunShape& run = runs_[static_cast<size_t>(replica)];
+    run.shape = StepShape{static_cast<int64_t>(plan.seqs.size()), 0, plan.num_decode_tokens, 0};
+    run.clients.clear();
     for (const ScheduledRequest& s : plan.seqs) {
       const int32_t client = s.request->client;
-      if (run_clients_.empty() || run_clients_.back().first != client) {
-        run_clients_.emplace_back(client, 0);
-      }
-      ++run_clients_.back().second;
+      if (run.clients.empty() || run.clients.back().first != client) run.clients.emplace_back(client, 0);
+      ++run.clients.back().second;
     }
   }
 
   void OnDecodeRunStep(int32_t replica, TimeNs start, TimeNs end, int32_t kv_blocks_used,
                        int32_t waiting) {
     // What OnStep does for such a step: every seq emits a token one step after its last.
+    const DecodeRunShape& run = runs_[static_cast<size_t>(replica)];
     clients_.BeginStep(end);
-    itl_.Add(end - start, run_shape_.batch_size);
-    for (const auto& [client, tokens] : run_clients_) clients_.Deliver(client, 0, tokens);
-    RecordStep(replica, start, end, run_shape_, kv_blocks_used, waiting, 0);
+    itl_.Add(end - start, run.shape.batch_size);
+    for (const auto& [client, tokens] : run.clients) clients_.Deliver(client, 0, tokens);
+    RecordStep(replica, start, end, run.shape, kv_blocks_used, waiting, 0);
   }
 
  private:
@@ -383,10 +384,13 @@ class MetricsCollector::Impl {
   double kv_util_sum_ = 0;
   double kv_util_peak_ = 0;
 
-  // The decode run being recorded (BeginDecodeRun): its batch, and its seqs' clients as
-  // runs of (client, seqs) in batch order.
-  StepShape run_shape_;
-  std::vector<std::pair<int32_t, int64_t>> run_clients_;
+  // Each replica's decode run being recorded (BeginDecodeRun): its batch, and its seqs'
+  // clients as runs of (client, seqs) in batch order.
+  struct DecodeRunShape {
+    StepShape shape;
+    std::vector<std::pair<int32_t, int64_t>> clients;
+  };
+  std::vector<DecodeRunShape> runs_;
 };
 
 MetricsCollector::MetricsCollector(MetricsOptions options, MetricsSinks sinks)
@@ -400,7 +404,9 @@ void MetricsCollector::OnStep(int32_t replica, const StepPlan& plan, TimeNs star
   impl_->OnStep(replica, plan, start, end, kv_blocks_used, waiting, preempted, stages);
 }
 
-void MetricsCollector::BeginDecodeRun(const StepPlan& plan) { impl_->BeginDecodeRun(plan); }
+void MetricsCollector::BeginDecodeRun(int32_t replica, const StepPlan& plan) {
+  impl_->BeginDecodeRun(replica, plan);
+}
 
 void MetricsCollector::OnDecodeRunStep(int32_t replica, TimeNs start, TimeNs end,
                                        int32_t kv_blocks_used, int32_t waiting) {

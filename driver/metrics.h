@@ -218,11 +218,11 @@ class MetricsCollector {
   void OnStep(int32_t replica, const StepPlan& plan, TimeNs start, TimeNs end,
               int32_t kv_blocks_used, int32_t waiting, int32_t preempted,
               std::span<const StageSpan> stages = {});
-  // Decode runs (Scheduler::BeginDecodeRun): `plan` is the run's batch; then, for each
-  // iteration of the run the driver advances without a plan, OnDecodeRunStep records
+  // Decode runs (Scheduler::BeginDecodeRun): `plan` is `replica`'s run's batch; then, for
+  // each iteration of the run the driver advances without a plan, OnDecodeRunStep records
   // exactly what OnStep would for that iteration (every seq emits a token one step after
   // its previous one; nothing is prefilled, cached, swapped or preempted).
-  void BeginDecodeRun(const StepPlan& plan);
+  void BeginDecodeRun(int32_t replica, const StepPlan& plan);
   void OnDecodeRunStep(int32_t replica, TimeNs start, TimeNs end, int32_t kv_blocks_used,
                        int32_t waiting);
   void OnFinished(const Request& request);

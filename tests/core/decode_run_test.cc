@@ -31,10 +31,12 @@ class Replica : public testing::SchedulerHarness {
     for (int32_t j = 0; j < n; ++j) {
       if (!s.AdvanceDecodeRun()) break;
       const bool last = j == limit - 1 || (leave_last_as_step && j == n - 1);
-      if (last) {
+      if (last) {  // the tail: started as a step, committed as the run's last iteration
         s.EndDecodeRun(ends);
-        Advance(static_cast<TimeNs>(ends.size()) * kNsPerMs);
-        Commit();
+        Advance(static_cast<TimeNs>(ends.size() + 1) * kNsPerMs);
+        StepResult result;
+        result.elapsed = kNsPerMs;
+        s.CommitDecodeRunTail(result, Now());
         return static_cast<int32_t>(ends.size());
       }
       ends.push_back(Now() + (j + 1) * kNsPerMs);
@@ -82,23 +84,24 @@ TEST(DecodeRunTest, AllocatesEachBlockAtTheIterationThatNeedsItAndStopsBeforeAFi
   ASSERT_TRUE(s.AdvanceDecodeRun());
   EXPECT_EQ(replica.Kv().NumUsedBlocks(), 5);
   EXPECT_EQ(a.block_table.size(), 3u);
-  // Iterations 0 and 1 ended at 2 and 3 ms; iteration 2 is left to commit as a step.
+  // Iterations 0 and 1 ended at 2 and 3 ms; iteration 2, the tail, is in flight: the
+  // tokens of all three are applied when it completes.
   const std::vector<TimeNs> ends = {2 * kNsPerMs, 3 * kNsPerMs};
   s.EndDecodeRun(ends);
-  EXPECT_EQ(a.num_computed_tokens, 8);
-  EXPECT_EQ(a.num_generated, 3);
-  EXPECT_EQ(b.last_token, 3 * kNsPerMs);
-  EXPECT_EQ(s.LastPlan().start, 3 * kNsPerMs);
-  ASSERT_EQ(s.LastPlan().seqs.size(), 2u);
-  EXPECT_EQ(s.LastPlan().seqs[0].num_computed_tokens, 8);
-  EXPECT_EQ(s.LastPlan().seqs[1].num_computed_tokens, 5);
+  EXPECT_TRUE(s.DecodeRunTailInFlight());
+  EXPECT_EQ(a.num_computed_tokens, 6);
   StepResult result;
   result.elapsed = kNsPerMs;
-  const auto done = s.Commit(result, 4 * kNsPerMs);
+  const auto done = s.CommitDecodeRunTail(result, 4 * kNsPerMs);
+  EXPECT_FALSE(s.DecodeRunTailInFlight());
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0], &b);
   EXPECT_EQ(b.finish, 4 * kNsPerMs);
   EXPECT_EQ(b.num_generated, 4);
+  EXPECT_EQ(a.num_computed_tokens, 9);
+  EXPECT_EQ(a.num_generated, 4);
+  EXPECT_EQ(a.last_token, 4 * kNsPerMs);
+  EXPECT_EQ(s.NumRunning(), 1);
 
   // The same iterations stepped.
   Replica stepped(Config(4, 64, 8), 10);
