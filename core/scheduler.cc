@@ -333,8 +333,8 @@ int32_t Scheduler::BeginDecodeRun(TimeNs now) {
   const int32_t block_size = config_.block_size;
   run_.allocated = 0;
   run_.start = now;
-  run_.crossings.resize(static_cast<size_t>(block_size));
-  for (auto& bucket : run_.crossings) bucket.clear();
+  run_.first.resize(running_.size());
+  run_.bucket_begin.assign(static_cast<size_t>(block_size) + 1, 0);
   for (size_t i = 0; i < running_.size(); ++i) {
     Request& r = *running_[i];
     // Every request decodes, and got its last token now. (A refusal here leaves plan_
@@ -346,8 +346,15 @@ int32_t Scheduler::BeginDecodeRun(TimeNs now) {
     // is past the blocks the request holds, and then every block_size iterations.
     const int64_t first = static_cast<int64_t>(r.block_table.size()) * block_size - r.num_computed_tokens;
     SERVELAB_CHECK(first >= 0 && first <= std::numeric_limits<int32_t>::max());
-    run_.crossings[static_cast<size_t>(first % block_size)].push_back(
-        DecodeRun::Crossing{static_cast<int32_t>(i), static_cast<int32_t>(first)});
+    run_.first[i] = static_cast<int32_t>(first);
+    ++run_.bucket_begin[static_cast<size_t>(first % block_size) + 1];
+  }
+  // The requests by first % block_size (a counting sort: running order within each).
+  for (size_t b = 1; b < run_.bucket_begin.size(); ++b) run_.bucket_begin[b] += run_.bucket_begin[b - 1];
+  run_.order.resize(running_.size());
+  run_.next.assign(run_.bucket_begin.begin(), run_.bucket_begin.end() - 1);
+  for (size_t i = 0; i < running_.size(); ++i) {
+    run_.order[run_.next[static_cast<size_t>(run_.first[i] % block_size)]++] = static_cast<int32_t>(i);
   }
   FinishPlan();
   preempted_last_step_ = 0;
@@ -356,16 +363,17 @@ int32_t Scheduler::BeginDecodeRun(TimeNs now) {
 
 bool Scheduler::AdvanceDecodeRun() {
   const int32_t j = run_.allocated;
-  const std::vector<DecodeRun::Crossing>& bucket =
-      run_.crossings[static_cast<size_t>(j % config_.block_size)];
+  const auto bucket = static_cast<size_t>(j % config_.block_size);
+  const std::span<const int32_t> crossing(run_.order.data() + run_.bucket_begin[bucket],
+                                          run_.bucket_begin[bucket + 1] - run_.bucket_begin[bucket]);
   int32_t needed = 0;
-  for (const DecodeRun::Crossing& c : bucket) needed += c.first <= j ? 1 : 0;
+  for (const int32_t i : crossing) needed += run_.first[static_cast<size_t>(i)] <= j ? 1 : 0;
   if (needed > kv_->NumFreeBlocks()) return false;
   // In running order, as ScheduleRunning allocates them: the same blocks go to the same
   // requests.
-  for (const DecodeRun::Crossing& c : bucket) {
-    if (c.first > j) continue;
-    const bool allocated = kv_->AllocateSlots(*running_[static_cast<size_t>(c.index)], j + 1);
+  for (const int32_t i : crossing) {
+    if (run_.first[static_cast<size_t>(i)] > j) continue;
+    const bool allocated = kv_->AllocateSlots(*running_[static_cast<size_t>(i)], j + 1);
     SERVELAB_CHECK(allocated);
   }
   ++run_.allocated;

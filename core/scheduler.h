@@ -138,19 +138,20 @@ class Scheduler {
     return request.num_generated >= request.target_output_len || request.stopped_early;
   }
 
-  // The run BeginDecodeRun started: its iterations allocated so far, and the requests
-  // (indexes into running_, in running order) that need a new block at iteration j, by
-  // j % block_size, each with the first iteration that needs one.
+  // The run BeginDecodeRun started: its iterations allocated so far; for each running
+  // request (by index into running_) the first iteration that needs a new block (then
+  // every block_size iterations); the requests ordered by that iteration % block_size,
+  // in running order within each residue, bucket b being order[bucket_begin[b],
+  // bucket_begin[b + 1]).
   struct DecodeRun {
     int32_t allocated = 0;
     int32_t completed = 0;  // iterations EndDecodeRun applied (or left to the tail)
     bool tail_in_flight = false;
     TimeNs start = 0;
-    struct Crossing {
-      int32_t index;
-      int32_t first;
-    };
-    std::vector<std::vector<Crossing>> crossings;
+    std::vector<int32_t> first;
+    std::vector<int32_t> order;
+    std::vector<size_t> bucket_begin;
+    std::vector<size_t> next;  // BeginDecodeRun's scratch
   };
   bool CanBeginDecodeRun() const;
   // Every running request `iterations` tokens further, its last at `last_token`.
