@@ -140,7 +140,7 @@ void Scheduler::PreemptForWaiting(TimeNs now, int32_t budget) {
     const int32_t to_compute = waiting->NumTokensToCompute() - kv_->CachedPrefixTokens(*waiting);
     const int32_t n = std::max(1, std::min(to_compute, budget));
     const bool has_slot = NumSchedulable() < NumSeqsLimit() &&
-                          static_cast<int32_t>(running_.size()) < NumSeqsLimit() * config_.batches_in_flight;
+                          static_cast<int64_t>(running_.size()) < MaxRunning();
     if (has_slot && kv_->CanAdmit(*waiting, n)) return;  // it will join without displacing
     const std::span<Request* const> candidates = VictimCandidates(running_);
     if (candidates.empty()) return;
@@ -206,10 +206,9 @@ void Scheduler::ScheduleRunning(TimeNs now, int32_t& budget_out) {
 
 void Scheduler::AdmitWaiting(TimeNs now, int32_t& budget) {
   const int32_t max_seqs = NumSeqsLimit();
-  // (Pipelined, every batch in flight may hold max_seqs: vLLM's virtual engines.)
-  const int32_t max_running = max_seqs * config_.batches_in_flight;
+  const int64_t max_running = MaxRunning();
   while (budget > 0 && NumSchedulable() < max_seqs &&
-         static_cast<int32_t>(running_.size()) < max_running) {
+         static_cast<int64_t>(running_.size()) < max_running) {
     Request* r = policy_->Peek(now);
     if (r == nullptr) break;
     // Tokens its cached prefix covers are not computed (prefix caching; else 0).

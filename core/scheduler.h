@@ -156,6 +156,9 @@ class Scheduler {
   bool CanBeginDecodeRun() const;
   // Every running request `iterations` tokens further, its last at `last_token`.
   void AdvanceRunning(int32_t iterations, TimeNs last_token);
+  // Requests that may run at once: NumSeqsLimit() for each batch in flight (pipelined,
+  // every batch may hold that many: vLLM's virtual engines).
+  int64_t MaxRunning() const { return int64_t{NumSeqsLimit()} * config_.batches_in_flight; }
   // Running requests that a new batch may hold: those in no batch in flight.
   int32_t NumSchedulable() const { return static_cast<int32_t>(running_.size()) - num_in_flight_; }
   // Of `requests`, those a preemption may take (none in flight); `requests` itself when
