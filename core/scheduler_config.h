@@ -94,8 +94,10 @@ struct SchedulerConfig {
   void VisitFields(V& v) {
     v.Enum("batching", batching, EnumNames<Batching>(kBatchingNames));
     v.Named("policy", policy);
-    v.Field("max_num_seqs", max_num_seqs, kAtLeastOne);
-    v.Field("max_num_batched_tokens", max_num_batched_tokens, kAtLeastOne);
+    // Bounded so that what the scheduler sizes by them (its per-request arrays, reserved
+    // up front) fits any machine: vLLM's own defaults are 256-1024 and 8192-16384.
+    v.Field("max_num_seqs", max_num_seqs, Bounds{1, 1 << 20});
+    v.Field("max_num_batched_tokens", max_num_batched_tokens, Bounds{1, 1 << 26});
     v.Field("chunked_prefill", chunked_prefill);
     v.Field("block_size", block_size, Bounds{1, 4096});
     v.Enum("preemption", preemption, EnumNames<PreemptionMode>(kPreemptionNames));

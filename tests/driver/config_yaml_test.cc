@@ -161,7 +161,7 @@ TEST(ConfigYamlTest, OutOfRangeValueSaysTheRange) {
   EXPECT_EQ(ErrorOf(yaml),
             "exp.yaml:4: hardware.memory_utilization: value 1.5 out of range: must be in (0, 1]");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "scheduler: {max_num_seqs: 0}\n"),
-            "exp.yaml:6: scheduler.max_num_seqs: value 0 out of range: must be >= 1");
+            "exp.yaml:6: scheduler.max_num_seqs: value 0 out of range: must be in [1, 1048576]");
 }
 
 TEST(ConfigYamlTest, EnumsAndCatalogNamesListTheValidValues) {
@@ -460,6 +460,25 @@ TEST(ConfigYamlTest, NamesAndParametersThatAreNotWordsResolveByteForByte) {
   // Words stay plain: numbers read back as numbers.
   EXPECT_THAT(emitted, HasSubstr("base_ms: 1\n"));
   EXPECT_THAT(emitted, HasSubstr("aging_s: \"5 \""));
+}
+
+// Found this session: max_num_seqs 2,000,000,000 with a fixed KV pool passed the
+// parser, and the scheduler's up-front reservation for that many requests ended in
+// std::bad_alloc. Both batch limits now have ranges.
+TEST(ConfigYamlTest, BatchLimitsHaveRangesThatFitAnyMachine) {
+  auto seqs = ParseExperiment(std::string(kMinimal), "exp.yaml", "/",
+                              {"scheduler.max_num_seqs=2000000000"});
+  ASSERT_FALSE(seqs.ok());
+  EXPECT_THAT(seqs.status().message(),
+              HasSubstr("scheduler.max_num_seqs: value 2000000000 out of range: must be in [1, 1048576]"));
+  auto tokens = ParseExperiment(std::string(kMinimal), "exp.yaml", "/",
+                                {"scheduler.max_num_batched_tokens=100000000"});
+  ASSERT_FALSE(tokens.ok());
+  EXPECT_THAT(tokens.status().message(), HasSubstr("must be in [1, 67108864]"));
+  EXPECT_TRUE(ParseExperiment(std::string(kMinimal), "exp.yaml", "/",
+                              {"scheduler.max_num_seqs=1048576",
+                               "scheduler.max_num_batched_tokens=67108864"})
+                  .ok());
 }
 
 // A model written with DeepSeek's and Mixtral's own config.json names is the model
