@@ -29,10 +29,16 @@ if ! clang++ -fsanitize=fuzzer,address,undefined "$probe/probe.cc" -o "$probe/pr
   exit 2
 fi
 rm -rf "$probe"
+mkdir -p build-fuzz
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSERVELAB_FUZZ=ON -DSERVELAB_CUDA=OFF -DSERVELAB_BUILD_TESTS=OFF -DSERVELAB_BUILD_BENCH=OFF \
-  >/dev/null
-cmake --build build-fuzz --parallel "$(nproc)" >/dev/null
+  >build-fuzz/configure.log 2>&1 || { cat build-fuzz/configure.log >&2; echo "fuzz: configuring failed" >&2; exit 1; }
+# The build's own output only when it fails (ninja prints compile errors on stdout).
+if ! cmake --build build-fuzz --parallel "$(nproc)" >build-fuzz/build.log 2>&1; then
+  grep -E -A8 'error' build-fuzz/build.log | head -60 >&2
+  echo "fuzz: building the fuzzers with clang failed (build-fuzz/build.log)" >&2
+  exit 1
+fi
 status=0
 for source in fuzz/*_fuzzer.cc; do
   name=$(basename "$source" .cc)

@@ -332,7 +332,7 @@ RooflineCostModel::Batch RooflineCostModel::BatchOf(const StepPlan& plan) const 
     const int64_t context = CostedContextLen(seq);
     batch.tokens += n;
     if (seq.emits_token || seq.is_padding) batch.emitting += 1;
-    const double pairs = double{n} * seq.num_computed_tokens + n * (n + 1.0) / 2.0;
+    const double pairs = static_cast<double>(n) * seq.num_computed_tokens + n * (n + 1.0) / 2.0;
     if (mla_ && !seq.IsDecode()) {  // a prefill chunk at full width (see the constructor)
       const double compute_s = pairs * prefill_s_per_pair_ +
                                seq.num_computed_tokens * prefill_s_per_cached_token_;
