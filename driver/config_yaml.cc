@@ -3,6 +3,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -255,12 +256,19 @@ class Parser {
       if (!it->second.IsScalar()) {
         Fail(where, value.path + "." + k, "expected a single value, got " + TypeName(it->second));
       }
-      // No parameter is named longer; and YAML allows no longer implicit key, so the
-      // resolved config could not hold it.
+      // Parameter names are words, and short: the resolved config writes them back as
+      // keys, which must read back byte for byte (YAML escapes other bytes into other
+      // characters, and allows no implicit key past 1,024 characters).
       if (k.size() > kMaxParamNameLength) {
         Fail(where, value.path, "a parameter name of " + std::to_string(k.size()) +
                                     " bytes; names are at most " +
                                     std::to_string(kMaxParamNameLength));
+      }
+      if (k.empty() || !std::all_of(k.begin(), k.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+          })) {
+        Fail(where, value.path,
+             "a parameter name holds bytes other than letters, digits, '_', '-' and '.'");
       }
       if (k == name_key) {
         value.name = it->second.Scalar();

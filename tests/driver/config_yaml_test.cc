@@ -539,6 +539,16 @@ TEST(ConfigYamlTest, AParameterNameLongerThanAnyIsRefusedAtItsLine) {
                                   std::string(128, 'k') + ": 1}\n",
                               "exp.yaml", "/")
                   .ok());
+  // The fuzzer's next find: a short name of bytes YAML writes back escaped, as other
+  // characters (0xC8 reads back as U+00C8, two bytes). Names are words.
+  auto bytes = ParseExperiment(std::string(kMinimal) + "cost_model: {type: linear, b\xc8\xc8: 1}\n",
+                               "exp.yaml", "/");
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_THAT(bytes.status().message(),
+              HasSubstr("exp.yaml:6: cost_model: a parameter name holds bytes other than letters"));
+  EXPECT_TRUE(ParseExperiment(std::string(kMinimal) + "cost_model: {type: linear, base_ms: 1}\n",
+                              "exp.yaml", "/")
+                  .ok());
 }
 
 }  // namespace
