@@ -63,9 +63,13 @@ int32_t Scheduler::NumSeqsLimit() const {
 }
 
 int32_t Scheduler::TokenBudgetLimit() const {
+  if (!sla_) return config_.max_num_batched_tokens;
+  // Without chunked prefill a prompt above the controller's budget could never be
+  // admitted once nothing runs: no step would end, so the controller could never relax.
+  // With nothing running there is no TPOT to protect: the configured budget applies.
+  if (!config_.chunked_prefill && running_.empty()) return config_.max_num_batched_tokens;
   // Running requests always get their decode token: the controller trims prefill only.
-  return sla_ ? std::max(sla_->TokenBudget(), NumSchedulable())
-              : config_.max_num_batched_tokens;
+  return std::max(sla_->TokenBudget(), NumSchedulable());
 }
 
 const StepPlan& Scheduler::Schedule(TimeNs now) {

@@ -262,3 +262,30 @@ TEST(PolicyResultsTest, SlaControlHoldsATpotTargetAFixedBatchMisses) {
 
 }  // namespace
 }  // namespace servelab
+
+namespace servelab {
+namespace {
+
+// Found by the decode-run random configs: without chunked prefill, a controller that has
+// cut the token budget below a waiting prompt (every step misses its target here, 40 ms
+// against 30) left that prompt unadmittable once nothing ran, and no step was left to
+// relax the budget: the run stalled. With nothing running the configured budget applies.
+TEST(PolicyResultsTest, SlaControlWithoutChunkingNeverStrandsALongPrompt) {
+  ExperimentConfig c = Base("llama-2-7b", "a100-80gb");
+  c.cost_model = NamedParams{"constant", {Param{"step_ms", "40", ""}}, "cost_model", "", ""};
+  c.workload.num_requests = 60;
+  c.workload.arrival.rate = 2;
+  c.workload.input_tokens.dist = LengthDist::kUniform;
+  c.workload.input_tokens.min = 1;
+  c.workload.input_tokens.max = 1800;
+  c.scheduler.max_num_batched_tokens = 2048;
+  c.scheduler.chunked_prefill = false;
+  c.scheduler.has_sla_control = true;
+  c.scheduler.sla_control.target_ms = 30;
+  auto outcome = RunSimulation(c);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->summary.num_finished, 60);
+}
+
+}  // namespace
+}  // namespace servelab
