@@ -125,15 +125,21 @@ StatusOr<TimeNs> SimBackend::CheckedStepTime(TimeNs compute, TimeNs swap) const 
 }
 
 StatusOr<StepResult> SimBackend::Execute(const StepPlan& plan) {
-  auto elapsed = CheckedStepTime(cost_model_->StepTime(plan), SwapTime(plan));
-  if (!elapsed.ok()) return elapsed.status();
   StepResult result;
-  result.elapsed = *elapsed;
+  TimeNs compute;
   if (stages_ > 1) {
+    // Costed once, by stage: the stage times sum to StepTime exactly.
     result.stages.resize(static_cast<size_t>(stages_));
     cost_model_->StageTimes(plan, result.stages);
-    result.stages.front() += *elapsed - std::accumulate(result.stages.begin(), result.stages.end(), TimeNs{0});
+    compute = std::accumulate(result.stages.begin(), result.stages.end(), TimeNs{0});
+  } else {
+    compute = cost_model_->StepTime(plan);
   }
+  const TimeNs swap = SwapTime(plan);
+  auto elapsed = CheckedStepTime(compute, swap);
+  if (!elapsed.ok()) return elapsed.status();
+  result.elapsed = *elapsed;
+  if (stages_ > 1) result.stages.front() += swap;  // the copies precede the first stage
   return result;
 }
 
