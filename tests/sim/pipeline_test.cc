@@ -15,6 +15,7 @@
 #include "driver/csv_writer.h"
 #include "sim/roofline_cost_model.h"
 #include "sim/sim_backend.h"
+#include "tests/sim/csv_rows.h"
 
 namespace servelab {
 namespace {
@@ -25,20 +26,6 @@ ExperimentConfig Parse(const std::string& yaml) {
   return *c;
 }
 
-std::vector<std::vector<std::string>> Rows(const std::string& csv) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream in(csv);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> fields;
-    std::istringstream l(line);
-    std::string field;
-    while (std::getline(l, field, ',')) fields.push_back(field);
-    rows.push_back(fields);
-  }
-  return rows;
-}
-
 // Seconds as steps.csv writes them, from whole ms: 10 -> "0.01".
 std::string Ms(int64_t ms) {
   std::string s;
@@ -46,13 +33,8 @@ std::string Ms(int64_t ms) {
   return s;
 }
 
-size_t Column(const std::vector<std::string>& header, const std::string& name) {
-  for (size_t i = 0; i < header.size(); ++i) {
-    if (header[i] == name) return i;
-  }
-  ADD_FAILURE() << "no column " << name;
-  return 0;
-}
+using testing::Column;
+using testing::ParseCsv;
 
 // Four stages of 1 ms each (a constant 4 ms step split evenly), eight requests at t = 0,
 // two a batch (max_num_seqs 2), two output tokens each. Drawn by hand, in ms:
@@ -84,7 +66,7 @@ TEST(PipelineTest, FourStagesAndABurstFollowTheHandDrawnTimeline) {
   // 8 batches x 4 stages x 1 ms of 4 stages x 11 ms.
   EXPECT_DOUBLE_EQ(s.gpu_busy_fraction, 32.0 / 44.0);
 
-  const auto step_rows = Rows(steps.str());
+  const auto step_rows = ParseCsv(steps.str());
   ASSERT_EQ(step_rows.size(), 9u);
   const auto& header = step_rows[0];
   for (size_t b = 0; b < 8; ++b) {
@@ -118,7 +100,7 @@ TEST(PipelineTest, FourStagesAndABurstFollowTheHandDrawnTimeline) {
 
   // Request i: first token when its prefill batch completes (4 + i/2 ms), the second when
   // its decode batch does (8 + i/2 ms).
-  const auto request_rows = Rows(requests.str());
+  const auto request_rows = ParseCsv(requests.str());
   ASSERT_EQ(request_rows.size(), 9u);
   const auto& rh = request_rows[0];
   for (size_t r = 1; r < request_rows.size(); ++r) {
@@ -230,7 +212,7 @@ TEST(PipelineTest, RandomPipelinesConserveTokensAndKeepStagesExclusive) {
     swapped += s.swap_out_blocks;
     // Every finished request got all its tokens: the requests.csv rows' output equals
     // the target the workload drew (output_tokens is what was generated).
-    const auto rows = Rows(requests.str());
+    const auto rows = ParseCsv(requests.str());
     int64_t generated = 0;
     for (size_t r = 1; r < rows.size(); ++r) {
       if (rows[r][Column(rows[0], "status")] == "finished") {
@@ -239,7 +221,7 @@ TEST(PipelineTest, RandomPipelinesConserveTokensAndKeepStagesExclusive) {
     }
     EXPECT_EQ(generated, s.output_tokens);
     // Stage exclusivity, per replica and stage, in each batch's order of entry.
-    const auto step_rows = Rows(steps.str());
+    const auto step_rows = ParseCsv(steps.str());
     const auto& header = step_rows[0];
     std::map<std::pair<std::string, int>, double> stage_free;
     std::map<std::string, double> last_finish;

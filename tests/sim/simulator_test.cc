@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/text.h"
+#include "tests/sim/csv_rows.h"
 #include "driver/driver.h"
 #include "driver/experiment.h"
 #include "sim/sim_backend.h"
@@ -27,29 +28,8 @@ ExperimentConfig BaseConfig() {
   return c;
 }
 
-// Splits a CSV (header + rows) into rows of fields.
-std::vector<std::vector<std::string>> ParseCsv(const std::string& text) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> fields;
-    std::string field;
-    std::istringstream l(line);
-    while (std::getline(l, field, ',')) fields.push_back(field);
-    if (!line.empty() && line.back() == ',') fields.push_back("");
-    rows.push_back(fields);
-  }
-  return rows;
-}
-
-int Column(const std::vector<std::string>& header, const std::string& name) {
-  for (size_t i = 0; i < header.size(); ++i) {
-    if (header[i] == name) return static_cast<int>(i);
-  }
-  ADD_FAILURE() << "no column " << name;
-  return 0;
-}
+using testing::Column;
+using testing::ParseCsv;
 
 RunSummary RunConfig(const ExperimentConfig& config, MetricsSinks sinks = {}) {
   auto outcome = RunSimulation(config, sinks);
