@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "core/host_memory.h"
 #include "engine/rope_tables.h"
 #include "kernels/embedding_gather.h"
 #include "kernels/paged_attention.h"
@@ -68,6 +69,10 @@ StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(
                            std::to_string(capacity.bytes_per_block) + " bytes");
   }
   capacity.num_gpu_blocks = static_cast<int32_t>(blocks);
+  SERVELAB_RETURN_IF_ERROR(CheckFitsHostMemory(
+      static_cast<double>(capacity.bytes_per_block) * static_cast<double>(blocks + host_blocks),
+      "cpu runner: the KV cache (" + std::to_string(blocks) + " blocks) and swap space (" +
+          std::to_string(host_blocks) + " blocks)"));
   return std::unique_ptr<CpuModelRunner>(new CpuModelRunner(std::move(weights), capacity));
 }
 

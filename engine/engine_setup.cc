@@ -184,6 +184,11 @@ StatusOr<std::unique_ptr<ModelRunner>> EngineModel::MakeRunner() const {
   options.kv_cache_bytes = static_cast<int64_t>(engine.kv_cache_gib * (1 << 30));
   options.swap_space_bytes = SwapSpaceBytes(config_);
   auto runner = CpuModelRunner::Create(weights_, options);
+  if (!runner.ok() && runner.status().IsBadInput()) {
+    // What the runner refuses is the pool these settings size.
+    return InvalidArgument(config_.Where("engine.kv_cache_gib") + ": " +
+                           runner.status().message());
+  }
   if (!runner.ok()) return runner.status();
   return std::unique_ptr<ModelRunner>(std::move(runner).value());
 }

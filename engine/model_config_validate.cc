@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <sstream>
+#include <type_traits>
 
 #include "engine/model_config.h"
 
@@ -12,6 +14,23 @@ namespace {
 Status KeyError(const std::string& source, const std::string& key, const std::string& what) {
   return InvalidArgument(source + ": key '" + key + "': " + what);
 }
+
+// ModelSpec's own bounds (those a model in an experiment YAML obeys), applied to the sizes
+// a config.json gave: they keep parameter and KV counts exact in int64.
+struct SpecBounds {
+  const std::string& source;
+  Status status;
+  template <class T>
+  void Field(const char* key, const T& value, Bounds bounds = {}) {
+    if constexpr (std::is_arithmetic_v<T>) {
+      if (status.ok() && !bounds.Contains(static_cast<double>(value))) {
+        std::ostringstream text;
+        text << value << " is out of range: must be " << bounds.Describe();
+        status = KeyError(source, key, text.str());
+      }
+    }
+  }
+};
 
 }  // namespace
 
@@ -28,6 +47,9 @@ Status ValidateModelConfig(const ModelConfig& config, const std::string& source)
   for (const auto& [key, value] : positive) {
     if (value < 1) return KeyError(source, key, "expected a positive integer, got " + std::to_string(value));
   }
+  SpecBounds bounds{source, Status::Ok()};
+  ModelSpec(s).VisitFields(bounds);
+  SERVELAB_RETURN_IF_ERROR(bounds.status);
   if (s.head_dim < 0) return KeyError(source, "head_dim", "expected a positive integer");
   if (s.head_dim == 0 && s.hidden_size % s.num_attention_heads != 0) {
     return KeyError(source, "hidden_size",

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/host_memory.h"
 #include "engine/weight_layout.h"
 
 namespace servelab {
@@ -89,9 +90,12 @@ int64_t ModelWeights::NumFloats() const {
 
 StatusOr<ModelWeights> LoadModelWeights(const ModelConfig& config, const SafetensorsFile& file) {
   SERVELAB_RETURN_IF_ERROR(ValidateModelConfig(config, config.spec.name + "/config.json"));
-  ModelWeights w;
-  w.Allocate(config);
-  for (const WeightTensor& t : HfWeights(config, DType::kFp32)) {
+  // Every tensor is found with its shape before anything is allocated: the checkpoint's
+  // own size then bounds what config.json's sizes ask for, and the float32 copy must fit.
+  const std::vector<WeightTensor> layout = HfWeights(config, DType::kFp32);
+  std::vector<const TensorView*> views;
+  double floats = 0;
+  for (const WeightTensor& t : layout) {
     StatusOr<const TensorView*> view = file.Get(t.spec.name, t.spec.shape);
     if (!view.ok()) {
       if (view.status().code() == StatusCode::kNotFound) {
@@ -100,9 +104,17 @@ StatusOr<ModelWeights> LoadModelWeights(const ModelConfig& config, const Safeten
       }
       return view.status();
     }
-    const std::span<float> place = w.Of(t);
-    SERVELAB_CHECK(static_cast<int64_t>(place.size()) == (*view)->NumElements());
-    ToFloat32(**view, place);
+    views.push_back(*view);
+    floats += static_cast<double>((*view)->NumElements());
+  }
+  SERVELAB_RETURN_IF_ERROR(CheckFitsHostMemory(
+      floats * sizeof(float), config.spec.name + ": the float32 copy of its weights"));
+  ModelWeights w;
+  w.Allocate(config);
+  for (size_t i = 0; i < layout.size(); ++i) {
+    const std::span<float> place = w.Of(layout[i]);
+    SERVELAB_CHECK(static_cast<int64_t>(place.size()) == views[i]->NumElements());
+    ToFloat32(*views[i], place);
   }
   return w;
 }

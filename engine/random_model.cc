@@ -2,10 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 
+#include "core/host_memory.h"
 #include "core/rng.h"
 #include "engine/safetensors.h"
 #include "engine/safetensors_writer.h"
@@ -92,6 +94,18 @@ StatusOr<WrittenModel> WriteRandomModel(const RandomModelOptions& options, const
                            std::to_string(layout.size()) + "] (the model has " +
                            std::to_string(layout.size()) + " tensors)");
   }
+  // What the writing will take, before any of it: the files on disk, and the largest
+  // tensor's bytes and float32 values in memory at once. In double: a shape's product
+  // overflows size_t long before it is refused.
+  double total_bytes = 0, largest = 0;
+  for (const TensorSpec& t : layout) {
+    double elements = 1;
+    for (int64_t dim : t.shape) elements *= static_cast<double>(dim);
+    total_bytes += elements * ElementBytes(dtype);
+    largest = std::max(largest, elements * (ElementBytes(dtype) + sizeof(float)));
+  }
+  SERVELAB_RETURN_IF_ERROR(CheckFitsDisk(total_bytes, dir, "the model's weights"));
+  SERVELAB_RETURN_IF_ERROR(CheckFitsHostMemory(largest, "writing the model's largest tensor"));
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Internal(dir.string() + ": cannot create folder: " + ec.message());

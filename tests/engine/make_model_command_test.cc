@@ -142,6 +142,12 @@ TEST_F(MakeModelCommandTest, BadFlagsExitTwoWithAMessage) {
       {std::string(kSmall) + " --bogus" + out, "unrecognised option '--bogus'"},
       {std::string(kSmall) + " --seed -1" + out, "--seed: '-1' is not a whole number in [0, 2^64-1]"},
       {std::string(kSmall) + " --seed 1.5" + out, "--seed: '1.5' is not a whole number"},
+      // Sizes past the model bounds, or past the disk, before anything is allocated (these
+      // two ended in std::bad_alloc).
+      {std::string(kSmall) + " --head-dim 2000000000" + out,
+       "key 'head_dim': 2000000000 is out of range: must be in [0, 16384]"},
+      {"--arch llama --layers 4096 --hidden 65536 --heads 8 --intermediate 64 --vocab 300" + out,
+       "the model's weights: "},
   };
   for (const auto& c : cases) {
     const Result r = Run(c.args);
