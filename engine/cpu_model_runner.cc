@@ -11,6 +11,7 @@
 #include "core/host_memory.h"
 #include "engine/rope_tables.h"
 #include "kernels/embedding_gather.h"
+#include "kernels/moe_routing.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
@@ -135,6 +136,10 @@ CpuModelRunner::Laps::Laps(OpTimer* timer) : timer_(timer) {
   if (timer_ != nullptr) last_ns_ = NowNs();
 }
 
+void CpuModelRunner::Laps::Skip() {
+  if (timer_ != nullptr) last_ns_ = NowNs();
+}
+
 void CpuModelRunner::Laps::Lap(Op op) {
   if (timer_ == nullptr) return;
   const int64_t now = NowNs();
@@ -182,6 +187,11 @@ void CpuModelRunner::Layer(int32_t index, int32_t num_tokens, Laps& laps) {
   kcpu::FusedAddRmsNorm(hidden_.data(), residual_.data(), w.post_attention_norm.data(), num_tokens,
                         h, eps);
   laps.Lap(Op::kPostAttentionNorm);
+  if (spec.IsMoe()) {
+    MixtureOfExperts(w, num_tokens);
+    laps.Skip();  // a MoE layer's MLP has no op of its own (ProfilesOps)
+    return;
+  }
   const Eigen::RowVectorXf no_bias;
   Linear(hidden_.data(), num_tokens, w.gate_up_proj, no_bias, gate_up_);  // [T, 2I]
   laps.Lap(Op::kGateUpProj);
@@ -190,6 +200,65 @@ void CpuModelRunner::Layer(int32_t index, int32_t num_tokens, Laps& laps) {
   laps.Lap(Op::kSiluAndMul);
   Linear(act_.data(), num_tokens, w.down_proj, no_bias, hidden_);  // [T, h]
   laps.Lap(Op::kDownProj);
+}
+
+void CpuModelRunner::SwiGlu(const float* x, int32_t rows, const SwiGluWeights& mlp,
+                            std::vector<float>& out) {
+  const Eigen::RowVectorXf no_bias;
+  const auto width = static_cast<int32_t>(mlp.down_proj.cols());
+  Linear(x, rows, mlp.gate_up_proj, no_bias, gate_up_);  // [rows, 2W]
+  act_.resize(static_cast<size_t>(rows) * static_cast<size_t>(width));
+  kcpu::SiluAndMul(act_.data(), gate_up_.data(), rows, width);
+  Linear(act_.data(), rows, mlp.down_proj, no_bias, out);  // [rows, h]
+}
+
+void CpuModelRunner::MixtureOfExperts(const LayerWeights& w, int32_t num_tokens) {
+  const ModelSpec& spec = weights_->config.spec;
+  const int32_t h = spec.hidden_size, experts = spec.num_experts, k = spec.num_experts_per_tok;
+  const auto slots = static_cast<size_t>(num_tokens) * static_cast<size_t>(k);
+  Linear(hidden_.data(), num_tokens, w.router, Eigen::RowVectorXf(), router_logits_);  // [T, E]
+  topk_ids_.resize(slots);
+  topk_weights_.resize(slots);
+  kcpu::TopKSoftmaxRouting(topk_ids_.data(), topk_weights_.data(), router_logits_.data(),
+                           num_tokens, experts, k, weights_->config.norm_topk_prob);
+  expert_offsets_.resize(static_cast<size_t>(experts) + 1);
+  expert_slots_.resize(slots);
+  kcpu::GroupSlotsByExpert(expert_offsets_.data(), expert_slots_.data(), topk_ids_.data(),
+                           num_tokens, experts, k);
+  moe_out_.assign(static_cast<size_t>(num_tokens) * static_cast<size_t>(h), 0.0f);
+  // Each expert runs once, on the rows routed to it (gathered), and adds its weighted
+  // output back to theirs. Only the experts some token chose are read.
+  for (int32_t e = 0; e < experts; ++e) {
+    const int32_t begin = expert_offsets_[static_cast<size_t>(e)];
+    const int32_t rows = expert_offsets_[static_cast<size_t>(e) + 1] - begin;
+    if (rows == 0) continue;
+    expert_in_.resize(static_cast<size_t>(rows) * static_cast<size_t>(h));
+    for (int32_t i = 0; i < rows; ++i) {
+      const int32_t token = expert_slots_[static_cast<size_t>(begin + i)] / k;
+      std::copy_n(hidden_.data() + static_cast<ptrdiff_t>(token) * h, h,
+                  expert_in_.data() + static_cast<ptrdiff_t>(i) * h);
+    }
+    SwiGlu(expert_in_.data(), rows, w.experts[static_cast<size_t>(e)], expert_out_);
+    for (int32_t i = 0; i < rows; ++i) {
+      const int32_t slot = expert_slots_[static_cast<size_t>(begin + i)];
+      const float weight = topk_weights_[static_cast<size_t>(slot)];
+      float* dst = moe_out_.data() + static_cast<ptrdiff_t>(slot / k) * h;
+      const float* src = expert_out_.data() + static_cast<ptrdiff_t>(i) * h;
+      for (int32_t j = 0; j < h; ++j) dst[j] += weight * src[j];
+    }
+  }
+  if (w.shared_expert_gate.size() > 0) {
+    // Qwen2-MoE's shared expert, on every token, scaled by sigmoid(x . shared_expert_gate).
+    SwiGlu(hidden_.data(), num_tokens, w.shared_expert, expert_out_);
+    for (int32_t t = 0; t < num_tokens; ++t) {
+      const Eigen::Map<const Eigen::RowVectorXf> x(hidden_.data() + static_cast<ptrdiff_t>(t) * h, h);
+      const float gate = 1.0f / (1.0f + std::exp(-x.dot(w.shared_expert_gate)));
+      float* dst = moe_out_.data() + static_cast<ptrdiff_t>(t) * h;
+      const float* src = expert_out_.data() + static_cast<ptrdiff_t>(t) * h;
+      for (int32_t j = 0; j < h; ++j) dst[j] += gate * src[j];
+    }
+  }
+  hidden_.swap(moe_out_);
 }
 
 Status CpuModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,

@@ -6,7 +6,9 @@
 // One step packs the plan's non-padding seqs into T tokens and runs
 //   embed -> per layer: [fused add +] RMSNorm -> q, k, v (+ bias) -> RoPE -> WriteKvCache
 //   -> PagedPrefillAttention over the whole pack (a decode is a chunk of one) -> o_proj
-//   -> fused add + RMSNorm -> gate_up -> SiluAndMul -> down
+//   -> fused add + RMSNorm -> gate_up -> SiluAndMul -> down (a mixture of experts: router
+//   -> top-k softmax -> per chosen expert, its gathered rows through gate_up, SiluAndMul,
+//   down, added back weighted; Qwen2-MoE's gated shared expert on every row)
 //   -> final fused add + RMSNorm and LM head on the emitting seqs' last rows only.
 //
 // Memory: the device pool is K and V per layer, [num_blocks, block_size, kv_heads,
@@ -49,7 +51,9 @@ class CpuModelRunner final : public ModelRunner {
   Status Execute(const StepPlan& plan, const TokenStore& tokens,
                  std::vector<float>& logits) override;
   void SetOpTimer(OpTimer* timer) override { timer_ = timer; }
-  bool ProfilesOps() const override { return true; }
+  // Not for a mixture of experts: its router and experts have no ops (core/op.h) or work
+  // formulas (sim/op_model.h) yet, so its steps are profiled whole.
+  bool ProfilesOps() const override { return !weights_->config.spec.IsMoe(); }
 
   // One layer's device K or V cache: [num_blocks, block_size, kv_heads, head_dim] f32.
   std::span<const float> KCache(int32_t layer) const { return k_cache_[layer]; }
@@ -64,6 +68,7 @@ class CpuModelRunner final : public ModelRunner {
    public:
     explicit Laps(OpTimer* timer);
     void Lap(Op op);
+    void Skip();  // the time since the previous lap is charged to no op
 
    private:
     OpTimer* timer_;
@@ -72,6 +77,10 @@ class CpuModelRunner final : public ModelRunner {
 
   CpuModelRunner(std::shared_ptr<const ModelWeights> weights, const KvCapacity& capacity);
   void Layer(int32_t index, int32_t num_tokens, Laps& laps);
+  // out [rows, h] = down(silu(gate x) * up x) for x [rows, h].
+  void SwiGlu(const float* x, int32_t rows, const SwiGluWeights& mlp, std::vector<float>& out);
+  // hidden_ [T, h] <- the layer's mixture of experts applied to it.
+  void MixtureOfExperts(const LayerWeights& w, int32_t num_tokens);
   static void CopyBlocks(std::span<const BlockCopy> copies,
                          const std::vector<std::vector<float>>& from,
                          std::vector<std::vector<float>>& to, int32_t from_blocks,
@@ -93,6 +102,11 @@ class CpuModelRunner final : public ModelRunner {
   std::vector<float> gate_up_;                      // [T, 2I]
   std::vector<float> act_;                          // [T, I]
   std::vector<float> last_hidden_, last_residual_;  // [E, h]
+  // MoE layers: router logits [T, experts], each token's k experts and weights [T, k],
+  // the slots grouped by expert, one expert's gathered rows and output [rows, h], the sum.
+  std::vector<float> router_logits_, topk_weights_;
+  std::vector<int32_t> topk_ids_, expert_offsets_, expert_slots_;
+  std::vector<float> expert_in_, expert_out_, moe_out_;  // [rows, h], [rows, h], [T, h]
 };
 
 }  // namespace servelab

@@ -17,7 +17,9 @@ namespace {
 using json = nlohmann::json;
 
 constexpr ModelFamily kFamilies[] = {ModelFamily::kLlama, ModelFamily::kMistral,
-                                     ModelFamily::kQwen2};
+                                     ModelFamily::kQwen2, ModelFamily::kMixtral,
+                                     ModelFamily::kQwen2Moe};
+
 
 // The value as JSON text, shortened for a message.
 std::string Describe(const json& value) {
@@ -181,13 +183,59 @@ Status ReadTorchDType(const KeyReader& r, DType* out) {
 
 Status ReadSlidingWindow(const KeyReader& r, ModelFamily family, int32_t* out) {
   if (family == ModelFamily::kLlama) return Status::Ok();
-  if (family == ModelFamily::kQwen2) {
+  if (IsQwenFamily(family)) {
     bool use = false;
     SERVELAB_RETURN_IF_ERROR(r.Bool("use_sliding_window", &use));
     if (use) return r.Error("use_sliding_window", "true is not supported (layer-dependent windows)");
     return Status::Ok();
   }
   return r.PositiveInt("sliding_window", out, false);
+}
+
+// The expert keys of Mixtral and Qwen2-MoE (model_config.h). Dense families must not
+// carry them: a config.json with experts and a dense model_type is a wrong model_type.
+Status ReadExperts(const KeyReader& r, ModelFamily family, ModelConfig* config) {
+  ModelSpec& s = config->spec;
+  if (!IsMoeFamily(family)) {
+    for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts"}) {
+      if (r.Has(key) && AsInteger(r.At(key)).value_or(0) > 0) {
+        return r.Error(key, "a mixture of experts needs model_type mixtral or qwen2_moe, not " +
+                                std::string(ModelTypeName(family)));
+      }
+    }
+    return Status::Ok();
+  }
+  const char* experts_key = family == ModelFamily::kMixtral ? "num_local_experts" : "num_experts";
+  SERVELAB_RETURN_IF_ERROR(r.PositiveInt(experts_key, &s.num_experts, true));
+  SERVELAB_RETURN_IF_ERROR(r.PositiveInt("num_experts_per_tok", &s.num_experts_per_tok, true));
+  if (s.num_experts_per_tok > s.num_experts) {
+    return r.Error("num_experts_per_tok", std::to_string(s.num_experts_per_tok) +
+                                              " exceeds " + experts_key + " " +
+                                              std::to_string(s.num_experts));
+  }
+  if (family == ModelFamily::kMixtral) {
+    config->norm_topk_prob = true;  // Mixtral always renormalises
+    return Status::Ok();
+  }
+  SERVELAB_RETURN_IF_ERROR(r.PositiveInt("moe_intermediate_size", &s.moe_intermediate_size, true));
+  SERVELAB_RETURN_IF_ERROR(r.PositiveInt("shared_expert_intermediate_size",
+                                         &s.shared_expert_intermediate_size, true));
+  config->norm_topk_prob = false;
+  SERVELAB_RETURN_IF_ERROR(r.Bool("norm_topk_prob", &config->norm_topk_prob));
+  int32_t sparse_step = 1;
+  SERVELAB_RETURN_IF_ERROR(r.PositiveInt("decoder_sparse_step", &sparse_step, false));
+  if (sparse_step != 1) {
+    return r.Error("decoder_sparse_step", std::to_string(sparse_step) + " is not supported "
+                                          "(only 1: every layer a mixture of experts)");
+  }
+  if (r.Has("mlp_only_layers")) {
+    const json& layers = r.At("mlp_only_layers");
+    if (!layers.is_array() || !layers.empty()) {
+      return r.Error("mlp_only_layers", "only [] is supported (every layer a mixture of "
+                                        "experts), got " + Describe(layers));
+    }
+  }
+  return Status::Ok();
 }
 
 Status ReadConfig(const json& root, const std::string& source, ModelConfig* config) {
@@ -197,11 +245,11 @@ Status ReadConfig(const json& root, const std::string& source, ModelConfig* conf
   if (!family.ok()) return family.status();
   config->family = *family;
   ModelSpec& s = config->spec;
-  s.rms_norm_eps = 1e-6;
-  s.rope_theta = 10000.0;
-  s.max_position_embeddings = *family == ModelFamily::kLlama     ? 2048
-                              : *family == ModelFamily::kMistral ? 131072
-                                                                 : 32768;
+  s.rms_norm_eps = *family == ModelFamily::kMixtral ? 1e-5 : 1e-6;
+  s.rope_theta = *family == ModelFamily::kMixtral ? 1e6 : 10000.0;
+  s.max_position_embeddings = *family == ModelFamily::kLlama    ? 2048
+                              : IsMistralFamily(*family)       ? 131072
+                                                                : 32768;
   SERVELAB_RETURN_IF_ERROR(r.PositiveInt("hidden_size", &s.hidden_size, true));
   SERVELAB_RETURN_IF_ERROR(r.PositiveInt("num_attention_heads", &s.num_attention_heads, true));
   s.num_key_value_heads = s.num_attention_heads;
@@ -215,7 +263,7 @@ Status ReadConfig(const json& root, const std::string& source, ModelConfig* conf
   SERVELAB_RETURN_IF_ERROR(r.PositiveNumber("rms_norm_eps", &s.rms_norm_eps, false));
   SERVELAB_RETURN_IF_ERROR(r.PositiveNumber("rope_theta", &s.rope_theta, false));
   SERVELAB_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &s.tie_word_embeddings));
-  s.attention_bias = *family == ModelFamily::kQwen2;
+  s.attention_bias = IsQwenFamily(*family);
   SERVELAB_RETURN_IF_ERROR(r.Bool("attention_bias", &s.attention_bias));
   config->o_proj_bias = *family == ModelFamily::kLlama && s.attention_bias;
   bool mlp_bias = false;
@@ -226,6 +274,7 @@ Status ReadConfig(const json& root, const std::string& source, ModelConfig* conf
   if (act != "silu") return r.Error("hidden_act", "'" + act + "' is not supported (only silu)");
   SERVELAB_RETURN_IF_ERROR(ReadRopeScaling(r, source, &config->rope_scaling));
   SERVELAB_RETURN_IF_ERROR(ReadSlidingWindow(r, *family, &config->sliding_window));
+  SERVELAB_RETURN_IF_ERROR(ReadExperts(r, *family, config));
   SERVELAB_RETURN_IF_ERROR(ReadEosTokenIds(r, &config->eos_token_ids));
   return ReadTorchDType(r, &config->torch_dtype);
 }
@@ -237,6 +286,8 @@ std::string_view ModelTypeName(ModelFamily family) {
     case ModelFamily::kLlama: return "llama";
     case ModelFamily::kMistral: return "mistral";
     case ModelFamily::kQwen2: return "qwen2";
+    case ModelFamily::kMixtral: return "mixtral";
+    case ModelFamily::kQwen2Moe: return "qwen2_moe";
   }
   return "?";
 }
@@ -246,6 +297,8 @@ std::string_view ArchitectureName(ModelFamily family) {
     case ModelFamily::kLlama: return "LlamaForCausalLM";
     case ModelFamily::kMistral: return "MistralForCausalLM";
     case ModelFamily::kQwen2: return "Qwen2ForCausalLM";
+    case ModelFamily::kMixtral: return "MixtralForCausalLM";
+    case ModelFamily::kQwen2Moe: return "Qwen2MoeForCausalLM";
   }
   return "?";
 }

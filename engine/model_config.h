@@ -1,7 +1,8 @@
 #pragma once
-// A Hugging Face model folder's config.json, for the Llama, Mistral and Qwen2 families:
-// the architecture (a core ModelSpec, in config.json terms) plus what only the engine
-// needs (RoPE scaling, EOS ids, the stored dtype).
+// A Hugging Face model folder's config.json, for the Llama, Mistral and Qwen2 families and
+// their mixtures of experts, Mixtral and Qwen2-MoE: the architecture (a core ModelSpec, in
+// config.json terms) plus what only the engine needs (RoPE scaling, EOS ids, the stored
+// dtype, how routing weights are normalised).
 //
 // Keys read, with their defaults when absent (or null):
 //   model_type           required unless `architectures` names a supported class
@@ -10,12 +11,24 @@
 //                        required positive integers (they fix every weight shape)
 //   num_key_value_heads  = num_attention_heads; must divide it
 //   head_dim             = hidden_size / num_attention_heads (which must then divide)
-//   max_position_embeddings  llama 2048, mistral 131072, qwen2 32768 (HF's defaults)
-//   rms_norm_eps 1e-6, rope_theta 10000, tie_word_embeddings false, hidden_act "silu"
-//   attention_bias       qwen2 true (q/k/v biases); llama false (when true: q/k/v and o
-//                        biases, as HF's Llama); mistral has none
+//   max_position_embeddings  llama 2048, mistral and mixtral 131072, qwen2 and qwen2_moe
+//                        32768 (HF's defaults)
+//   rms_norm_eps 1e-6 (mixtral 1e-5), rope_theta 10000 (mixtral 1e6),
+//   tie_word_embeddings false, hidden_act "silu"
+//   attention_bias       qwen2 and qwen2_moe true (q/k/v biases); llama false (when true:
+//                        q/k/v and o biases, as HF's Llama); mistral and mixtral have none
 //   rope_scaling         null, or {"rope_type"|"type": "llama3" | "default", ...}
-//   sliding_window       mistral: null or a window; qwen2: only if use_sliding_window
+//   sliding_window       mistral, mixtral: null or a window; qwen2, qwen2_moe: only if
+//                        use_sliding_window
+// Mixtral (every layer a mixture of experts, each expert intermediate_size wide; softmax
+// routing renormalised over the chosen experts):
+//   num_local_experts, num_experts_per_tok    required, 1 <= per_tok <= experts
+// Qwen2-MoE (every layer a mixture, plus a shared expert scaled by a sigmoid gate):
+//   num_experts, num_experts_per_tok, moe_intermediate_size,
+//   shared_expert_intermediate_size           required positive integers
+//   norm_topk_prob       false: the chosen experts keep their softmax weights (HF's default)
+//   decoder_sparse_step  1, mlp_only_layers []: other values (dense layers among the
+//                        sparse ones) are refused
 //   eos_token_id         an integer or a list of integers (absent: none)
 //   torch_dtype | dtype  "float32" | "float16" | "bfloat16" (absent: float32)
 // Other keys (bos_token_id, transformers_version, use_cache, ...) are ignored.
@@ -41,7 +54,20 @@ struct RopeScaling {
   int32_t original_max_position_embeddings = 0;  // > 0 for kLlama3
 };
 
-enum class ModelFamily : uint8_t { kLlama, kMistral, kQwen2 };
+enum class ModelFamily : uint8_t { kLlama, kMistral, kQwen2, kMixtral, kQwen2Moe };
+
+// Mixtral and Qwen2-MoE: every layer's MLP is a mixture of experts (spec.num_experts > 0).
+inline bool IsMoeFamily(ModelFamily family) {
+  return family == ModelFamily::kMixtral || family == ModelFamily::kQwen2Moe;
+}
+// Mistral's attention (no biases, an optional sliding window): mistral, mixtral.
+inline bool IsMistralFamily(ModelFamily family) {
+  return family == ModelFamily::kMistral || family == ModelFamily::kMixtral;
+}
+// Qwen2's attention (q/k/v biases, use_sliding_window): qwen2, qwen2_moe.
+inline bool IsQwenFamily(ModelFamily family) {
+  return family == ModelFamily::kQwen2 || family == ModelFamily::kQwen2Moe;
+}
 
 struct ModelConfig {
   ModelSpec spec;  // spec.name is the model folder's name
@@ -52,6 +78,9 @@ struct ModelConfig {
   int32_t sliding_window = 0;            // 0: full attention
   std::vector<int32_t> eos_token_ids;    // generation stops at any of them
   DType torch_dtype = DType::kFp32;      // how the checkpoint stores its weights
+  // MoE: the chosen experts' softmax weights are divided by their sum (Mixtral always;
+  // Qwen2-MoE's norm_topk_prob). Dense models ignore it.
+  bool norm_topk_prob = true;
 
   // The longest context the runners attend to correctly: max_position_embeddings, or
   // the sliding window when the model has one (windowed attention is not implemented,
@@ -63,9 +92,10 @@ struct ModelConfig {
   }
 };
 
-// "llama", "mistral", "qwen2" (config.json's model_type).
+// "llama", "mistral", "qwen2", "mixtral", "qwen2_moe" (config.json's model_type).
 std::string_view ModelTypeName(ModelFamily family);
-// "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM".
+// "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "MixtralForCausalLM",
+// "Qwen2MoeForCausalLM".
 std::string_view ArchitectureName(ModelFamily family);
 std::vector<std::string> SupportedModelTypes();
 // "float32", "float16", "bfloat16" for the three weight dtypes; "" otherwise.

@@ -32,6 +32,50 @@ struct SpecBounds {
   }
 };
 
+// The expert settings a family has (model_config.h), and none of DeepSeek's (first dense
+// layers, latent attention), which the engine does not run.
+Status ValidateExperts(const ModelConfig& config, const std::string& source) {
+  const ModelSpec& s = config.spec;
+  if (s.IsMla()) return KeyError(source, "kv_lora_rank", "latent attention is not supported");
+  if (s.first_k_dense_replace != 0) {
+    return KeyError(source, "first_k_dense_replace", "dense layers among the experts are not "
+                                                     "supported");
+  }
+  if (!IsMoeFamily(config.family)) {
+    if (s.IsMoe() || s.num_experts_per_tok != 0 || s.moe_intermediate_size != 0 ||
+        s.shared_expert_intermediate_size != 0) {
+      return KeyError(source, "num_experts", "a " + std::string(ModelTypeName(config.family)) +
+                                                 " model has no experts");
+    }
+    return Status::Ok();
+  }
+  const bool mixtral = config.family == ModelFamily::kMixtral;
+  const char* experts_key = mixtral ? "num_local_experts" : "num_experts";
+  if (!s.IsMoe()) return KeyError(source, experts_key, "expected a positive integer");
+  if (s.num_experts_per_tok < 1 || s.num_experts_per_tok > s.num_experts) {
+    return KeyError(source, "num_experts_per_tok",
+                    std::to_string(s.num_experts_per_tok) + " is not in [1, " + experts_key +
+                        " " + std::to_string(s.num_experts) + "]");
+  }
+  if (mixtral) {
+    if (s.moe_intermediate_size != 0 || s.shared_expert_intermediate_size != 0) {
+      return KeyError(source, "moe_intermediate_size", "mixtral's experts are "
+                                                       "intermediate_size wide, none shared");
+    }
+    if (!config.norm_topk_prob) {
+      return KeyError(source, "norm_topk_prob", "mixtral always renormalises its routing");
+    }
+    return Status::Ok();
+  }
+  if (s.moe_intermediate_size < 1) {
+    return KeyError(source, "moe_intermediate_size", "expected a positive integer");
+  }
+  if (s.shared_expert_intermediate_size < 1) {
+    return KeyError(source, "shared_expert_intermediate_size", "expected a positive integer");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateModelConfig(const ModelConfig& config, const std::string& source) {
@@ -72,17 +116,20 @@ Status ValidateModelConfig(const ModelConfig& config, const std::string& source)
       return KeyError(source, key, "expected a positive number");
     }
   }
-  if (config.family == ModelFamily::kMistral && s.attention_bias) {
-    return KeyError(source, "attention_bias", "mistral models have no attention biases");
+  if (IsMistralFamily(config.family) && s.attention_bias) {
+    return KeyError(source, "attention_bias", std::string(ModelTypeName(config.family)) +
+                                                  " models have no attention biases");
   }
   if (config.o_proj_bias != (config.family == ModelFamily::kLlama && s.attention_bias)) {
     return KeyError(source, "attention_bias", "o_proj has a bias exactly in llama models with "
                                               "attention_bias true");
   }
   if (config.sliding_window < 0) return KeyError(source, "sliding_window", "must be >= 0");
-  if (config.sliding_window > 0 && config.family != ModelFamily::kMistral) {
-    return KeyError(source, "sliding_window", "only mistral models use a sliding window here");
+  if (config.sliding_window > 0 && !IsMistralFamily(config.family)) {
+    return KeyError(source, "sliding_window",
+                    "only mistral and mixtral models use a sliding window here");
   }
+  SERVELAB_RETURN_IF_ERROR(ValidateExperts(config, source));
   const RopeScaling& rope = config.rope_scaling;
   if (rope.type == RopeScaling::Type::kLlama3) {
     if (!(rope.factor > 0) || !(rope.low_freq_factor > 0)) {
@@ -129,12 +176,24 @@ std::string ModelConfigJson(const ModelConfig& config) {
   j["rms_norm_eps"] = s.rms_norm_eps;
   j["rope_theta"] = s.rope_theta;
   j["tie_word_embeddings"] = s.tie_word_embeddings;
-  if (config.family != ModelFamily::kMistral) j["attention_bias"] = s.attention_bias;
-  if (config.family == ModelFamily::kMistral) {
+  if (!IsMistralFamily(config.family)) j["attention_bias"] = s.attention_bias;
+  if (IsMistralFamily(config.family)) {
     j["sliding_window"] = config.sliding_window > 0 ? nlohmann::json(config.sliding_window)
                                                     : nlohmann::json(nullptr);
   }
-  if (config.family == ModelFamily::kQwen2) j["use_sliding_window"] = false;
+  if (IsQwenFamily(config.family)) j["use_sliding_window"] = false;
+  if (config.family == ModelFamily::kMixtral) {
+    j["num_local_experts"] = s.num_experts;
+    j["num_experts_per_tok"] = s.num_experts_per_tok;
+  } else if (config.family == ModelFamily::kQwen2Moe) {
+    j["num_experts"] = s.num_experts;
+    j["num_experts_per_tok"] = s.num_experts_per_tok;
+    j["moe_intermediate_size"] = s.moe_intermediate_size;
+    j["shared_expert_intermediate_size"] = s.shared_expert_intermediate_size;
+    j["norm_topk_prob"] = config.norm_topk_prob;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = nlohmann::json::array();
+  }
   const RopeScaling& rope = config.rope_scaling;
   if (rope.type == RopeScaling::Type::kLlama3) {
     j["rope_scaling"] = {{"rope_type", "llama3"},

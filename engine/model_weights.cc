@@ -13,6 +13,17 @@ std::span<float> All(Matrix& m) {
   return {m.data(), static_cast<size_t>(m.size())};
 }
 
+// A dense layer's MLP fields or an expert's.
+template <class Mlp>
+void AllocateSwiGlu(Mlp& mlp, int64_t width, int64_t h) {
+  mlp.gate_up_proj.setZero(2 * width, h);
+  mlp.down_proj.setZero(h, width);
+}
+
+int64_t SwiGluFloats(const SwiGluWeights& mlp) {
+  return mlp.gate_up_proj.size() + mlp.down_proj.size();
+}
+
 }  // namespace
 
 void ModelWeights::Allocate(const ModelConfig& model) {
@@ -35,15 +46,28 @@ void ModelWeights::Allocate(const ModelConfig& model) {
       l.v_bias.setZero(kv);
     }
     if (config.o_proj_bias) l.o_bias.setZero(h);
-    l.gate_up_proj.setZero(2 * inter, h);
-    l.down_proj.setZero(h, inter);
+    if (s.IsMoe()) {
+      l.router.setZero(s.num_experts, h);
+      l.experts.assign(static_cast<size_t>(s.num_experts), SwiGluWeights{});
+      for (SwiGluWeights& e : l.experts) AllocateSwiGlu(e, s.ExpertWidth(), h);
+      if (s.shared_expert_intermediate_size > 0) {
+        AllocateSwiGlu(l.shared_expert, s.shared_expert_intermediate_size, h);
+        l.shared_expert_gate.setZero(h);
+      }
+    } else {
+      AllocateSwiGlu(l, inter, h);
+    }
     l.input_norm.assign(static_cast<size_t>(h), 0.0f);
     l.post_attention_norm.assign(static_cast<size_t>(h), 0.0f);
   }
 }
 
 std::span<float> ModelWeights::Of(const WeightTensor& t) {
-  const int64_t gate = int64_t{config.spec.intermediate_size} * config.spec.hidden_size;
+  const ModelSpec& s = config.spec;
+  const auto gate = static_cast<size_t>(int64_t{s.intermediate_size} * s.hidden_size);
+  const auto expert_gate = static_cast<size_t>(int64_t{s.ExpertWidth()} * s.hidden_size);
+  const auto shared_gate =
+      static_cast<size_t>(int64_t{s.shared_expert_intermediate_size} * s.hidden_size);
   switch (t.role) {
     case WeightRole::kEmbedTokens: return All(embed_tokens);
     case WeightRole::kFinalNorm: return final_norm;
@@ -62,12 +86,26 @@ std::span<float> ModelWeights::Of(const WeightTensor& t) {
     case WeightRole::kVBias: return All(l.v_bias);
     case WeightRole::kOBias: return All(l.o_bias);
     // gate rows then up rows, in one [2I, h] matrix: one GEMM yields what SiluAndMul reads.
-    case WeightRole::kGateProj: return All(l.gate_up_proj).first(static_cast<size_t>(gate));
-    case WeightRole::kUpProj: return All(l.gate_up_proj).subspan(static_cast<size_t>(gate));
+    case WeightRole::kGateProj: return All(l.gate_up_proj).first(gate);
+    case WeightRole::kUpProj: return All(l.gate_up_proj).subspan(gate);
     case WeightRole::kDownProj: return All(l.down_proj);
+    case WeightRole::kRouter: return All(l.router);
+    case WeightRole::kSharedGateProj: return All(l.shared_expert.gate_up_proj).first(shared_gate);
+    case WeightRole::kSharedUpProj: return All(l.shared_expert.gate_up_proj).subspan(shared_gate);
+    case WeightRole::kSharedDownProj: return All(l.shared_expert.down_proj);
+    case WeightRole::kSharedExpertGate: return All(l.shared_expert_gate);
     case WeightRole::kInputNorm: return l.input_norm;
     case WeightRole::kPostAttentionNorm: return l.post_attention_norm;
     default: break;
+  }
+  if (t.expert >= 0 && static_cast<size_t>(t.expert) < l.experts.size()) {
+    SwiGluWeights& e = l.experts[static_cast<size_t>(t.expert)];
+    switch (t.role) {
+      case WeightRole::kExpertGateProj: return All(e.gate_up_proj).first(expert_gate);
+      case WeightRole::kExpertUpProj: return All(e.gate_up_proj).subspan(expert_gate);
+      case WeightRole::kExpertDownProj: return All(e.down_proj);
+      default: break;
+    }
   }
   SERVELAB_CHECK_MSG(false, "no place for " + t.spec.name);
   return {};
@@ -82,8 +120,10 @@ int64_t ModelWeights::NumFloats() const {
   for (const LayerWeights& l : layers) {
     n += l.q_proj.size() + l.k_proj.size() + l.v_proj.size() + l.o_proj.size() + l.q_bias.size() +
          l.k_bias.size() + l.v_bias.size() + l.o_bias.size() + l.gate_up_proj.size() +
-         l.down_proj.size() +
+         l.down_proj.size() + l.router.size() + SwiGluFloats(l.shared_expert) +
+         l.shared_expert_gate.size() +
          static_cast<int64_t>(l.input_norm.size() + l.post_attention_norm.size());
+    for (const SwiGluWeights& e : l.experts) n += SwiGluFloats(e);
   }
   return n;
 }

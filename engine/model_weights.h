@@ -24,6 +24,13 @@ struct WeightTensor;  // engine/weight_layout.h
 // Row-major like the checkpoint and the kernels' activations.
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// A SwiGLU MLP: gate and up stacked (rows [0, W) gate, [W, 2W) up), so one GEMM yields
+// the packed [T, 2W] rows SiluAndMul reads (gate first); then down.
+struct SwiGluWeights {
+  RowMatrix gate_up_proj;  // [2 * W, h]
+  RowMatrix down_proj;     // [h, W]
+};
+
 struct LayerWeights {
   RowMatrix q_proj;  // [heads * d, h]
   RowMatrix k_proj;  // [kv_heads * d, h]
@@ -33,8 +40,15 @@ struct LayerWeights {
   Eigen::RowVectorXf q_bias, k_bias, v_bias, o_bias;
   // gate_proj and up_proj stacked: rows [0, I) are gate, [I, 2I) up, so one GEMM yields
   // the packed [T, 2I] rows SiluAndMul reads (gate first).
-  RowMatrix gate_up_proj;                  // [2 * I, h]
-  RowMatrix down_proj;                     // [h, I]
+  RowMatrix gate_up_proj;                  // [2 * I, h]; empty in a MoE layer
+  RowMatrix down_proj;                     // [h, I]; empty in a MoE layer
+  // A MoE layer (Mixtral, Qwen2-MoE) in place of the dense MLP: the router, E experts of
+  // width spec.ExpertWidth(), and (Qwen2-MoE) a shared expert of width
+  // shared_expert_intermediate_size scaled by sigmoid(x . shared_expert_gate).
+  RowMatrix router;                        // [E, h]
+  std::vector<SwiGluWeights> experts;      // E of them
+  SwiGluWeights shared_expert;             // empty without one
+  Eigen::RowVectorXf shared_expert_gate;   // [h]; empty without a shared expert
   std::vector<float> input_norm;           // [h]
   std::vector<float> post_attention_norm;  // [h]
 };
@@ -53,7 +67,7 @@ struct ModelWeights {
   // Sizes every buffer for `config` (zeros), which it keeps.
   void Allocate(const ModelConfig& config);
   // Where the checkpoint tensor `t` (weight_layout.h) lives here, by its role: gate and up
-  // are the two halves of gate_up_proj. REQUIRES: Allocate(config) with t from
+  // are the two halves of a gate_up_proj (the dense MLP's, an expert's, the shared one's). REQUIRES: Allocate(config) with t from
   // HfWeights(config, ...).
   std::span<float> Of(const WeightTensor& t);
   std::span<const float> Of(const WeightTensor& t) const;

@@ -32,6 +32,11 @@ constexpr int64_t kGraphReserveBytes = int64_t{256} << 20;
 
 Status CheckArchitecture(const ModelConfig& config, const CudaRunnerOptions& o) {
   const ModelSpec& s = config.spec;
+  if (s.IsMoe()) {
+    return InvalidArgument("cuda runner: " + s.name + " is a mixture of experts (" +
+                           std::string(ModelTypeName(config.family)) + "); the CUDA runner has "
+                           "no expert kernels yet, so run it on device: cpu");
+  }
   const int32_t head_dim = s.HeadDim();
   if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
     return InvalidArgument("cuda runner: head_dim " + std::to_string(head_dim) +

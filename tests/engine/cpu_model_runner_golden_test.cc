@@ -1,9 +1,11 @@
 // GOLDEN: the CPU runner's logits equal an independent float64 dense transformer written
 // here (no paging, no kernels, no ModelWeights: it reads the checkpoint by Hugging Face
 // names), within 1e-4 of the row's scale, for MHA / GQA / MQA, Qwen2 biases with tied
-// embeddings, Llama-3 RoPE scaling and a bf16 checkpoint.
+// embeddings, Llama-3 RoPE scaling, a bf16 checkpoint, and the mixtures of experts:
+// Mixtral's renormalised top-2 of 4 and Qwen2-MoE's top-k with its gated shared expert.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numbers>
@@ -78,10 +80,7 @@ class ReferenceModel {
       }
       for (int64_t t = 0; t < n; ++t) {
         const Vec b = Norm(x[t], W(p + "post_attention_layernorm.weight"));
-        const Vec gate = Proj(p + "mlp.gate_proj", b), up = Proj(p + "mlp.up_proj", b);
-        Vec m(gate.size());
-        for (size_t i = 0; i < m.size(); ++i) m[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
-        Add(x[t], Proj(p + "mlp.down_proj", m));
+        Add(x[t], IsMoeFamily(c_.family) ? Experts(p, b) : SwiGlu(p + "mlp.", b));
       }
     }
     const Vec& head = s.tie_word_embeddings ? embed : W("lm_head.weight");
@@ -104,6 +103,47 @@ class ReferenceModel {
       for (size_t c = 0; c < x.size(); ++c) y[r] += m[r * x.size() + c] * x[c];
     }
     return y;
+  }
+  // down(silu(gate x) * up x), the projections named as Llama's or as Mixtral's.
+  Vec SwiGlu(const std::string& prefix, const Vec& x) const {
+    const bool mixtral = c_.family == ModelFamily::kMixtral && prefix.find("experts.") != std::string::npos;
+    const Vec gate = Proj(prefix + (mixtral ? "w1" : "gate_proj"), x);
+    const Vec up = Proj(prefix + (mixtral ? "w3" : "up_proj"), x);
+    Vec m(gate.size());
+    for (size_t i = 0; i < m.size(); ++i) m[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
+    return Proj(prefix + (mixtral ? "w2" : "down_proj"), m);
+  }
+  // A mixture of experts as Hugging Face's Mixtral and Qwen2-MoE blocks compute it: softmax
+  // over every expert's router logit, the k most probable, renormalised when the model says
+  // so, their outputs summed by weight; Qwen2-MoE adds its shared expert times
+  // sigmoid(x . shared_expert_gate).
+  Vec Experts(const std::string& layer, const Vec& x) const {
+    const ModelSpec& s = c_.spec;
+    const std::string p = layer + (c_.family == ModelFamily::kMixtral ? "block_sparse_moe." : "mlp.");
+    const Vec logits = MatVec(W(p + "gate.weight"), x);
+    double max_logit = -1e300, sum = 0;
+    for (double l : logits) max_logit = std::max(max_logit, l);
+    Vec probs(logits.size());
+    for (size_t e = 0; e < probs.size(); ++e) sum += (probs[e] = std::exp(logits[e] - max_logit));
+    for (double& pr : probs) pr /= sum;
+    std::vector<int32_t> order(probs.size());
+    for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int32_t>(e);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return probs[a] > probs[b]; });
+    order.resize(static_cast<size_t>(s.num_experts_per_tok));
+    double chosen = 0;
+    for (int32_t e : order) chosen += probs[e];
+    Vec out(x.size(), 0.0);
+    for (int32_t e : order) {
+      const double weight = c_.norm_topk_prob ? probs[e] / chosen : probs[e];
+      const Vec y = SwiGlu(p + "experts." + std::to_string(e) + ".", x);
+      for (size_t i = 0; i < out.size(); ++i) out[i] += weight * y[i];
+    }
+    if (c_.family == ModelFamily::kQwen2Moe) {
+      const double g = MatVec(W(p + "shared_expert_gate.weight"), x)[0];
+      const Vec y = SwiGlu(p + "shared_expert.", x);
+      for (size_t i = 0; i < out.size(); ++i) out[i] += y[i] / (1 + std::exp(-g));
+    }
+    return out;
   }
   Vec Proj(const std::string& prefix, const Vec& x) const {
     Vec y = MatVec(W(prefix + ".weight"), x);
@@ -230,6 +270,46 @@ TEST(CpuModelRunnerGoldenTest, Bf16CheckpointMatchesReference) {
   ModelConfig config = testing::TinyConfig(2);
   config.torch_dtype = DType::kBf16;
   ExpectMatchesReference(config, dir.path());
+}
+
+ModelConfig TinyMixtral() {
+  ModelConfig config = testing::TinyConfig(2, ModelFamily::kMixtral);
+  config.spec.num_experts = 4;
+  config.spec.num_experts_per_tok = 2;
+  config.spec.intermediate_size = 48;  // each expert's width
+  return config;
+}
+
+ModelConfig TinyQwen2Moe(bool norm_topk_prob, int32_t top_k) {
+  ModelConfig config = testing::TinyConfig(2, ModelFamily::kQwen2Moe);
+  config.spec.num_experts = 6;
+  config.spec.num_experts_per_tok = top_k;
+  config.spec.moe_intermediate_size = 32;
+  config.spec.shared_expert_intermediate_size = 48;
+  config.norm_topk_prob = norm_topk_prob;
+  return config;
+}
+
+TEST(CpuModelRunnerGoldenTest, MixtralTopTwoMatchesReference) {
+  TempDir dir;
+  ExpectMatchesReference(TinyMixtral(), dir.path());
+}
+
+TEST(CpuModelRunnerGoldenTest, MixtralBf16CheckpointMatchesReference) {
+  TempDir dir;
+  ModelConfig config = TinyMixtral();
+  config.torch_dtype = DType::kBf16;
+  ExpectMatchesReference(config, dir.path());
+}
+
+TEST(CpuModelRunnerGoldenTest, Qwen2MoeSharedExpertMatchesReference) {
+  TempDir dir;
+  ExpectMatchesReference(TinyQwen2Moe(/*norm_topk_prob=*/false, 2), dir.path());
+}
+
+TEST(CpuModelRunnerGoldenTest, Qwen2MoeRenormalisedTopThreeMatchesReference) {
+  TempDir dir;
+  ExpectMatchesReference(TinyQwen2Moe(/*norm_topk_prob=*/true, 3), dir.path());
 }
 
 }  // namespace

@@ -104,6 +104,54 @@ TEST(ModelConfigErrorsTest, EachMalformedKeyIsNamed) {
   }
 }
 
+// The expert keys: each family's own, in range, and no experts on a dense model_type.
+TEST(ModelConfigErrorsTest, ExpertKeysAreNamed) {
+  const json mixtral = [] {
+    json c = Base();
+    c["architectures"] = {"MixtralForCausalLM"};
+    c["model_type"] = "mixtral";
+    c["num_local_experts"] = 4;
+    c["num_experts_per_tok"] = 2;
+    return c;
+  }();
+  const json qwen = [] {
+    json c = Base();
+    c["architectures"] = {"Qwen2MoeForCausalLM"};
+    c["model_type"] = "qwen2_moe";
+    c["num_experts"] = 4;
+    c["num_experts_per_tok"] = 2;
+    c["moe_intermediate_size"] = 32;
+    c["shared_expert_intermediate_size"] = 64;
+    return c;
+  }();
+  ASSERT_TRUE(ParseModelConfig(mixtral.dump(), "m/config.json").ok());
+  ASSERT_TRUE(ParseModelConfig(qwen.dump(), "m/config.json").ok());
+  const struct {
+    json base;
+    const char* patch;
+    const char* expected;
+  } cases[] = {
+      {Base(), R"({"num_local_experts": 8})",
+       "key 'num_local_experts': a mixture of experts needs model_type mixtral or qwen2_moe, not llama"},
+      {mixtral, R"({"num_local_experts": null})", "key 'num_local_experts': missing"},
+      {mixtral, R"({"num_experts_per_tok": 5})", "key 'num_experts_per_tok': 5 exceeds num_local_experts 4"},
+      {mixtral, R"({"num_experts_per_tok": 0})", "key 'num_experts_per_tok': expected a positive integer"},
+      {mixtral, R"({"num_local_experts": 8192})", "key 'num_experts': 8192 is out of range"},
+      {qwen, R"({"moe_intermediate_size": null})", "key 'moe_intermediate_size': missing"},
+      {qwen, R"({"shared_expert_intermediate_size": 0})", "key 'shared_expert_intermediate_size': expected a positive integer"},
+      {qwen, R"({"norm_topk_prob": 1})", "key 'norm_topk_prob': expected true or false"},
+      {qwen, R"({"decoder_sparse_step": 2})", "key 'decoder_sparse_step': 2 is not supported"},
+      {qwen, R"({"mlp_only_layers": [0]})", "key 'mlp_only_layers': only [] is supported"},
+  };
+  for (const auto& c : cases) {
+    json config = c.base;
+    config.merge_patch(json::parse(c.patch));
+    const Status s = ParseModelConfig(config.dump(), "m/config.json").status();
+    EXPECT_TRUE(s.IsBadInput()) << c.patch;
+    EXPECT_THAT(s.message(), HasSubstr(c.expected)) << c.patch;
+  }
+}
+
 TEST(ModelConfigErrorsTest, NotJsonOrNotAnObject) {
   StatusOr<ModelConfig> c = ParseModelConfig("{\"hidden_size\": 64,", "m/config.json");
   ASSERT_FALSE(c.ok());

@@ -48,6 +48,27 @@ constexpr const char* kQwen2 = R"({"architectures": ["Qwen2ForCausalLM"],
   "max_window_layers": 21, "tie_word_embeddings": true, "eos_token_id": 151645,
   "torch_dtype": "bfloat16"})";
 
+// Shaped like mistralai/Mixtral-8x7B-v0.1's: 8 experts of width 14336, top 2.
+constexpr const char* kMixtral = R"({"architectures": ["MixtralForCausalLM"],
+  "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
+  "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+  "vocab_size": 32000, "max_position_embeddings": 32768, "rms_norm_eps": 1e-05,
+  "rope_theta": 1000000.0, "sliding_window": null, "num_local_experts": 8,
+  "num_experts_per_tok": 2, "output_router_logits": false, "router_aux_loss_coef": 0.02,
+  "eos_token_id": 2, "torch_dtype": "bfloat16"})";
+
+// Shaped like Qwen/Qwen1.5-MoE-A2.7B's: 60 experts of 1408, top 4 not renormalised, a
+// shared expert of 5632.
+constexpr const char* kQwen2Moe = R"({"architectures": ["Qwen2MoeForCausalLM"],
+  "model_type": "qwen2_moe", "hidden_size": 2048, "intermediate_size": 5632,
+  "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+  "num_attention_heads": 16, "num_key_value_heads": 16, "num_hidden_layers": 24,
+  "vocab_size": 151936, "max_position_embeddings": 8192, "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0, "num_experts": 60, "num_experts_per_tok": 4,
+  "norm_topk_prob": false, "decoder_sparse_step": 1, "mlp_only_layers": [],
+  "use_sliding_window": false, "sliding_window": 32768, "max_window_layers": 21,
+  "tie_word_embeddings": false, "eos_token_id": 151643, "torch_dtype": "bfloat16"})";
+
 ModelConfig Parse(const std::string& text) {
   StatusOr<ModelConfig> c = ParseModelConfig(text, "m/config.json");
   EXPECT_TRUE(c.ok()) << c.status().message();
@@ -140,8 +161,42 @@ TEST(ModelConfigTest, ModelTypeInferredFromArchitectures) {
   EXPECT_EQ(c.torch_dtype, DType::kFp16);  // newer transformers write "dtype"
 }
 
+TEST(ModelConfigTest, MixtralExpertsAndParameterCounts) {
+  const ModelConfig c = Parse(kMixtral);
+  EXPECT_EQ(c.family, ModelFamily::kMixtral);
+  EXPECT_EQ(c.spec.num_experts, 8);
+  EXPECT_EQ(c.spec.num_experts_per_tok, 2);
+  EXPECT_EQ(c.spec.ExpertWidth(), 14336);  // intermediate_size is each expert's width
+  EXPECT_EQ(c.spec.shared_expert_intermediate_size, 0);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_FALSE(c.spec.attention_bias);
+  EXPECT_EQ(c.sliding_window, 0);
+  // The model card: 46.7 B parameters, 12.9 B used per token.
+  EXPECT_NEAR(static_cast<double>(c.spec.NumParams()) * 1e-9, 46.70, 0.01);
+  EXPECT_NEAR(static_cast<double>(c.spec.NumActiveParams()) * 1e-9, 12.88, 0.01);
+}
+
+TEST(ModelConfigTest, Qwen2MoeSharedExpertAndRouting) {
+  const ModelConfig c = Parse(kQwen2Moe);
+  EXPECT_EQ(c.family, ModelFamily::kQwen2Moe);
+  EXPECT_EQ(c.spec.num_experts, 60);
+  EXPECT_EQ(c.spec.num_experts_per_tok, 4);
+  EXPECT_EQ(c.spec.ExpertWidth(), 1408);
+  EXPECT_EQ(c.spec.shared_expert_intermediate_size, 5632);
+  EXPECT_FALSE(c.norm_topk_prob);
+  EXPECT_TRUE(c.spec.attention_bias);  // q/k/v biases, as qwen2
+  // The model card: 14.3 B parameters, 2.7 B activated (ModelSpec leaves out the shared
+  // expert's [1, h] gate, 49K parameters in all).
+  EXPECT_NEAR(static_cast<double>(c.spec.NumParams()) * 1e-9, 14.3, 0.05);
+  EXPECT_NEAR(static_cast<double>(c.spec.NumActiveParams()) * 1e-9, 2.7, 0.05);
+  // Absent, norm_topk_prob is false for qwen2_moe (HF's default).
+  std::string text = kQwen2Moe;
+  text.replace(text.find("\"norm_topk_prob\": false, "), 25, "");
+  EXPECT_FALSE(Parse(text).norm_topk_prob);
+}
+
 TEST(ModelConfigTest, JsonRoundTripsEveryField) {
-  for (const char* sample : {kLlama31, kLlama2, kMistral, kQwen2}) {
+  for (const char* sample : {kLlama31, kLlama2, kMistral, kQwen2, kMixtral, kQwen2Moe}) {
     const ModelConfig a = Parse(sample);
     const ModelConfig b = Parse(ModelConfigJson(a));
     EXPECT_EQ(ModelConfigJson(a), ModelConfigJson(b));
@@ -158,6 +213,11 @@ TEST(ModelConfigTest, JsonRoundTripsEveryField) {
     EXPECT_EQ(a.rope_scaling.original_max_position_embeddings,
               b.rope_scaling.original_max_position_embeddings);
     EXPECT_EQ(a.eos_token_ids, b.eos_token_ids);
+    EXPECT_EQ(a.spec.num_experts, b.spec.num_experts);
+    EXPECT_EQ(a.spec.num_experts_per_tok, b.spec.num_experts_per_tok);
+    EXPECT_EQ(a.spec.moe_intermediate_size, b.spec.moe_intermediate_size);
+    EXPECT_EQ(a.spec.shared_expert_intermediate_size, b.spec.shared_expert_intermediate_size);
+    EXPECT_EQ(a.norm_topk_prob, b.norm_topk_prob);
     EXPECT_EQ(a.torch_dtype, b.torch_dtype);
   }
 }
