@@ -26,7 +26,24 @@ ModelConfig RandomModelConfig(const ExperimentConfig& config) {
   model.spec.name = config.engine.model_path.empty()
                         ? config.model.name
                         : fs::path(config.engine.model_path).filename().string();
-  model.family = config.model.attention_bias ? ModelFamily::kQwen2 : ModelFamily::kLlama;
+  // The family whose checkpoint has this shape: Qwen2's for q/k/v biases, and for experts
+  // Qwen2-MoE's (a shared expert, or biases) or Mixtral's (every expert as wide as the
+  // MLP: intermediate_size takes the experts' width, and no dense layer is left to use
+  // the old one).
+  if (config.model.IsMoe()) {
+    const bool qwen = config.model.shared_expert_intermediate_size > 0 ||
+                      config.model.attention_bias;
+    model.family = qwen ? ModelFamily::kQwen2Moe : ModelFamily::kMixtral;
+    if (qwen) {
+      model.spec.moe_intermediate_size = config.model.ExpertWidth();
+      model.norm_topk_prob = false;
+    } else {
+      model.spec.intermediate_size = config.model.ExpertWidth();
+      model.spec.moe_intermediate_size = 0;
+    }
+  } else {
+    model.family = config.model.attention_bias ? ModelFamily::kQwen2 : ModelFamily::kLlama;
+  }
   model.eos_token_ids = {config.model.vocab_size - 1};
   model.torch_dtype = DType::kBf16;
   return model;
@@ -84,10 +101,16 @@ Status CheckEngineSection(const ExperimentConfig& config) {
                            "(engine.model_path at least)");
   }
   const EngineConfig& engine = config.engine;
-  if (config.model.IsMoe()) {
+  if (config.model.IsMoe() && engine.device == EngineDevice::kCuda) {
+    return InvalidArgument(config.Where("engine.device") + ": " + config.model.name +
+                           " is a mixture of experts, which the CUDA runner does not run yet; "
+                           "use device: cpu (the simulator runs it on any GPU)");
+  }
+  if (config.model.IsMla() || config.model.first_k_dense_replace > 0) {
     return InvalidArgument(config.Where("model") + ": " + config.model.name +
-                           " is a mixture of experts; the engine runs dense models only (the "
-                           "simulator runs both)");
+                           " has latent attention or dense layers before its experts "
+                           "(DeepSeek's); the engine runs Llama, Mistral, Qwen2, Mixtral and "
+                           "Qwen2-MoE shapes (the simulator runs it)");
   }
   if (engine.weights == EngineWeights::kRandom && engine.device != EngineDevice::kCuda) {
     return InvalidArgument(config.Where("engine.weights") + ": random needs "

@@ -284,6 +284,74 @@ TEST_F(CliTest, EngineBackendWritesTheSameFilesAsTheSimulator) {
   EXPECT_THAT(bad.err, HasSubstr("engine.model_path"));
 }
 
+// Mixtures of experts on the CPU engine, end to end: a Mixtral and a Qwen2-MoE shape are
+// written on first use, serve every request to its last token (ignore_eos), exactly as
+// the simulator accounts for the same requests, and profile as whole steps (a MoE layer
+// has no per-op work formulas yet).
+TEST_F(CliTest, EngineServesMixturesOfExperts) {
+  const std::string rest =
+      "        num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 96,\n"
+      "        vocab_size: 97, max_position_embeddings: 512}\n"
+      "hardware: {gpu: a10}\n"
+      "scheduler: {max_num_seqs: 4, max_num_batched_tokens: 32}\n"
+      "workload:\n"
+      "  num_requests: 8\n"
+      "  arrival: {process: burst}\n"
+      "  input_tokens: {dist: uniform, min: 5, max: 40}\n"
+      "  output_tokens: {dist: uniform, min: 1, max: 12}\n";
+  const struct {
+    const char* name;
+    std::string model;
+    const char* model_type;
+  } cases[] = {
+      {"mixtral", "model: {base: mixtral-8x7b, name: m, hidden_size: 64, num_hidden_layers: 2,\n", "mixtral"},
+      {"qwen", "model: {base: mixtral-8x7b, name: q, hidden_size: 64, num_hidden_layers: 2,\n"
+               "        num_experts: 6, num_experts_per_tok: 3, moe_intermediate_size: 32,\n"
+               "        shared_expert_intermediate_size: 48, attention_bias: true,\n",
+       "qwen2_moe"},
+  };
+  for (const auto& c : cases) {
+    const std::string folder = std::string("model_") + c.name;
+    const fs::path exp = Write(std::string(c.name) + ".yaml",
+                               "name: moe\nseed: 3\nbackend: engine\n"
+                               "engine: {model_path: " + folder + ", create_model: true, "
+                               "kv_cache_gib: 0.02, ignore_eos: true}\n" + c.model + rest);
+    const fs::path e = dir_ / (std::string(c.name) + "_e"), s = dir_ / (std::string(c.name) + "_s");
+    const CliResult engine = Run("run " + exp.string() + " --out " + e.string());
+    ASSERT_EQ(engine.exit_code, 0) << c.name << ": " << engine.err;
+    EXPECT_THAT(ReadFile(dir_ / folder / "config.json"),
+                HasSubstr(std::string("\"model_type\": \"") + c.model_type + "\""));
+    const CliResult sim = Run("run " + exp.string() + " --set backend=sim --out " + s.string());
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;
+    EXPECT_THAT(engine.out, HasSubstr("moe: 8 finished, 0 rejected"));
+    // Same requests, every token produced: the id, input and output columns agree row by
+    // row once sorted by id (finishing order may differ).
+    auto tokens = [](const std::string& csv) {
+      std::vector<std::string> rows;
+      std::istringstream in(csv);
+      std::string line;
+      std::getline(in, line);
+      while (std::getline(in, line)) {
+        std::vector<std::string> f;
+        std::istringstream cells(line);
+        for (std::string cell; std::getline(cells, cell, ',');) f.push_back(cell);
+        rows.push_back(f.at(0) + "," + f.at(8) + "," + f.at(9));
+      }
+      std::sort(rows.begin(), rows.end());
+      return rows;
+    };
+    EXPECT_EQ(tokens(ReadFile(e / "requests.csv")), tokens(ReadFile(s / "requests.csv"))) << c.name;
+    const fs::path profile = dir_ / (std::string(c.name) + "_profile.csv");
+    const CliResult prof = Run("profile " + exp.string() + " --max-tokens 4 --max-batch 2 "
+                               "--max-context 64 --repeats 1 --warmup 0 --warmup-ms 0 "
+                               "--no-progress --out " + profile.string());
+    ASSERT_EQ(prof.exit_code, 0) << prof.err;
+    const std::string rows = ReadFile(profile);
+    EXPECT_THAT(rows, HasSubstr(",step,"));
+    EXPECT_THAT(rows, Not(HasSubstr(",gate_up_proj,")));
+  }
+}
+
 // The calibration loop on the CPU engine, end to end: profile the engine, fit a cost
 // model to the profile, validate the simulator against the engine at two loads.
 TEST_F(CliTest, ProfileCalibrateValidate) {

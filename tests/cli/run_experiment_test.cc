@@ -45,16 +45,25 @@ TEST(ChooseBackendTest, SimChecksTheMemoryAndEngineNeedsItsSection) {
   config->backend = BackendKind::kEngine;
   EXPECT_THAT(CheckExperiment(*config).message(),
               HasSubstr("backend: engine needs an `engine` section"));
+  // The CPU engine runs a mixture of experts; the CUDA one and DeepSeek's shape are refused
+  // before any model is loaded.
   auto moe = ParseExperiment("model: mixtral-8x7b\nhardware: {gpu: h100-80gb, tensor_parallel: 2}\n"
                              "workload: {num_requests: 1}\nbackend: engine\n"
-                             "engine: {model_path: /nonexistent}\n",
+                             "engine: {model_path: /nonexistent, device: cuda}\n",
                              "exp.yaml", "/");
   ASSERT_TRUE(moe.ok()) << moe.status().message();
   EXPECT_THAT(CheckExperiment(*moe).message(),
-              HasSubstr("exp.yaml:1: model: mixtral-8x7b is a mixture of experts; the engine "
-                        "runs dense models only"));
+              HasSubstr("exp.yaml:5: engine.device: mixtral-8x7b is a mixture of experts, which "
+                        "the CUDA runner does not run yet"));
   moe->backend = BackendKind::kSim;
   EXPECT_TRUE(CheckExperiment(*moe).ok()) << CheckExperiment(*moe).message();
+  auto deepseek = ParseExperiment("model: deepseek-v3\nhardware: {gpu: h200-141gb, tensor_parallel: 8}\n"
+                                  "workload: {num_requests: 1}\nbackend: engine\n"
+                                  "engine: {model_path: /nonexistent, device: cpu}\n",
+                                  "exp.yaml", "/");
+  ASSERT_TRUE(deepseek.ok()) << deepseek.status().message();
+  EXPECT_THAT(CheckExperiment(*deepseek).message(),
+              HasSubstr("exp.yaml:1: model: deepseek-v3 has latent attention"));
   auto cost = ParseExperiment("model: llama-2-7b\nhardware: {gpu: a100-80gb}\n"
                               "workload: {num_requests: 1}\ncost_model: {type: linear, x: 1}\n",
                               "exp.yaml", "/");

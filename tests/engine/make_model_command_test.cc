@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "engine/model_config.h"
+#include "engine/model_weights.h"
 #include "engine/safetensors.h"
 #include "tests/engine/test_files.h"
 
@@ -123,6 +124,46 @@ TEST_F(MakeModelCommandTest, FromCatalogKeepsHeadRatios) {
   EXPECT_TRUE(c->spec.attention_bias);
 }
 
+// Mixtures of experts: the flags become config.json's expert keys and the checkpoint has
+// every expert under its family's names, which the engine's loader reads back.
+TEST_F(MakeModelCommandTest, MixturesOfExpertsWriteEveryExpert) {
+  Result r = Run(Small("--arch", "mixtral") + " --experts 4 --experts-per-tok 2 --out " +
+                 Path("mx"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("2 of 4 experts"));
+  StatusOr<ModelConfig> c = LoadModelConfig(Path("mx"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->family, ModelFamily::kMixtral);
+  EXPECT_EQ(c->spec.num_experts, 4);
+  EXPECT_EQ(c->spec.ExpertWidth(), 96);
+  StatusOr<SafetensorsFile> w = SafetensorsFile::Open(Path("mx"));
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  const int64_t router[] = {4, 64}, w1[] = {96, 64}, w2[] = {64, 96};
+  EXPECT_TRUE(w->Get("model.layers.2.block_sparse_moe.gate.weight", router).ok());
+  EXPECT_TRUE(w->Get("model.layers.2.block_sparse_moe.experts.3.w1.weight", w1).ok());
+  EXPECT_TRUE(w->Get("model.layers.2.block_sparse_moe.experts.3.w2.weight", w2).ok());
+  EXPECT_EQ(w->Find("model.layers.0.mlp.gate_proj.weight"), nullptr);
+  EXPECT_TRUE(LoadModelWeights(Path("mx")).ok());
+
+  r = Run(Small("--arch", "qwen2_moe") + " --experts 6 --experts-per-tok 3 --moe-intermediate 32 "
+          "--shared-expert-intermediate 48 --out " + Path("qm"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  c = LoadModelConfig(Path("qm"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->family, ModelFamily::kQwen2Moe);
+  EXPECT_EQ(c->spec.ExpertWidth(), 32);
+  EXPECT_EQ(c->spec.shared_expert_intermediate_size, 48);
+  EXPECT_FALSE(c->norm_topk_prob);  // not asked for: Qwen's default
+  w = SafetensorsFile::Open(Path("qm"));
+  ASSERT_TRUE(w.ok());
+  const int64_t shared_gate[] = {1, 64}, shared_down[] = {64, 48}, expert_up[] = {32, 64};
+  EXPECT_TRUE(w->Get("model.layers.1.mlp.shared_expert_gate.weight", shared_gate).ok());
+  EXPECT_TRUE(w->Get("model.layers.1.mlp.shared_expert.down_proj.weight", shared_down).ok());
+  EXPECT_TRUE(w->Get("model.layers.1.mlp.experts.5.up_proj.weight", expert_up).ok());
+  EXPECT_NE(w->Find("model.layers.1.self_attn.q_proj.bias"), nullptr);
+  EXPECT_TRUE(LoadModelWeights(Path("qm")).ok());
+}
+
 TEST_F(MakeModelCommandTest, BadFlagsExitTwoWithAMessage) {
   const std::string out = " --out " + Path("x");
   const struct {
@@ -130,7 +171,17 @@ TEST_F(MakeModelCommandTest, BadFlagsExitTwoWithAMessage) {
   } cases[] = {
       {kSmall, "--out is required"},
       {"--layers 1" + out, "--arch (or --from) is required"},
-      {Small("--arch", "gpt2") + out, "--arch: 'gpt2' is not one of llama, mistral, qwen2"},
+      {Small("--arch", "gpt2") + out,
+       "--arch: 'gpt2' is not one of llama, mistral, qwen2, mixtral, qwen2_moe"},
+      {Small("--arch", "mixtral") + " --experts 4" + out,
+       "--experts-per-tok is required for --arch mixtral"},
+      {Small("--arch", "mixtral") + " --experts 4 --experts-per-tok 5" + out,
+       "--experts-per-tok 5 exceeds --experts 4"},
+      {Small("--arch", "mixtral") + " --experts 4 --experts-per-tok 2 --norm-topk-prob" + out,
+       "--norm-topk-prob does not apply to a mixtral model"},
+      {std::string(kSmall) + " --experts 4" + out, "--experts does not apply to a mistral model"},
+      {Small("--arch", "qwen2_moe") + " --experts 4 --experts-per-tok 2" + out,
+       "--moe-intermediate is required for --arch qwen2_moe"},
       {"--arch llama --layers 1 --hidden 64 --heads 8" + out, "--intermediate is required"},
       {Small("--hidden", "60") + out, "--hidden 60 is not divisible by --heads 8"},
       {Small("--kv-heads", "3") + out, "--kv-heads 3 must divide --heads 8"},
