@@ -336,30 +336,38 @@ int32_t Scheduler::BeginDecodeRun(TimeNs now) {
   const int32_t block_size = config_.block_size;
   run_.allocated = 0;
   run_.start = now;
-  run_.first.resize(running_.size());
+  const size_t n = running_.size();
+  run_.first.resize(n);
+  run_.bucket.resize(n);
   run_.bucket_begin.assign(static_cast<size_t>(block_size) + 1, 0);
-  for (size_t i = 0; i < running_.size(); ++i) {
+  plan_.seqs.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
     Request& r = *running_[i];
     // Every request decodes, and got its last token now. (A refusal here leaves plan_
     // half built: the next Schedule() clears it.)
     if (r.NumTokensToCompute() != 1 || r.last_token != now || IsDone(r)) return 0;
     limit = std::min(limit, r.target_output_len - r.num_generated);
-    AddToPlan(r, 1);
+    plan_.seqs.push_back(ScheduledRequest{&r, 1, r.num_computed_tokens, true, false});
     // Iteration j writes token num_computed_tokens + j: it needs a block when that token
     // is past the blocks the request holds, and then every block_size iterations.
     const int64_t first = static_cast<int64_t>(r.block_table.size()) * block_size - r.num_computed_tokens;
     SERVELAB_CHECK(first >= 0 && first <= std::numeric_limits<int32_t>::max());
     run_.first[i] = static_cast<int32_t>(first);
-    ++run_.bucket_begin[static_cast<size_t>(first % block_size) + 1];
+    run_.bucket[i] = static_cast<int32_t>(first) % block_size;  // one division a request
+    ++run_.bucket_begin[static_cast<size_t>(run_.bucket[i]) + 1];
   }
   // The requests by first % block_size (a counting sort: running order within each).
   for (size_t b = 1; b < run_.bucket_begin.size(); ++b) run_.bucket_begin[b] += run_.bucket_begin[b - 1];
-  run_.order.resize(running_.size());
+  run_.order.resize(n);
   run_.next.assign(run_.bucket_begin.begin(), run_.bucket_begin.end() - 1);
-  for (size_t i = 0; i < running_.size(); ++i) {
-    run_.order[run_.next[static_cast<size_t>(run_.first[i] % block_size)]++] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < n; ++i) {
+    run_.order[run_.next[static_cast<size_t>(run_.bucket[i])]++] = static_cast<int32_t>(i);
   }
-  FinishPlan();
+  // FinishPlan's counters, known here: n decodes, each emitting (a run has no padding).
+  plan_.num_prefill_tokens = 0;
+  plan_.num_decode_tokens = static_cast<int32_t>(n);
+  plan_.num_emitting = static_cast<int32_t>(n);
+  plan_.num_padding = 0;
   preempted_last_step_ = 0;
   return limit;
 }

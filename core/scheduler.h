@@ -149,6 +149,7 @@ class Scheduler {
     bool tail_in_flight = false;
     TimeNs start = 0;
     std::vector<int32_t> first;
+    std::vector<int32_t> bucket;  // first % block_size
     std::vector<int32_t> order;
     std::vector<size_t> bucket_begin;
     std::vector<size_t> next;  // BeginDecodeRun's scratch
