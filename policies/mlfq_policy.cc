@@ -57,6 +57,7 @@ void MlfqPolicy::Enqueue(Request& request, TimeNs now) {
   if (request.state != RequestState::kPreempted) {
     state.level = SkipJoinLevel(request.prompt_len);
     state.service_ns = 0.0;
+    state.promoted = false;
   }
   SERVELAB_CHECK(state.level >= 0 && state.level < NumLevels());
   state.waiting_since = now;
@@ -103,6 +104,7 @@ void MlfqPolicy::OnStepDone(const StepPlan& plan, const StepResult& result, Time
     if (s.is_padding) continue;
     State& state = states_[static_cast<size_t>(s.request->slot)];  // enqueued, hence sized
     state.service_ns += static_cast<double>(result.elapsed);
+    if (state.promoted) continue;  // pinned to level 0 until it finishes (header)
     if (state.level < last && state.service_ns > static_cast<double>(quantum_ns_[state.level])) {
       state.level += 1;
       state.service_ns = 0.0;
@@ -121,6 +123,7 @@ void MlfqPolicy::PromoteStarved(TimeNs now) {
       State& state = StateOf(r);
       state.level = 0;
       state.service_ns = 0.0;
+      state.promoted = true;
       Push(r, 0);
     }
     if (queue.empty()) nonempty_ &= ~(uint64_t{1} << l);

@@ -15,7 +15,12 @@
 //     changes) and its service restarts from 0.
 //   - Starvation: a waiting request that has waited longer than starvation_s since it
 //     arrived or was last preempted (the last time it ran) moves to level 0 with its
-//     service reset; it is demoted again by the normal rule once it runs.
+//     service reset, and stays there until it finishes: no other request can then
+//     preempt it (none is more urgent), so promotion bounds the wait. (Demoted again by
+//     the normal rule after its first step, as an earlier version did, it was preempted
+//     by the next starved request, and under recompute preemption with a quantum
+//     shorter than one step no promoted request ever finished: DeepSeek-V3 on two A100s
+//     at max_num_seqs 4 under SLA control cycled through 87 starved requests forever.)
 //   - Preemptive at iteration boundaries: ShouldPreemptFor(waiting, running) iff
 //     waiting's level is strictly more urgent (smaller) than running's.
 //   - Peek: the most urgent non-empty level, FIFO within it. A request re-enqueued after
@@ -113,6 +118,7 @@ class MlfqPolicy final : public Policy {
     int32_t level = 0;
     double service_ns = 0.0;       // attained in its current level
     TimeNs waiting_since = 0;      // arrival or latest preemption
+    bool promoted = false;         // promoted for starvation: level 0 until it finishes
   };
   State& StateOf(const Request& request) {
     const auto slot = static_cast<size_t>(request.slot);

@@ -148,17 +148,25 @@ TEST(MlfqPolicyTest, PromotesRequestsWaitingLongerThanStarvationToTheTop) {
   EXPECT_EQ(policy->NumWaitingAt(0), 2u);
   EXPECT_EQ(policy->NumWaitingAt(2), 0u);
 
-  // Waiting time restarts at a preemption, not at arrival.
+  // A promoted request stays at level 0 while it runs, however long its steps: no other
+  // request, starved or new, is more urgent, so none preempts it.
   policy->Admitted(r1, 0);
   r1.state = RequestState::kRunning;
-  // Demoted while running: 11 ms > level 0's 10, then 21 ms > level 1's 20.
-  policy->OnStepDone(Plan({&r1}), Elapsed(11 * kNsPerMs), 2 * kNsPerSec);
-  policy->OnStepDone(Plan({&r1}), Elapsed(21 * kNsPerMs), 2 * kNsPerSec);
-  ASSERT_EQ(policy->LevelOf(r1), 2);
-  r1.state = RequestState::kPreempted;
-  policy->Enqueue(r1, 2 * kNsPerSec);
+  policy->OnStepDone(Plan({&r1}), Elapsed(500 * kNsPerMs), 2 * kNsPerSec);
+  EXPECT_EQ(policy->LevelOf(r1), 0);
+  EXPECT_FALSE(policy->ShouldPreemptFor(r2, r1)) << "r2, promoted later, waits for r1";
+
+  // Waiting time restarts at a preemption, not at arrival. r3 joined level 0 on arrival
+  // (never promoted): demoted while running, 11 ms > level 0's 10, then 21 ms > level
+  // 1's 20.
+  r3.state = RequestState::kRunning;
+  policy->OnStepDone(Plan({&r3}), Elapsed(11 * kNsPerMs), 2 * kNsPerSec);
+  policy->OnStepDone(Plan({&r3}), Elapsed(21 * kNsPerMs), 2 * kNsPerSec);
+  ASSERT_EQ(policy->LevelOf(r3), 2);
+  r3.state = RequestState::kPreempted;
+  policy->Enqueue(r3, 2 * kNsPerSec);
   policy->OnStepDone(StepPlan{}, Elapsed(0), 2 * kNsPerSec + kNsPerSec * 9 / 10);
-  EXPECT_EQ(policy->LevelOf(r1), 2);
+  EXPECT_EQ(policy->LevelOf(r3), 2);
 
   auto off = Make({{"prefill_ms_per_token", "1"}, {"starvation_s", "0"}});
   Request late = MakeRequest(4, 100000);

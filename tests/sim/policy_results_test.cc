@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "driver/config_yaml.h"
 #include "driver/experiment.h"
 #include "driver/gpu_catalog.h"
 #include "driver/model_catalog.h"
@@ -285,6 +286,38 @@ TEST(PolicyResultsTest, SlaControlWithoutChunkingNeverStrandsALongPrompt) {
   auto outcome = RunSimulation(c);
   ASSERT_TRUE(outcome.ok()) << outcome.status().message();
   EXPECT_EQ(outcome->summary.num_finished, 60);
+}
+
+}  // namespace
+}  // namespace servelab
+
+namespace servelab {
+namespace {
+
+// Found by a random configuration: DeepSeek-V3 on two A100s, MLFQ under SLA control,
+// recompute preemption. Every step (0.34 s) outlasts MLFQ's base quantum and the
+// controller cuts the batch to one, so a request promoted for starvation was demoted after
+// its first step and preempted by the next starved one; none of the 87 waiting ever
+// finished and the run went on forever (it wrote 53 GB of steps.csv). Promoted requests now
+// keep level 0 until they finish. (Were the bug back, this test would not end: ctest's
+// timeout reports it.)
+TEST(PolicyResultsTest, MlfqStarvationPromotionAlwaysFinishes) {
+  auto config = ParseExperiment(
+      "model: deepseek-v3\n"
+      "hardware: {gpu: a100-80gb, tensor_parallel: 2, num_gpu_blocks: 1298}\n"
+      "scheduler: {policy: mlfq, max_num_seqs: 4, block_size: 8, preemption: recompute,\n"
+      "            sla_control: {target_ms: 30, metric: tpot_p95}}\n"
+      "workload:\n"
+      "  num_requests: 88\n"
+      "  arrival: {process: gamma, cv: 2, rate: 38}\n"
+      "  input_tokens: {dist: uniform, min: 1, max: 163}\n"
+      "  output_tokens: {dist: fixed, value: 64}\n"
+      "seed: 534\n",
+      "mlfq.yaml", "/");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  auto outcome = RunSimulation(*config);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->summary.num_finished, 88);
 }
 
 }  // namespace
