@@ -192,24 +192,20 @@ void CpuModelRunner::Layer(int32_t index, int32_t num_tokens, Laps& laps) {
     laps.Skip();  // a MoE layer's MLP has no op of its own (ProfilesOps)
     return;
   }
-  const Eigen::RowVectorXf no_bias;
-  Linear(hidden_.data(), num_tokens, w.gate_up_proj, no_bias, gate_up_);  // [T, 2I]
-  laps.Lap(Op::kGateUpProj);
-  act_.resize(static_cast<size_t>(num_tokens) * static_cast<size_t>(spec.intermediate_size));
-  kcpu::SiluAndMul(act_.data(), gate_up_.data(), num_tokens, spec.intermediate_size);
-  laps.Lap(Op::kSiluAndMul);
-  Linear(act_.data(), num_tokens, w.down_proj, no_bias, hidden_);  // [T, h]
-  laps.Lap(Op::kDownProj);
+  SwiGlu(hidden_.data(), num_tokens, w.mlp, hidden_, &laps);  // [T, h]
 }
 
 void CpuModelRunner::SwiGlu(const float* x, int32_t rows, const SwiGluWeights& mlp,
-                            std::vector<float>& out) {
+                            std::vector<float>& out, Laps* laps) {
   const Eigen::RowVectorXf no_bias;
   const auto width = static_cast<int32_t>(mlp.down_proj.cols());
-  Linear(x, rows, mlp.gate_up_proj, no_bias, gate_up_);  // [rows, 2W]
+  Linear(x, rows, mlp.gate_up_proj, no_bias, gate_up_);  // [rows, 2W]; x read, out free
+  if (laps != nullptr) laps->Lap(Op::kGateUpProj);
   act_.resize(static_cast<size_t>(rows) * static_cast<size_t>(width));
   kcpu::SiluAndMul(act_.data(), gate_up_.data(), rows, width);
+  if (laps != nullptr) laps->Lap(Op::kSiluAndMul);
   Linear(act_.data(), rows, mlp.down_proj, no_bias, out);  // [rows, h]
+  if (laps != nullptr) laps->Lap(Op::kDownProj);
 }
 
 void CpuModelRunner::MixtureOfExperts(const LayerWeights& w, int32_t num_tokens) {

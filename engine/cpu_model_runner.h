@@ -77,8 +77,10 @@ class CpuModelRunner final : public ModelRunner {
 
   CpuModelRunner(std::shared_ptr<const ModelWeights> weights, const KvCapacity& capacity);
   void Layer(int32_t index, int32_t num_tokens, Laps& laps);
-  // out [rows, h] = down(silu(gate x) * up x) for x [rows, h].
-  void SwiGlu(const float* x, int32_t rows, const SwiGluWeights& mlp, std::vector<float>& out);
+  // out [rows, h] = down(silu(gate x) * up x) for x [rows, h] (out may be x's buffer),
+  // lapping its three ops when `laps` is given.
+  void SwiGlu(const float* x, int32_t rows, const SwiGluWeights& mlp, std::vector<float>& out,
+              Laps* laps = nullptr);
   // hidden_ [T, h] <- the layer's mixture of experts applied to it.
   void MixtureOfExperts(const LayerWeights& w, int32_t num_tokens);
   static void CopyBlocks(std::span<const BlockCopy> copies,

@@ -13,9 +13,7 @@ std::span<float> All(Matrix& m) {
   return {m.data(), static_cast<size_t>(m.size())};
 }
 
-// A dense layer's MLP fields or an expert's.
-template <class Mlp>
-void AllocateSwiGlu(Mlp& mlp, int64_t width, int64_t h) {
+void AllocateSwiGlu(SwiGluWeights& mlp, int64_t width, int64_t h) {
   mlp.gate_up_proj.setZero(2 * width, h);
   mlp.down_proj.setZero(h, width);
 }
@@ -55,7 +53,7 @@ void ModelWeights::Allocate(const ModelConfig& model) {
         l.shared_expert_gate.setZero(h);
       }
     } else {
-      AllocateSwiGlu(l, inter, h);
+      AllocateSwiGlu(l.mlp, inter, h);
     }
     l.input_norm.assign(static_cast<size_t>(h), 0.0f);
     l.post_attention_norm.assign(static_cast<size_t>(h), 0.0f);
@@ -86,9 +84,9 @@ std::span<float> ModelWeights::Of(const WeightTensor& t) {
     case WeightRole::kVBias: return All(l.v_bias);
     case WeightRole::kOBias: return All(l.o_bias);
     // gate rows then up rows, in one [2I, h] matrix: one GEMM yields what SiluAndMul reads.
-    case WeightRole::kGateProj: return All(l.gate_up_proj).first(gate);
-    case WeightRole::kUpProj: return All(l.gate_up_proj).subspan(gate);
-    case WeightRole::kDownProj: return All(l.down_proj);
+    case WeightRole::kGateProj: return All(l.mlp.gate_up_proj).first(gate);
+    case WeightRole::kUpProj: return All(l.mlp.gate_up_proj).subspan(gate);
+    case WeightRole::kDownProj: return All(l.mlp.down_proj);
     case WeightRole::kRouter: return All(l.router);
     case WeightRole::kSharedGateProj: return All(l.shared_expert.gate_up_proj).first(shared_gate);
     case WeightRole::kSharedUpProj: return All(l.shared_expert.gate_up_proj).subspan(shared_gate);
@@ -119,8 +117,8 @@ int64_t ModelWeights::NumFloats() const {
   int64_t n = embed_tokens.size() + lm_head.size() + static_cast<int64_t>(final_norm.size());
   for (const LayerWeights& l : layers) {
     n += l.q_proj.size() + l.k_proj.size() + l.v_proj.size() + l.o_proj.size() + l.q_bias.size() +
-         l.k_bias.size() + l.v_bias.size() + l.o_bias.size() + l.gate_up_proj.size() +
-         l.down_proj.size() + l.router.size() + SwiGluFloats(l.shared_expert) +
+         l.k_bias.size() + l.v_bias.size() + l.o_bias.size() + SwiGluFloats(l.mlp) +
+         l.router.size() + SwiGluFloats(l.shared_expert) +
          l.shared_expert_gate.size() +
          static_cast<int64_t>(l.input_norm.size() + l.post_attention_norm.size());
     for (const SwiGluWeights& e : l.experts) n += SwiGluFloats(e);

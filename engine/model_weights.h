@@ -38,10 +38,7 @@ struct LayerWeights {
   RowMatrix o_proj;  // [h, heads * d]
   // Empty unless the model has them (Qwen2: q/k/v; Llama with attention_bias: all four).
   Eigen::RowVectorXf q_bias, k_bias, v_bias, o_bias;
-  // gate_proj and up_proj stacked: rows [0, I) are gate, [I, 2I) up, so one GEMM yields
-  // the packed [T, 2I] rows SiluAndMul reads (gate first).
-  RowMatrix gate_up_proj;                  // [2 * I, h]; empty in a MoE layer
-  RowMatrix down_proj;                     // [h, I]; empty in a MoE layer
+  SwiGluWeights mlp;                       // the dense MLP, width I; empty in a MoE layer
   // A MoE layer (Mixtral, Qwen2-MoE) in place of the dense MLP: the router, E experts of
   // width spec.ExpertWidth(), and (Qwen2-MoE) a shared expert of width
   // shared_expert_intermediate_size scaled by sigmoid(x . shared_expert_gate).

@@ -66,7 +66,7 @@ TEST(ModelWeightsTest, LoadsEveryTensorAsFloat32InTheRunnersLayout) {
   std::vector<float> gate_up = Tensor(dir.path(), "model.layers.1.mlp.gate_proj.weight");
   const std::vector<float> up = Tensor(dir.path(), "model.layers.1.mlp.up_proj.weight");
   gate_up.insert(gate_up.end(), up.begin(), up.end());
-  EXPECT_EQ(Values(l1.gate_up_proj), gate_up);
+  EXPECT_EQ(Values(l1.mlp.gate_up_proj), gate_up);
   EXPECT_EQ(l1.post_attention_norm,
             Tensor(dir.path(), "model.layers.1.post_attention_layernorm.weight"));
   EXPECT_EQ(l1.q_bias.size(), 0);
@@ -85,7 +85,7 @@ TEST(ModelWeightsTest, ShardedBf16TiedQwen2) {
   StatusOr<ModelWeights> sharded = LoadModelWeights(dir / "sharded");
   ASSERT_TRUE(one.ok()) << one.status().message();
   ASSERT_TRUE(sharded.ok()) << sharded.status().message();
-  EXPECT_EQ(Values(one->layers[0].down_proj), Values(sharded->layers[0].down_proj));
+  EXPECT_EQ(Values(one->layers[0].mlp.down_proj), Values(sharded->layers[0].mlp.down_proj));
   EXPECT_EQ(Values(one->embed_tokens), Values(sharded->embed_tokens));
   // Decoded once from bf16, exactly.
   EXPECT_EQ(Values(one->embed_tokens), Tensor(dir / "one", "model.embed_tokens.weight"));
