@@ -66,7 +66,7 @@ class WeightedTimeSample {
 
   std::vector<Pair> pairs_;
   int64_t total_ = 0;
-  size_t compact_at_ = 1 << 16;  // pairs; doubles with the distinct values kept
+  size_t compact_at_ = 1 << 18;  // pairs (4 MiB); doubles with the distinct values kept
   size_t merged_ = 0;  // pairs_[0, merged_) is sorted and merged (the last compaction's)
   bool sorted_ = true;
 };

@@ -151,11 +151,14 @@ TEST(PercentileTest, SelectionGivesWhatSortingGives) {
     for (double& v : values) v = static_cast<double>(rng() % 50) * 0.37;  // ties too
     std::vector<double> sorted = values;
     std::sort(sorted.begin(), sorted.end());
-    const std::vector<double> ps = {0, 1, 33.3, 50, 90, 99, 99.9, 100};
-    std::vector<double> out(ps.size());
-    PercentilesBySelection(values, ps, out);
-    for (size_t i = 0; i < ps.size(); ++i) {
-      ASSERT_EQ(out[i], PercentileOfSorted(sorted, ps[i])) << "trial " << trial << " p " << ps[i];
+    // Ascending (each selection narrows to the values above the last), then out of order.
+    for (const std::vector<double>& ps : {std::vector<double>{0, 1, 33.3, 50, 90, 99, 99.9, 100},
+                                          std::vector<double>{99, 50, 90, 0, 100, 33.3}}) {
+      std::vector<double> out(ps.size());
+      PercentilesBySelection(values, ps, out);
+      for (size_t i = 0; i < ps.size(); ++i) {
+        ASSERT_EQ(out[i], PercentileOfSorted(sorted, ps[i])) << "trial " << trial << " p " << ps[i];
+      }
     }
   }
 }
