@@ -14,6 +14,27 @@ std::vector<WeightTensor> HfWeights(const ModelConfig& config, DType dtype) {
     layout.push_back({{std::move(name), dtype, std::move(shape)}, role, layer, expert});
   };
   const int64_t width = s.ExpertWidth(), shared = s.shared_expert_intermediate_size;
+  // A SwiGLU MLP's three projections: gate [W, h], up [W, h], down [h, W].
+  struct Names {
+    const char *gate, *up, *down;
+  };
+  struct Roles {
+    WeightRole gate, up, down;
+  };
+  static constexpr Names kHfNames{"gate_proj", "up_proj", "down_proj"};
+  static constexpr Names kMixtralNames{"w1", "w3", "w2"};
+  static constexpr Roles kDenseRoles{WeightRole::kGateProj, WeightRole::kUpProj,
+                                     WeightRole::kDownProj};
+  static constexpr Roles kExpertRoles{WeightRole::kExpertGateProj, WeightRole::kExpertUpProj,
+                                      WeightRole::kExpertDownProj};
+  static constexpr Roles kSharedRoles{WeightRole::kSharedGateProj, WeightRole::kSharedUpProj,
+                                      WeightRole::kSharedDownProj};
+  auto swiglu = [&](const std::string& prefix, const Names& names, int64_t w, const Roles& roles,
+                    int32_t layer, int32_t expert) {
+    add(prefix + names.gate + ".weight", {w, h}, roles.gate, layer, expert);
+    add(prefix + names.up + ".weight", {w, h}, roles.up, layer, expert);
+    add(prefix + names.down + ".weight", {h, w}, roles.down, layer, expert);
+  };
   add("model.embed_tokens.weight", {vocab, h}, WeightRole::kEmbedTokens, -1);
   for (int32_t i = 0; i < s.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -35,27 +56,17 @@ std::vector<WeightTensor> HfWeights(const ModelConfig& config, DType dtype) {
       const std::string moe = p + "block_sparse_moe.";
       add(moe + "gate.weight", {s.num_experts, h}, WeightRole::kRouter, i);
       for (int32_t e = 0; e < s.num_experts; ++e) {
-        const std::string x = moe + "experts." + std::to_string(e) + ".";
-        add(x + "w1.weight", {width, h}, WeightRole::kExpertGateProj, i, e);
-        add(x + "w2.weight", {h, width}, WeightRole::kExpertDownProj, i, e);
-        add(x + "w3.weight", {width, h}, WeightRole::kExpertUpProj, i, e);
+        swiglu(moe + "experts." + std::to_string(e) + ".", kMixtralNames, width, kExpertRoles, i, e);
       }
     } else if (config.family == ModelFamily::kQwen2Moe) {
       add(p + "mlp.gate.weight", {s.num_experts, h}, WeightRole::kRouter, i);
       for (int32_t e = 0; e < s.num_experts; ++e) {
-        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
-        add(x + "gate_proj.weight", {width, h}, WeightRole::kExpertGateProj, i, e);
-        add(x + "up_proj.weight", {width, h}, WeightRole::kExpertUpProj, i, e);
-        add(x + "down_proj.weight", {h, width}, WeightRole::kExpertDownProj, i, e);
+        swiglu(p + "mlp.experts." + std::to_string(e) + ".", kHfNames, width, kExpertRoles, i, e);
       }
-      add(p + "mlp.shared_expert.gate_proj.weight", {shared, h}, WeightRole::kSharedGateProj, i);
-      add(p + "mlp.shared_expert.up_proj.weight", {shared, h}, WeightRole::kSharedUpProj, i);
-      add(p + "mlp.shared_expert.down_proj.weight", {h, shared}, WeightRole::kSharedDownProj, i);
+      swiglu(p + "mlp.shared_expert.", kHfNames, shared, kSharedRoles, i, -1);
       add(p + "mlp.shared_expert_gate.weight", {1, h}, WeightRole::kSharedExpertGate, i);
     } else {
-      add(p + "mlp.gate_proj.weight", {inter, h}, WeightRole::kGateProj, i);
-      add(p + "mlp.up_proj.weight", {inter, h}, WeightRole::kUpProj, i);
-      add(p + "mlp.down_proj.weight", {h, inter}, WeightRole::kDownProj, i);
+      swiglu(p + "mlp.", kHfNames, inter, kDenseRoles, i, -1);
     }
     add(p + "input_layernorm.weight", {h}, WeightRole::kInputNorm, i);
     add(p + "post_attention_layernorm.weight", {h}, WeightRole::kPostAttentionNorm, i);
