@@ -301,6 +301,26 @@ StatusOr<TimeNs> Driver::RunDecodeIterations(
   return start;
 }
 
+Status Driver::CheckProgress(TimeNs now) {
+  const int64_t done = progress_.finished + progress_.rejected;
+  if (done != done_at_check_) {
+    done_at_check_ = done;
+    steps_at_last_done_ = progress_.steps;
+    return Status::Ok();
+  }
+  const int64_t stalled = progress_.steps - steps_at_last_done_;
+  if (stalled <= kMinStalledSteps) return Status::Ok();
+  int64_t pending = 0;
+  for (const auto& replica : replicas_) pending += replica->scheduler->TokensPending();
+  if (stalled <= kStallFactor * pending + kMinStalledSteps) return Status::Ok();
+  return Internal("no request has finished in the last " + std::to_string(stalled) +
+                  " steps (t = " + std::to_string(ToSeconds(now)) + " s), " +
+                  std::to_string(kStallFactor) + " times the " + std::to_string(pending) +
+                  " tokens the admitted requests still need: the schedule makes no progress "
+                  "(a policy or configuration that preempts requests before they finish?); "
+                  "stopped so the run does not go on forever");
+}
+
 StatusOr<RunSummary> Driver::Run(const std::function<void(const DriverProgress&)>& on_progress,
                                  int64_t progress_every_steps) {
   clock_.Start();
@@ -321,6 +341,7 @@ StatusOr<RunSummary> Driver::Run(const std::function<void(const DriverProgress&)
     } else if (event.payload.kind == EventKind::kStepDone) {
       StepDone(event.payload.replica, now);
       if (on_progress && progress_.steps % progress_every_steps == 0) on_progress(progress_);
+      SERVELAB_RETURN_IF_ERROR(CheckProgress(now));
     }  // kStageFree: nothing to apply; the replica may start its next batch below
     // Start idle replicas once every event at this instant has been applied.
     if (events_.Empty() || events_.Top().time > now) {

@@ -145,6 +145,16 @@ class Driver {
   // A finished or rejected request's follow-up (multi-turn sessions), as an event.
   void ScheduleFollowUp(const Request& done);
   void StepDone(int32_t replica, TimeNs now);
+  // A run whose requests stop finishing while work remains is stuck: every step computes
+  // at least one token, and a request needs at most its prompt and output tokens a time
+  // through (more only when preemption makes it start again), so kStallFactor steps for
+  // every token the admitted requests still need (Scheduler::TokensPending), plus
+  // kMinStalledSteps, without one finishing or being rejected, is no progress. Internal
+  // error then, instead of a run that writes steps.csv until the disk is full (an MLFQ
+  // livelock once did). A legitimate run stays far below the bound.
+  Status CheckProgress(TimeNs now);
+  static constexpr int64_t kStallFactor = 100;
+  static constexpr int64_t kMinStalledSteps = int64_t{1} << 16;
   Status StartStep(int32_t replica, TimeNs now);
   // The replica is busy with a step planned at `now` that takes `elapsed`.
   Status Launch(int32_t replica, TimeNs now, TimeNs elapsed);
@@ -175,6 +185,10 @@ class Driver {
   std::vector<Request*> follow_ups_;       // pending follow-up arrivals, by event index
   std::vector<int32_t> free_follow_ups_;   // reusable indexes into follow_ups_
   DriverProgress progress_;
+  // The progress check (CheckProgress): requests finished or rejected when it last saw
+  // one more, and the step count then.
+  int64_t done_at_check_ = 0;
+  int64_t steps_at_last_done_ = 0;
   bool prefix_caching_ = false;  // scheduler.prefix_cache is on
   bool decode_runs_ = false;     // DriverOptions::decode_runs and the backends predict them
   int32_t stages_ = 1;           // pipeline stages per replica (batches in flight)

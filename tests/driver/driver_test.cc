@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -47,6 +48,7 @@ struct Harness {
   std::vector<FakeBackend*> backends;
   std::vector<PolicyContext> contexts;  // what each replica's policy was made with
   std::ostringstream requests_csv;
+  std::function<std::unique_ptr<Policy>()> make_policy;  // FCFS when empty
 
   StatusOr<std::unique_ptr<Driver>> Make(std::vector<ListWorkload::Spec> specs, Clock& clock) {
     options.metrics.run_name = "t";
@@ -57,6 +59,7 @@ struct Harness {
     };
     PolicyMaker policies = [this](const PolicyContext& context) -> StatusOr<std::unique_ptr<Policy>> {
       contexts.push_back(context);
+      if (make_policy) return make_policy();
       return std::unique_ptr<Policy>(std::make_unique<FcfsPolicy>());
     };
     MetricsSinks sinks;
@@ -104,6 +107,54 @@ TEST(DriverTest, CapacityAndContextComeFromTheBackend) {
   EXPECT_EQ(run->num_rejected, 1);  // 95 + 10 > 100
   EXPECT_EQ(run->kv_blocks_per_replica, 40);
   EXPECT_THAT(h.requests_csv.str(), HasSubstr("rejected,exceeds_context_window"));
+}
+
+// A policy that lets every waiting request displace the running one. With one seat,
+// chunks of 8 tokens and 16-token prompts, each request prefills half its prompt, is
+// preempted, and under recompute starts again: none ever reaches its first token. (The
+// tokens a preempted request had generated are kept; only an unfinished prefill is lost.)
+class AlwaysDisplacePolicy final : public Policy {
+ public:
+  std::string_view Name() const override { return "always_displace"; }
+  void Enqueue(Request& request, TimeNs) override { queue_.push_back(&request); }
+  Request* Peek(TimeNs) override { return queue_.empty() ? nullptr : queue_.front(); }
+  void Admitted(Request&, TimeNs) override { queue_.erase(queue_.begin()); }
+  Request* PickVictim(std::span<Request* const> running, TimeNs) override { return running[0]; }
+  bool ShouldPreemptFor(const Request&, const Request&) const override { return true; }
+  size_t NumWaiting() const override { return queue_.size(); }
+
+ private:
+  std::vector<Request*> queue_;
+};
+
+// The progress check: a schedule that never lets a request finish stops with an error
+// (here after 2^16 + 100 x 42 steps: two requests of 16 + 5 tokens), where it used to run
+// forever; the same two requests under FCFS finish, untouched by the check.
+TEST(DriverTest, AScheduleThatNeverFinishesARequestStops) {
+  Harness h;
+  h.options.scheduler.max_num_seqs = 1;
+  h.options.scheduler.max_num_batched_tokens = 8;
+  h.options.scheduler.chunked_prefill = true;
+  h.make_policy = [] { return std::unique_ptr<Policy>(std::make_unique<AlwaysDisplacePolicy>()); };
+  VirtualClock clock;
+  auto driver = h.Make({{0, 16, 5}, {0, 16, 5}}, clock);
+  ASSERT_TRUE(driver.ok()) << driver.status().message();
+  const StatusOr<RunSummary> run = (*driver)->Run();
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().code(), StatusCode::kInternal);  // the CLI exits 1
+  EXPECT_THAT(run.status().message(),
+              HasSubstr("no request has finished in the last 69737 steps"));
+  EXPECT_THAT(run.status().message(), HasSubstr("100 times the 42 tokens"));
+  EXPECT_EQ((*driver)->Progress().finished, 0);
+
+  Harness fcfs;
+  fcfs.options.scheduler = h.options.scheduler;
+  VirtualClock fcfs_clock;
+  auto ok = fcfs.Make({{0, 16, 5}, {0, 16, 5}}, fcfs_clock);
+  ASSERT_TRUE(ok.ok());
+  const StatusOr<RunSummary> done = (*ok)->Run();
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  EXPECT_EQ(done->num_finished, 2);
 }
 
 TEST(DriverTest, ABackendWithAnotherBlockSizeIsAnError) {
