@@ -30,17 +30,23 @@ inline char* WriteDecimal(char* p, int64_t value, int decimals) {
   p = std::to_chars(p, p + 20, magnitude / scale).ptr;
   uint64_t frac = magnitude % scale;
   if (frac != 0) {
-    int len = decimals;
-    while (frac % 10 == 0) {  // trailing zeros
-      frac /= 10;
-      --len;
+    // The `decimals` digits, zero-padded, two at a time from the right; then the
+    // trailing zeros dropped (a step's start and duration pass here for every row).
+    static constexpr char kPairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+        "8081828384858687888990919293949596979899";
+    *p++ = '.';
+    char* end = p + decimals;
+    char* q = end;
+    while (q - p >= 2) {
+      q -= 2;
+      std::memcpy(q, kPairs + 2 * (frac % 100), 2);
+      frac /= 100;
     }
-    *p = '.';
-    for (int i = len; i >= 1; --i) {
-      p[i] = static_cast<char>('0' + frac % 10);
-      frac /= 10;
-    }
-    p += len + 1;
+    if (q > p) *--q = static_cast<char>('0' + frac % 10);
+    while (end[-1] == '0') --end;  // stops at a digit: the fraction was not 0
+    p = end;
   }
   return p;
 }

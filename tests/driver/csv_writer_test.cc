@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <random>
 #include <sstream>
 
 namespace servelab {
@@ -24,6 +25,29 @@ TEST(CsvWriterTest, ExactDecimalsTrimTrailingZeros) {
   EXPECT_EQ(Decimal(123, 0), "123");
   EXPECT_EQ(Decimal(std::numeric_limits<int64_t>::min(), 9), "-9223372036.854775808");
   EXPECT_EQ(Decimal(std::numeric_limits<int64_t>::max(), 18), "9.223372036854775807");
+}
+
+// Against a reference built from the integer's digits: pad to decimals + 1 digits, put
+// the point in, drop trailing fractional zeros and a bare point.
+TEST(CsvWriterTest, ExactDecimalsMatchADigitStringReference) {
+  std::mt19937_64 rng(9);
+  for (int trial = 0; trial < 20000; ++trial) {
+    const int decimals = static_cast<int>(rng() % 19);
+    int64_t value = static_cast<int64_t>(rng() >> (rng() % 64));
+    if (trial % 7 == 0) value -= value % 1000;  // trailing zeros
+    if (rng() % 2) value = -value;
+    const uint64_t magnitude = value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value);
+    std::string digits = std::to_string(magnitude);
+    if (digits.size() < static_cast<size_t>(decimals) + 1) {
+      digits.insert(0, static_cast<size_t>(decimals) + 1 - digits.size(), '0');
+    }
+    std::string expected = digits.substr(0, digits.size() - static_cast<size_t>(decimals));
+    std::string frac = digits.substr(digits.size() - static_cast<size_t>(decimals));
+    while (!frac.empty() && frac.back() == '0') frac.pop_back();
+    if (!frac.empty()) expected += "." + frac;
+    if (value < 0) expected.insert(0, "-");
+    ASSERT_EQ(Decimal(value, decimals), expected) << value << " / 10^" << decimals;
+  }
 }
 
 TEST(CsvWriterTest, RowsOfEveryFieldKind) {
