@@ -18,9 +18,10 @@
 //     service reset, and stays there until it finishes: no other request can then
 //     preempt it (none is more urgent), so promotion bounds the wait. (Demoted again by
 //     the normal rule after its first step, as an earlier version did, it was preempted
-//     by the next starved request, and under recompute preemption with a quantum
-//     shorter than one step no promoted request ever finished: DeepSeek-V3 on two A100s
-//     at max_num_seqs 4 under SLA control cycled through 87 starved requests forever.)
+//     by the next starved request. With a quantum shorter than one step and a prompt
+//     that takes several chunks, recompute preemption then threw away each unfinished
+//     prefill, and no promoted request ever finished: DeepSeek-V3 on two A100s, SLA
+//     control cutting the token budget to 64, cycled through 87 starved requests forever.)
 //   - Preemptive at iteration boundaries: ShouldPreemptFor(waiting, running) iff
 //     waiting's level is strictly more urgent (smaller) than running's.
 //   - Peek: the most urgent non-empty level, FIFO within it. A request re-enqueued after

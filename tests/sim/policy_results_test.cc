@@ -296,9 +296,10 @@ namespace {
 
 // Found by a random configuration: DeepSeek-V3 on two A100s, MLFQ under SLA control,
 // recompute preemption. Every step (0.34 s) outlasts MLFQ's base quantum and the
-// controller cuts the batch to one, so a request promoted for starvation was demoted after
-// its first step and preempted by the next starved one; none of the 87 waiting ever
-// finished and the run went on forever (it wrote 53 GB of steps.csv). Promoted requests now
+// controller cuts the token budget to 64, so prompts take several chunks; a request
+// promoted for starvation was demoted after its first chunk and preempted by the next
+// starved one, losing its unfinished prefill. None of the 87 waiting ever finished and
+// the run went on forever (it wrote 53 GB of steps.csv). Promoted requests now
 // keep level 0 until they finish. (Were the bug back, this test would not end: ctest's
 // timeout reports it.)
 TEST(PolicyResultsTest, MlfqStarvationPromotionAlwaysFinishes) {
