@@ -52,10 +52,13 @@ Status ValidateExperts(const ModelConfig& config, const std::string& source) {
   const bool mixtral = config.family == ModelFamily::kMixtral;
   const char* experts_key = mixtral ? "num_local_experts" : "num_experts";
   if (!s.IsMoe()) return KeyError(source, experts_key, "expected a positive integer");
-  if (s.num_experts_per_tok < 1 || s.num_experts_per_tok > s.num_experts) {
+  if (s.num_experts_per_tok < 1) {
+    return KeyError(source, "num_experts_per_tok", "expected a positive integer");
+  }
+  if (s.num_experts_per_tok > s.num_experts) {
     return KeyError(source, "num_experts_per_tok",
-                    std::to_string(s.num_experts_per_tok) + " is not in [1, " + experts_key +
-                        " " + std::to_string(s.num_experts) + "]");
+                    std::to_string(s.num_experts_per_tok) + " exceeds " + experts_key + " " +
+                        std::to_string(s.num_experts));
   }
   if (mixtral) {
     if (s.moe_intermediate_size != 0 || s.shared_expert_intermediate_size != 0) {

@@ -18,6 +18,19 @@ void AllocateSwiGlu(SwiGluWeights& mlp, int64_t width, int64_t h) {
   mlp.down_proj.setZero(h, width);
 }
 
+// Where a SwiGLU MLP's gate, up or down projection lives: gate and up are the two halves
+// of gate_up_proj.
+enum class SwiGluPart : uint8_t { kGate, kUp, kDown };
+std::span<float> PartOf(SwiGluWeights& mlp, SwiGluPart part) {
+  const auto half = static_cast<size_t>(mlp.gate_up_proj.size() / 2);
+  switch (part) {
+    case SwiGluPart::kGate: return All(mlp.gate_up_proj).first(half);
+    case SwiGluPart::kUp: return All(mlp.gate_up_proj).subspan(half);
+    case SwiGluPart::kDown: return All(mlp.down_proj);
+  }
+  return {};
+}
+
 int64_t SwiGluFloats(const SwiGluWeights& mlp) {
   return mlp.gate_up_proj.size() + mlp.down_proj.size();
 }
@@ -61,11 +74,6 @@ void ModelWeights::Allocate(const ModelConfig& model) {
 }
 
 std::span<float> ModelWeights::Of(const WeightTensor& t) {
-  const ModelSpec& s = config.spec;
-  const auto gate = static_cast<size_t>(int64_t{s.intermediate_size} * s.hidden_size);
-  const auto expert_gate = static_cast<size_t>(int64_t{s.ExpertWidth()} * s.hidden_size);
-  const auto shared_gate =
-      static_cast<size_t>(int64_t{s.shared_expert_intermediate_size} * s.hidden_size);
   switch (t.role) {
     case WeightRole::kEmbedTokens: return All(embed_tokens);
     case WeightRole::kFinalNorm: return final_norm;
@@ -84,13 +92,13 @@ std::span<float> ModelWeights::Of(const WeightTensor& t) {
     case WeightRole::kVBias: return All(l.v_bias);
     case WeightRole::kOBias: return All(l.o_bias);
     // gate rows then up rows, in one [2I, h] matrix: one GEMM yields what SiluAndMul reads.
-    case WeightRole::kGateProj: return All(l.mlp.gate_up_proj).first(gate);
-    case WeightRole::kUpProj: return All(l.mlp.gate_up_proj).subspan(gate);
-    case WeightRole::kDownProj: return All(l.mlp.down_proj);
+    case WeightRole::kGateProj: return PartOf(l.mlp, SwiGluPart::kGate);
+    case WeightRole::kUpProj: return PartOf(l.mlp, SwiGluPart::kUp);
+    case WeightRole::kDownProj: return PartOf(l.mlp, SwiGluPart::kDown);
     case WeightRole::kRouter: return All(l.router);
-    case WeightRole::kSharedGateProj: return All(l.shared_expert.gate_up_proj).first(shared_gate);
-    case WeightRole::kSharedUpProj: return All(l.shared_expert.gate_up_proj).subspan(shared_gate);
-    case WeightRole::kSharedDownProj: return All(l.shared_expert.down_proj);
+    case WeightRole::kSharedGateProj: return PartOf(l.shared_expert, SwiGluPart::kGate);
+    case WeightRole::kSharedUpProj: return PartOf(l.shared_expert, SwiGluPart::kUp);
+    case WeightRole::kSharedDownProj: return PartOf(l.shared_expert, SwiGluPart::kDown);
     case WeightRole::kSharedExpertGate: return All(l.shared_expert_gate);
     case WeightRole::kInputNorm: return l.input_norm;
     case WeightRole::kPostAttentionNorm: return l.post_attention_norm;
@@ -99,9 +107,9 @@ std::span<float> ModelWeights::Of(const WeightTensor& t) {
   if (t.expert >= 0 && static_cast<size_t>(t.expert) < l.experts.size()) {
     SwiGluWeights& e = l.experts[static_cast<size_t>(t.expert)];
     switch (t.role) {
-      case WeightRole::kExpertGateProj: return All(e.gate_up_proj).first(expert_gate);
-      case WeightRole::kExpertUpProj: return All(e.gate_up_proj).subspan(expert_gate);
-      case WeightRole::kExpertDownProj: return All(e.down_proj);
+      case WeightRole::kExpertGateProj: return PartOf(e, SwiGluPart::kGate);
+      case WeightRole::kExpertUpProj: return PartOf(e, SwiGluPart::kUp);
+      case WeightRole::kExpertDownProj: return PartOf(e, SwiGluPart::kDown);
       default: break;
     }
   }
