@@ -143,6 +143,11 @@ void PrintFit(const CalibratedModel& model, const Evaluation& in_sample) {
     std::printf("%-20s %-9s %7lld %9.2f %7.3f%s %8s %9.2f %+8.2f\n", name.c_str(), form.c_str(),
                 static_cast<long long>(f.points), f.fixed_us, f.memory_efficiency,
                 f.memory_fitted ? " " : "*", comp, s.mape, s.bias);
+    if (f.split_kv) {
+      std::printf("  %-18s CTA memory efficiency %.3f alone, %.3f paired; wave %.2f us, "
+                  "combine %.2f us\n", "(split-KV grid)", f.cta_memory_efficiency,
+                  f.pair_memory_efficiency, f.wave_us, f.combine_us);
+    }
     if (f.single_row_fitted) {
       std::printf("  %-18s %-9s %7lld %9.2f %7.3f  %8s\n", "(single row)", "stream",
                   static_cast<long long>(f.single_row_points), f.single_row_fixed_us,
@@ -271,6 +276,12 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     if (InfoOf(op).form == OpForm::kRoofline) {
       o["compute_efficiency"] = f.compute_efficiency;
       o["compute_fitted"] = f.compute_fitted;
+    }
+    if (f.split_kv) {
+      o["cta_memory_efficiency"] = f.cta_memory_efficiency;
+      o["pair_memory_efficiency"] = f.pair_memory_efficiency;
+      o["wave_us"] = f.wave_us;
+      o["combine_us"] = f.combine_us;
     }
     ops[std::string(InfoOf(op).name)] = o;
   }

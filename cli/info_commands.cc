@@ -21,12 +21,12 @@ namespace {
 namespace po = boost::program_options;
 
 void ListGpus() {
-  std::printf("%-12s %8s %9s %9s %8s %8s %7s %6s %7s\n", "name", "mem_GiB", "HBM_GB/s",
-              "bf16_TF", "fp8_TF", "link_GB/s", "pcie", "TDP_W", "$/h");
+  std::printf("%-12s %8s %9s %9s %8s %8s %7s %6s %7s %4s\n", "name", "mem_GiB", "HBM_GB/s",
+              "bf16_TF", "fp8_TF", "link_GB/s", "pcie", "TDP_W", "$/h", "SMs");
   for (const GpuSpec& g : GpuCatalog()) {
-    std::printf("%-12s %8.1f %9.0f %9.1f %8.1f %8.0f %7.0f %6.0f %7.2f\n", g.name.c_str(),
+    std::printf("%-12s %8.1f %9.0f %9.1f %8.1f %8.0f %7.0f %6.0f %7.2f %4d\n", g.name.c_str(),
                 g.memory_gib, g.mem_bandwidth_gbps, g.bf16_tflops, g.fp8_tflops,
-                g.interconnect_gbps, g.pcie_gbps, g.power_w, g.price_per_hour);
+                g.interconnect_gbps, g.pcie_gbps, g.power_w, g.price_per_hour, g.sm_count);
   }
   std::puts("\nTFLOPS are dense tensor-core peaks; link = GPU-GPU per direction; a custom GPU\n"
             "is a mapping under hardware.gpu with these keys (see sim/gpu_spec.h).");

@@ -18,6 +18,9 @@ struct GpuSpec {
   double pcie_gbps = 0;           // host link bandwidth per direction, GB/s (swap)
   double power_w = 0;             // board power (TDP), W
   double price_per_hour = 0;      // indicative on-demand cloud price, USD per GPU-hour
+  // Streaming multiprocessors: the grid a kernel fills (the split-KV decode form of
+  // sim/op_model.h needs it). 0: unknown.
+  int32_t sm_count = 0;
 
   template <class V>
   void VisitFields(V& v) {
@@ -33,6 +36,7 @@ struct GpuSpec {
     v.Field("pcie_gbps", pcie_gbps, Bounds{0, 1e7});
     v.Field("power_w", power_w, Bounds{0, 1e7});
     v.Field("price_per_hour", price_per_hour, Bounds{0, 1e9});
+    v.Field("sm_count", sm_count, Bounds{0, 1e5});
   }
 };
 

@@ -263,11 +263,19 @@ Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& h
   const Columns& col = *c;
   const VidurShape shape{col.at("n_embd"), col.at("n_q_head"), col.at("n_kv_head"),
                          col.at("num_tensor_parallel_workers")};
+  // The KV length the profiler allocated (optional): FlashAttention's decode splits it.
+  const auto max_model_len = std::find(header.begin(), header.end(), "max_model_len");
+  const bool has_max_model_len = max_model_len != header.end();
+  const auto max_model_len_at = static_cast<size_t>(max_model_len - header.begin());
   return ForEachDataLine(file, [&](const Cells& cells) -> Status {
     ProfileRow r;
     r.line = file.line_number();
     r.device = device;
     SERVELAB_RETURN_IF_ERROR(ReadVidurShape(cells, shape, "n_q_head", r));
+    if (has_max_model_len) {
+      SERVELAB_RETURN_IF_ERROR(
+          cells.Count(max_model_len_at, "max_model_len", r.kv_capacity, 1));
+    }
     SERVELAB_RETURN_IF_ERROR(cells.Present(col.at("is_prefill"), "is_prefill"));
     const std::string_view prefill = cells.Text(col.at("is_prefill"));
     if (prefill != "True" && prefill != "False") {

@@ -20,7 +20,8 @@
 //   vidur attention CSV  Vidur's attention.csv: time_stats.attn_decode.median (batch_size
 //             sequences, kv_cache_size cached tokens each, one new token) and
 //             time_stats.attn_prefill.median (one chunk of prefill_chunk_size tokens after
-//             kv_cache_size cached ones), as attention_decode / attention_prefill.
+//             kv_cache_size cached ones), as attention_decode / attention_prefill;
+//             max_model_len, when present, as the rows' kv_capacity.
 // Vidur's files do not name their GPU: it comes from `device`, else from a catalog name in
 // the file name ("vidur_a100_..." -> a100-80gb).
 //
@@ -44,6 +45,9 @@ struct ProfileRow {
   int64_t batch = 1;
   int64_t context = 0;
   int32_t tp = 1;
+  // Decode attention: the KV length the kernel was launched for, when the profiler
+  // allocated more than the context (Vidur's max_model_len); 0: the context's.
+  int64_t kv_capacity = 0;
   double median_ms = 0;
   double p10_ms = 0;
   double p90_ms = 0;

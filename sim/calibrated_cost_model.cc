@@ -62,6 +62,9 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
                             (d.gpu.interconnect_gbps * 1e9 * r.interconnect_efficiency);
     transfer_latency_s_ = (pp - 1.0) * r.allreduce_latency_us * 1e-6;
   }
+  if (auto it = model.ops.find(Op::kAttentionDecode); it != model.ops.end() && it->second.split_kv) {
+    split_kv_sms_ = d.gpu.sm_count;
+  }
   overhead_s_ = step_overhead_ms * 1e-3;
   description_ = "calibrated on " + model.device + " (" + path + "); fitted: " +
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
@@ -83,6 +86,10 @@ double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
     const double n = CostedNewTokens(seq);
     const double cached = seq.num_computed_tokens;
     attention += all_single ? DecodeWork(shape_, cached) : PrefillWork(shape_, n, cached);
+  }
+  if (all_single && split_kv_sms_ > 0) {
+    AddSplitKvWork(attention, shape_, split_kv_sms_, 0, static_cast<int64_t>(plan.seqs.size()),
+                   [&](int64_t i) { return CostedContextLen(plan.seqs[static_cast<size_t>(i)]); });
   }
   double layer = OpSeconds(Of(all_single ? Op::kAttentionDecode : Op::kAttentionPrefill), attention);
   for (const Op op : per_layer_rows_) {
@@ -119,6 +126,12 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
   }
   auto model = ReadCalibratedModel(path);
   if (!model.ok()) return model.status();
+  if (auto it = model->ops.find(Op::kAttentionDecode);
+      it != model->ops.end() && it->second.split_kv && deployment.gpu.sm_count <= 0) {
+    return InvalidArgument("cost_model: " + path + " fits attention_decode in the split_kv form, "
+                           "which needs the GPU's SMs: hardware.gpu.sm_count (" +
+                           deployment.gpu.name + " has none)");
+  }
   // The default depends on the model file, so the resolved config records the value used.
   const double step_overhead_ms = params.GetDouble(
       "step_overhead_ms",

@@ -9,7 +9,10 @@
 //              does not have on its own (a separate residual_add, as Vidur profiles vLLM);
 //   attention: one kernel for the step, as servelab's engines launch it: decode
 //              attention over every sequence's context when each brings one token, else
-//              prefill attention over every chunk (a decode is a chunk of one);
+//              prefill attention over every chunk (a decode is a chunk of one); a decode
+//              fit in the split_kv form counts the batch's FlashAttention grid, its KV
+//              split over the longest sequence (vLLM's max_seqlen_k), on the
+//              deployment GPU's SMs (hardware.gpu.sm_count; required then);
 //   per step:  embedding (T), final_norm, lm_head and sampling (E emitting rows), the
 //              (pp - 1) stage transfers of the roofline, and a fixed step overhead.
 //
@@ -47,6 +50,7 @@ class CalibratedCostModel final : public CostModel {
 
   OpShape shape_;
   int32_t layers_ = 0;
+  int32_t split_kv_sms_ = 0;  // > 0: decode attention counts the split-KV grid on these SMs
   std::vector<OpCoefficients> coefficients_;  // by Op
   std::vector<Op> per_layer_rows_;  // token-scaled per-layer ops
   std::vector<Op> per_step_rows_;   // T-scaled: embedding

@@ -321,8 +321,20 @@ StatusOr<GpuSpec> DeviceSpec(const std::string& device) {
   return *gpu;
 }
 
+OpWork ProfileRowWork(Op op, const ProfileRow& row, const GpuSpec& gpu) {
+  const OpShape shape = ShapeOf(row);
+  OpWork work = ProfiledWork(op, shape, static_cast<double>(row.tokens),
+                             static_cast<double>(row.batch), static_cast<double>(row.context));
+  if (op == Op::kAttentionDecode) {
+    AddSplitKvWork(work, shape, gpu.sm_count, row.kv_capacity, row.batch,
+                   [&](int64_t) { return row.context + 1; });
+  }
+  return work;
+}
+
 std::string_view OpFit::FormName() const {
   if (InfoOf(op).form == OpForm::kStream) return "stream";
+  if (split_kv) return "split_kv";
   return additive ? "additive" : "roofline";
 }
 
@@ -341,6 +353,15 @@ OpCoefficients OpFit::On(const GpuSpec& gpu, const OpShape& shape) const {
     if (compute_efficiency > 0) c.s_per_flop = 1.0 / (peaks.flops_per_s * compute_efficiency);
     if (causal_efficiency > 0) c.s_per_causal_flop = 1.0 / (peaks.flops_per_s * causal_efficiency);
     c.s_per_row = per_row_us * 1e-6;
+  }
+  if (split_kv && gpu.sm_count > 0) {
+    // Efficiencies of one SM's share of the bandwidth: one CTA's rate alone, two CTAs'
+    // together.
+    const double sm_bytes_per_s = peaks.bytes_per_s / gpu.sm_count;
+    c.s_per_cta_byte = 1.0 / (sm_bytes_per_s * cta_memory_efficiency);
+    c.s_per_pair_byte = 2.0 / (sm_bytes_per_s * pair_memory_efficiency);
+    c.s_per_wave = wave_us * 1e-6;
+    c.combine_s = combine_us * 1e-6;
   }
   if (single_row_fitted) {
     c.has_single_row = true;
@@ -384,8 +405,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     for (const ProfileRow* r : rows) {
       Sample s;
       s.t = r->median_ms * 1e-3;
-      s.work = ProfiledWork(op, ShapeOf(*r), static_cast<double>(r->tokens),
-                            static_cast<double>(r->batch), static_cast<double>(r->context));
+      s.work = ProfileRowWork(op, *r, *gpu);
       (s.work.single_row ? single_row : samples).push_back(s);
     }
     const auto needed = static_cast<size_t>(coefficients * options.min_points_per_coefficient);
@@ -450,9 +470,47 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
         }
       }
     }
+    // The split-KV form: fixed, bytes, the grid's rounds, waves and combine kernel, one
+    // non-negative least squares; kept when it explains the rows better.
+    bool split_kv = false;
+    if (op == Op::kAttentionDecode && gpu->sm_count > 0) {
+      const size_t n = samples.size();
+      std::vector<std::vector<double>> columns(6, std::vector<double>(n, 0.0));
+      for (size_t i = 0; i < n; ++i) {
+        const OpWork& w = samples[i].work;
+        columns[0][i] = 1.0;
+        columns[1][i] = w.bytes;
+        columns[2][i] = w.pair_bytes;
+        columns[3][i] = w.single_bytes;
+        columns[4][i] = w.waves;
+        columns[5][i] = w.combine;
+      }
+      const std::vector<double> theta =
+          SolveNonNegative(columns, samples, {true, true, true, true, true, true});
+      Coefficients c;
+      c.additive = true;
+      c.fixed_s = theta[0];
+      c.s_per_byte = theta[1];
+      c.s_per_pair_byte = theta[2];
+      c.s_per_cta_byte = theta[3];
+      c.s_per_wave = theta[4];
+      c.combine_s = theta[5];
+      if (theta[2] > 0 && theta[3] > 0 && Objective(c, samples) < Objective(fit.c, samples) - tolerance) {
+        fit = FitResult{c, theta[1] > 0, false};
+        split_kv = true;
+      }
+    }
     OpFit f;
     f.op = op;
     f.row_tile = row_tile;
+    if (split_kv) {
+      f.split_kv = true;
+      const double sm_bytes_per_s = peaks.bytes_per_s / gpu->sm_count;
+      f.cta_memory_efficiency = 1.0 / (fit.c.s_per_cta_byte * sm_bytes_per_s);
+      f.pair_memory_efficiency = 2.0 / (fit.c.s_per_pair_byte * sm_bytes_per_s);
+      f.wave_us = fit.c.s_per_wave * 1e6;
+      f.combine_us = fit.c.combine_s * 1e6;
+    }
     if (fit.c.cache_bytes > 0) {
       f.cache_bytes = fit.c.cache_bytes;
       f.beyond_cache_memory_efficiency = 1.0 / (fit.c.s_per_byte_beyond_cache * peaks.bytes_per_s);
@@ -503,21 +561,19 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
 
 double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row) {
   const OpShape shape = ShapeOf(row);
-  const double tokens = static_cast<double>(row.tokens), batch = static_cast<double>(row.batch);
-  const double context = static_cast<double>(row.context);
   const bool decode = row.tokens == row.batch;  // every sequence brings one token
   double layer = 0, step = 0;
   for (const auto& [op, fit] : model.ops) {
     const OpCoefficients c = fit.On(gpu, shape);
     if (op == Op::kAttentionDecode || op == Op::kAttentionPrefill) {
       if ((op == Op::kAttentionDecode) != decode) continue;
-      layer += OpSeconds(c, ProfiledWork(op, shape, tokens, batch, context));
+      layer += OpSeconds(c, ProfileRowWork(op, row, gpu));
     } else if (InfoOf(op).scope == OpScope::kPerLayer) {
       if (op == Op::kAllReduce && row.tp == 1) continue;
       const double calls = op == Op::kAllReduce ? 2.0 : 1.0;
-      layer += calls * OpSeconds(c, ProfiledWork(op, shape, tokens, batch, context));
+      layer += calls * OpSeconds(c, ProfileRowWork(op, row, gpu));
     } else {
-      step += OpSeconds(c, ProfiledWork(op, shape, tokens, batch, context));
+      step += OpSeconds(c, ProfileRowWork(op, row, gpu));
     }
   }
   return step + layer * row.shape.num_hidden_layers;
@@ -569,10 +625,7 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
     }
     const OpShape shape = ShapeOf(row);
     const double predicted_ms =
-        1e3 * OpSeconds(fit->second.On(*gpu, shape),
-                        ProfiledWork(op, shape, static_cast<double>(row.tokens),
-                                     static_cast<double>(row.batch),
-                                     static_cast<double>(row.context)));
+        1e3 * OpSeconds(fit->second.On(*gpu, shape), ProfileRowWork(op, row, *gpu));
     errors[row.op].push_back((predicted_ms - row.median_ms) / row.median_ms);
     e.points.push_back(PointPrediction{row.op, row.tokens, row.batch, row.context, row.tp,
                                        row.median_ms, predicted_ms});
@@ -608,6 +661,11 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "#                                flops / (peak x compute_efficiency))\n"
          "#   stream ops:   fixed_us + bytes / (bandwidth x memory_efficiency)\n"
          "#   additive:     the roofline's terms summed, not max()ed (no overlap)\n"
+         "#   split_kv:     decode attention as FlashAttention's split-KV grid runs it:\n"
+         "#                 fixed_us + bytes / (bandwidth x memory_efficiency) + each wave's\n"
+         "#                 wave_us and longest CTA's bytes at cta_memory_efficiency (one CTA\n"
+         "#                 a SM) or pair_memory_efficiency (two) of bandwidth / SMs, +\n"
+         "#                 combine_us when split (sim/op_model.h)\n"
          "# with the work of sim/op_model.h and the peaks of `device` (a catalog GPU; for\n"
          "# cpu, 1 GB/s and 1 GFLOP/s). An efficiency marked `fitted: false` kept the\n"
          "# datasheet roofline's value: no measurement was bound by that term.\n";
@@ -634,6 +692,12 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
       out << "    per_row_us: " << FormatDouble(f.per_row_us) << "\n";
     }
     if (f.row_tile > 1) out << "    row_tile: " << f.row_tile << "\n";
+    if (f.split_kv) {
+      out << "    cta_memory_efficiency: " << YamlNumber(f.cta_memory_efficiency) << "\n";
+      out << "    pair_memory_efficiency: " << YamlNumber(f.pair_memory_efficiency) << "\n";
+      out << "    wave_us: " << FormatDouble(f.wave_us) << "\n";
+      out << "    combine_us: " << FormatDouble(f.combine_us) << "\n";
+    }
     if (f.cache_bytes > 0) {
       out << "    cache_bytes: " << FormatDouble(f.cache_bytes) << "\n";
       out << "    beyond_cache_memory_efficiency: "
@@ -733,6 +797,7 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
                 {"form", "fixed_us", "memory_efficiency", "memory_fitted", "compute_efficiency",
                  "compute_fitted", "causal_efficiency", "per_row_us", "points",
                  "single_row", "row_tile", "cache_bytes", "beyond_cache_memory_efficiency",
+                 "cta_memory_efficiency", "pair_memory_efficiency", "wave_us", "combine_us",
                  "in_sample_mape_pct"});
       const OpInfo& info = InfoOf(*op);
       OpFit f;
@@ -740,12 +805,30 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
       const std::string form = info.form == OpForm::kRoofline ? "roofline" : "stream";
       if (n["form"]) {
         const std::string given = n["form"].Scalar();
-        f.additive = given == "additive" && info.form == OpForm::kRoofline;
+        f.split_kv = given == "split_kv" && *op == Op::kAttentionDecode;
+        f.additive = (given == "additive" && info.form == OpForm::kRoofline) || f.split_kv;
         if (given != form && !f.additive) {
           Fail(path, n["form"], where + ".form",
                name + " is a " + form + " op" +
-                   (info.form == OpForm::kRoofline ? " (roofline or additive)" : ""));
+                   (*op == Op::kAttentionDecode ? " (roofline, additive or split_kv)"
+                    : info.form == OpForm::kRoofline ? " (roofline or additive)"
+                                                     : ""));
         }
+      }
+      for (const char* key :
+           {"cta_memory_efficiency", "pair_memory_efficiency", "wave_us", "combine_us"}) {
+        if (n[key] && !f.split_kv) {
+          Fail(path, n[key], where + "." + key, "only the split_kv form has it");
+        }
+        if (!n[key] && f.split_kv) Fail(path, n, where + "." + key, "missing (split_kv form)");
+      }
+      if (f.split_kv) {
+        f.cta_memory_efficiency = Number(path, n["cta_memory_efficiency"],
+                                         where + ".cta_memory_efficiency", 1e-9, kInf);
+        f.pair_memory_efficiency = Number(path, n["pair_memory_efficiency"],
+                                          where + ".pair_memory_efficiency", 1e-9, kInf);
+        f.wave_us = Number(path, n["wave_us"], where + ".wave_us", 0, 1e9);
+        f.combine_us = Number(path, n["combine_us"], where + ".combine_us", 0, 1e9);
       }
       for (const char* key : {"fixed_us", "memory_efficiency"}) {
         if (!n[key]) Fail(path, n, where + "." + key, "missing");

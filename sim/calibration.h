@@ -23,6 +23,9 @@
 //   cached      a stream op's bytes in two tiers, a knee at cache_bytes (the L2: small
 //               activations stay in it between kernels), chosen when one explains
 //               better; the knee is searched over the measured sizes;
+//   split_kv    decode attention as FlashAttention's split-KV kernel grids it
+//               (op_model.h), on a GPU whose SMs the catalog knows: fixed, bytes, and
+//               the grid's rounds, waves and combine kernel, one least squares;
 //   single row  a GEMM of one row is a matrix-vector product, another kernel (cuBLAS's
 //               gemv, Eigen's GEMV path): its rows get a stream fit of their own.
 // To tell a GEMM's fixed cost from its weight reads the profiles need two or more weight
@@ -67,6 +70,16 @@ struct OpFit {
   bool compute_fitted = false;
   bool additive = false;          // roofline ops: terms summed, not max()ed (op_model.h)
   int32_t row_tile = 1;           // GEMMs: rows computed in tiles of this many (op_model.h)
+  // attention_decode in the split_kv form (op_model.h): fixed + bytes at memory_efficiency
+  // + the kernel's grid terms: in each wave the longest CTA streams its K and V, at
+  // cta_memory_efficiency of one SM's share of the bandwidth (bandwidth / SMs) when the
+  // wave holds one CTA a SM, with its neighbour at pair_memory_efficiency (the two
+  // together) when two; each wave costs wave_us, the combine kernel combine_us.
+  bool split_kv = false;
+  double cta_memory_efficiency = 0;
+  double pair_memory_efficiency = 0;
+  double wave_us = 0;
+  double combine_us = 0;
   // Stream ops: bytes past cache_bytes run at beyond_cache_memory_efficiency (0: one tier).
   double cache_bytes = 0;
   double beyond_cache_memory_efficiency = 0;
@@ -77,7 +90,8 @@ struct OpFit {
   double single_row_fixed_us = 0;
   double single_row_memory_efficiency = 0;
   int64_t single_row_points = 0;
-  // "roofline", "additive" or "stream", as MODEL.yaml and calibration.json name it.
+  // "roofline", "additive", "split_kv" or "stream", as MODEL.yaml and calibration.json
+  // name it.
   std::string_view FormName() const;
   // The coefficients on `gpu` for `shape`'s dtypes.
   OpCoefficients On(const GpuSpec& gpu, const OpShape& shape) const;
@@ -143,6 +157,10 @@ struct Evaluation {
   std::vector<std::string> not_modelled;  // ops in the file the model has no fit for
   std::vector<PointPrediction> points;
 };
+
+// A profile row's work as the fit and the evaluation count it: ProfiledWork, and for
+// decode attention the split-KV grid on `gpu` (op_model.h; none when its SMs are unknown).
+OpWork ProfileRowWork(Op op, const ProfileRow& row, const GpuSpec& gpu);
 
 // Predicts every row of `table` whose op the model fits; rows measured as 0 are skipped.
 // The file's device must be a catalog GPU or the model's own device.

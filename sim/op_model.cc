@@ -35,11 +35,19 @@ Dims DimsOf(const OpShape& s) {
 }
 
 OpWork Gemm(double rows, double k, double n, double w, double a_in, double a_out) {
-  return OpWork{k * n * w + rows * (k * a_in + n * a_out), 2.0 * rows * k * n, 0, 0,
-                rows == 1.0, rows};
+  OpWork work;
+  work.bytes = k * n * w + rows * (k * a_in + n * a_out);
+  work.flops = 2.0 * rows * k * n;
+  work.single_row = rows == 1.0;
+  work.gemm_rows = rows;
+  return work;
 }
 
-OpWork Bytes(double bytes) { return OpWork{bytes, 0, 0, 0, false, 0}; }
+OpWork Bytes(double bytes) {
+  OpWork work;
+  work.bytes = bytes;
+  return work;
+}
 
 }  // namespace
 
@@ -71,14 +79,47 @@ OpWork RowsWork(Op op, const OpShape& shape, double t) {
 OpWork DecodeWork(const OpShape& shape, double context) {
   const Dims d = DimsOf(shape);
   const double attended = context + 1.0;
-  return OpWork{attended * 2.0 * d.kv * d.c + 2.0 * d.q * d.a, 4.0 * d.q * attended, 0, 1.0, false, 0};
+  OpWork work;
+  work.bytes = attended * 2.0 * d.kv * d.c + 2.0 * d.q * d.a;
+  work.flops = 4.0 * d.q * attended;
+  work.rows = 1.0;
+  return work;
 }
 
 OpWork PrefillWork(const OpShape& shape, double chunk, double context) {
   const Dims d = DimsOf(shape);
-  return OpWork{(context + chunk) * 2.0 * d.kv * d.c + 2.0 * chunk * d.q * d.a,
-                4.0 * d.q * chunk * context, 4.0 * d.q * chunk * (chunk + 1.0) / 2.0, chunk,
-                false, 0};
+  OpWork work;
+  work.bytes = (context + chunk) * 2.0 * d.kv * d.c + 2.0 * chunk * d.q * d.a;
+  work.flops = 4.0 * d.q * chunk * context;
+  work.causal_flops = 4.0 * d.q * chunk * (chunk + 1.0) / 2.0;
+  work.rows = chunk;
+  return work;
+}
+
+int64_t FlashDecodeSplits(int64_t ctas, int32_t sms, int64_t kv_blocks) {
+  // Enough CTAs to fill 80% of the SMs: no split.
+  if (ctas >= 0.8 * sms) return 1;
+  const int64_t most = std::min<int64_t>({128, sms, kv_blocks});
+  auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  // A split count that leaves the blocks per split as the one below it is not a choice
+  // (64 blocks in 11 or in 12 splits are both 6 a split).
+  auto eligible = [&](int64_t s) {
+    return s == 1 || ceil_div(kv_blocks, s) != ceil_div(kv_blocks, s - 1);
+  };
+  // Each choice's wave efficiency, the fraction of its last wave that is full; the
+  // fewest splits within 85% of the best.
+  auto efficiency = [&](int64_t s) {
+    const double waves = static_cast<double>(ctas * s) / sms;
+    return waves / std::ceil(waves);
+  };
+  double best = 0;
+  for (int64_t s = 1; s <= most; ++s) {
+    if (eligible(s)) best = std::max(best, efficiency(s));
+  }
+  for (int64_t s = 1; s <= most; ++s) {
+    if (eligible(s) && efficiency(s) >= 0.85 * best) return s;
+  }
+  return 1;
 }
 
 OpWork ProfiledWork(Op op, const OpShape& shape, double tokens, double batch, double context) {
@@ -109,14 +150,16 @@ double OpSeconds(const OpCoefficients& c, const OpWork& raw) {
   if (work.single_row && c.has_single_row) {
     return c.single_row_fixed_s + work.bytes * c.single_row_s_per_byte;
   }
+  const double kernel = work.pair_bytes * c.s_per_pair_byte + work.single_bytes * c.s_per_cta_byte +
+                        work.waves * c.s_per_wave + work.combine * c.combine_s;
   if (c.additive) {
     return c.fixed_s + c.MemorySeconds(work.bytes) + work.flops * c.s_per_flop +
-           work.causal_flops * c.s_per_causal_flop + work.rows * c.s_per_row;
+           work.causal_flops * c.s_per_causal_flop + work.rows * c.s_per_row + kernel;
   }
   return c.fixed_s +
          std::max(c.MemorySeconds(work.bytes),
                   work.flops * c.s_per_flop + work.causal_flops * c.s_per_causal_flop) +
-         work.rows * c.s_per_row;
+         work.rows * c.s_per_row + kernel;
 }
 
 OpPeaks PeaksOf(Op op, const GpuSpec& gpu, const OpShape& shape) {

@@ -16,6 +16,10 @@
 //   additive  the roofline form's terms summed instead of max()ed, for a kernel that
 //             does not overlap memory traffic with compute (a fit chooses it per op
 //             when it explains the measurements better: the CPU's GEMMs)
+//   split_kv  decode attention as FlashAttention-2's split-KV kernel runs it (below):
+//             fixed + bytes / (bandwidth x memory_efficiency)
+//                   + pair_bytes x s_per_pair_byte + single_bytes x s_per_cta_byte
+//                   + waves x s_per_wave + combine x combine_s
 // `fixed` is what a kernel costs whatever its size (launch, synchronisation, the tail of
 // a wave): the term a datasheet roofline lacks, which dominates small ops and high TP.
 // Only prefill attention has causal FLOPs (the new tokens attending to each other, which
@@ -38,6 +42,26 @@
 //   attention_prefill  a chunk of n new tokens after `context` cached ones: flops
 //       4 q n context (to the cached tokens), causal_flops 4 q n (n + 1) / 2, rows n,
 //       bytes (context + n) 2 kv c + 2 n q a
+// FlashAttention-2's decode kernel (flash-attn's num_splits_heuristic, which vLLM's and
+// Vidur's FlashAttention decode run) launches one CTA per (sequence, KV head, split of
+// the KV length into 128-token blocks); a batch too small to fill ~80% of the SMs is split
+// along the KV, and a second kernel combines the splits. Its time steps with the grid
+// the heuristic picks, not with the bytes: at Llama-2-70B TP 2 on an A100 (4 KV heads a
+// GPU), 21 sequences take 60% longer than 22 at short contexts (split, then not), and
+// every 216 CTAs (two resident a SM) add a wave. The kernel's work is counted as
+//   splits      the heuristic's, for seqs x kv_heads CTAs a split over the KV length (the
+//               longest sequence's, vLLM's max_seqlen_k; Vidur's profiler allocated
+//               max_model_len, which its rows carry)
+//   busy CTAs   kv_heads x the sum over sequences of the splits their tokens reach (a
+//               split past a sequence's end exits at once)
+//   cta_bytes   the K and V one CTA streams for the most whole blocks any streams:
+//               min(blocks a split, the longest's blocks) x 128 x 2 x head_dim x KV bytes
+//   waves       ceil(busy CTAs / (2 x SMs)): two CTAs a SM are resident at once; a wave
+//               of two a SM streams cta_bytes at one rate (pair_bytes: full waves x
+//               cta_bytes), a last wave of at most one a SM at another (single_bytes)
+//   combine     1 when split: the kernel that merges the splits' partial outputs
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -48,6 +72,7 @@
 #include "core/model_spec.h"
 #include "core/op.h"
 #include "driver/gpu_spec.h"
+#include "sim/memory.h"
 
 namespace servelab {
 
@@ -69,6 +94,13 @@ struct OpWork {
   // as a matrix-vector product, a kernel of its own (cuBLAS's gemv, Eigen's GEMV path).
   bool single_row = false;
   double gemm_rows = 0;  // a GEMM's M (its rows), for tile quantization; 0 otherwise
+  // Split-KV decode attention (AddSplitKvWork): the CTA bytes of its waves of two CTAs a
+  // SM and of its last wave of one, its waves, and 1 when the splits need the combine
+  // kernel. 0 for every other op.
+  double pair_bytes = 0;
+  double single_bytes = 0;
+  double waves = 0;
+  double combine = 0;
   OpWork& operator+=(const OpWork& o) {
     bytes += o.bytes;
     flops += o.flops;
@@ -77,7 +109,12 @@ struct OpWork {
     return *this;
   }
   OpWork operator*(double k) const {
-    return OpWork{bytes * k, flops * k, causal_flops * k, rows * k, false, 0};
+    OpWork w;
+    w.bytes = bytes * k;
+    w.flops = flops * k;
+    w.causal_flops = causal_flops * k;
+    w.rows = rows * k;
+    return w;
   }
 };
 
@@ -87,6 +124,16 @@ OpWork RowsWork(Op op, const OpShape& shape, double rows);
 // Attention, one sequence.
 OpWork DecodeWork(const OpShape& shape, double context);
 OpWork PrefillWork(const OpShape& shape, double chunk, double context);
+// FlashAttention-2's split-KV grid (the note above): the splits its heuristic chooses for
+// `ctas` CTAs a split on `sms` SMs over `kv_blocks` 128-token blocks (at most 128).
+int64_t FlashDecodeSplits(int64_t ctas, int32_t sms, int64_t kv_blocks);
+inline constexpr int64_t kFlashDecodeBlockTokens = 128;
+// The split-KV fields of a decode batch on `sms` SMs whose sequences attend `attended(i)`
+// tokens (cached + the new one), i < seqs; the split length is `kv_length` tokens, or the
+// longest sequence's when 0. Two passes over the sequences.
+template <class Attended>
+void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_length,
+                    int64_t seqs, Attended attended);
 // One profile row's work: `tokens` rows, or `batch` emitting rows for final_norm, lm_head
 // and sampling (a prefill chunk emits one row, a decode batch one per sequence); for
 // attention_decode, `batch` sequences at `context`; attention_prefill: one chunk of
@@ -116,6 +163,12 @@ struct OpCoefficients {
   // first cache_bytes cost s_per_byte each and the rest s_per_byte_beyond_cache.
   double cache_bytes = 0;
   double s_per_byte_beyond_cache = 0;
+  // Split-KV decode attention (the split_kv form): per CTA byte in a wave of two CTAs a
+  // SM and in a wave of one, per wave, and the combine kernel.
+  double s_per_pair_byte = 0;
+  double s_per_cta_byte = 0;
+  double s_per_wave = 0;
+  double combine_s = 0;
   // The memory term of `bytes`.
   double MemorySeconds(double bytes) const {
     if (cache_bytes <= 0 || bytes <= cache_bytes) return bytes * s_per_byte;
@@ -137,5 +190,40 @@ struct OpPeaks {
   double flops_per_s = 0;
 };
 OpPeaks PeaksOf(Op op, const GpuSpec& gpu, const OpShape& shape);
+
+template <class Attended>
+void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_length,
+                    int64_t seqs, Attended attended) {
+  if (seqs <= 0 || sms <= 0) return;
+  const int64_t kv_heads = KvHeadsPerGpu(shape.model, shape.tensor_parallel);
+  const int64_t q_per_kv = std::max<int64_t>(
+      1, shape.model.num_attention_heads / std::max<int64_t>(1, shape.model.num_key_value_heads));
+  // Decode with grouped queries runs each KV head's query heads as the rows of one tile
+  // of up to 64 (flash-attn's seqlen_q / ngroups swap).
+  const int64_t m_blocks = (q_per_kv + 63) / 64;
+  int64_t longest = 0;
+  for (int64_t i = 0; i < seqs; ++i) longest = std::max<int64_t>(longest, attended(i));
+  const int64_t length = kv_length > 0 ? kv_length : longest;
+  const int64_t blocks = (length + kFlashDecodeBlockTokens - 1) / kFlashDecodeBlockTokens;
+  const int64_t splits = FlashDecodeSplits(seqs * kv_heads * m_blocks, sms, blocks);
+  const int64_t per_split = (blocks + splits - 1) / splits;  // blocks a split covers
+  int64_t busy_splits = 0;
+  for (int64_t i = 0; i < seqs; ++i) {
+    const int64_t own = (attended(i) + kFlashDecodeBlockTokens - 1) / kFlashDecodeBlockTokens;
+    busy_splits += std::min(splits, (own + per_split - 1) / per_split);
+  }
+  const int64_t busy = busy_splits * kv_heads * m_blocks;
+  const int64_t resident = 2 * int64_t{sms};
+  const int64_t waves = (busy + resident - 1) / resident;
+  const bool last_single = busy - (waves - 1) * resident <= sms;
+  const int64_t longest_blocks = (longest + kFlashDecodeBlockTokens - 1) / kFlashDecodeBlockTokens;
+  const double cta_bytes = static_cast<double>(std::min(per_split, longest_blocks) *
+                                               kFlashDecodeBlockTokens) *
+                           2.0 * shape.model.HeadDim() * DTypeBytes(shape.kv_dtype);
+  work.pair_bytes += static_cast<double>(waves - (last_single ? 1 : 0)) * cta_bytes;
+  work.single_bytes += last_single ? cta_bytes : 0.0;
+  work.waves += static_cast<double>(waves);
+  work.combine += splits > 1 ? 1.0 : 0.0;
+}
 
 }  // namespace servelab

@@ -29,6 +29,7 @@ TEST(GpuCatalogTest, EveryEntryIsCostable) {
     EXPECT_GE(gpu.interconnect_gbps, gpu.pcie_gbps);
     EXPECT_GT(gpu.power_w, 0);
     EXPECT_GT(gpu.price_per_hour, 0);
+    EXPECT_GE(gpu.sm_count, 72);
   }
 }
 
@@ -38,6 +39,8 @@ TEST(GpuCatalogTest, DatasheetFigures) {
   EXPECT_DOUBLE_EQ(a100.mem_bandwidth_gbps, 2039);
   EXPECT_DOUBLE_EQ(a100.bf16_tflops, 312);
   EXPECT_DOUBLE_EQ(a100.fp8_tflops, 0);
+  EXPECT_EQ(a100.sm_count, 108);
+  EXPECT_EQ(FindGpu("h100-80gb")->sm_count, 132);
   EXPECT_DOUBLE_EQ(a100.interconnect_gbps, 300);
 
   const GpuSpec h100 = FindGpu("h100-80gb").value();

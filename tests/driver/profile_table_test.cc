@@ -99,10 +99,30 @@ TEST_F(ProfileTableTest, ReadsVidurAttention) {
   EXPECT_EQ(t->rows[0].tokens, 4);
   EXPECT_EQ(t->rows[0].context, 512);
   EXPECT_EQ(t->rows[0].shape.num_key_value_heads, 8);
+  EXPECT_EQ(t->rows[0].kv_capacity, 4096);  // max_model_len: the KV the kernel was given
   EXPECT_EQ(t->rows[1].op, "attention_prefill");
   EXPECT_EQ(t->rows[1].tokens, 1024);
   EXPECT_EQ(t->rows[1].context, 256);
   EXPECT_DOUBLE_EQ(t->rows[1].median_ms, 0.25);
+}
+
+// max_model_len is optional (0: the kernel saw the context), and must be a count.
+TEST_F(ProfileTableTest, VidurAttentionsMaxModelLenIsOptionalAndChecked) {
+  const std::string header =
+      "time_stats.attn_decode.min,time_stats.attn_decode.max,time_stats.attn_decode.median,"
+      "time_stats.attn_prefill.min,time_stats.attn_prefill.max,time_stats.attn_prefill.median,"
+      "n_embd,n_q_head,n_kv_head,num_tensor_parallel_workers,batch_size,prefill_chunk_size,"
+      "kv_cache_size,is_prefill";
+  auto without = ReadProfile(Write("vidur_a100_attention.csv",
+                                   header + "\n0.014,0.016,0.015,,,,8192,64,8,2,4,0,512,False\n"));
+  ASSERT_TRUE(without.ok()) << without.status().message();
+  EXPECT_EQ(without->rows[0].kv_capacity, 0);
+  auto bad = ReadProfile(
+      Write("vidur_a100_attention.csv",
+            header + ",max_model_len\n0.014,0.016,0.015,,,,8192,64,8,2,4,0,512,False,-3\n"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("vidur_a100_attention.csv:2:"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("max_model_len"));
 }
 
 TEST_F(ProfileTableTest, ServelabLayoutRoundTrips) {

@@ -1,0 +1,262 @@
+// FlashAttention-2's split-KV decode grid (sim/op_model.h): the heuristic's split counts
+// by hand, the grid's work for uniform and mixed batches by hand, the fit recovering a
+// known split_kv model exactly, and the calibrated cost model counting a batch's grid.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/params.h"
+#include "driver/gpu_catalog.h"
+#include "driver/model_catalog.h"
+#include "sim/calibrated_cost_model.h"
+#include "sim/calibration.h"
+#include "sim/op_model.h"
+
+namespace servelab {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Each case worked through flash-attn's rule: no split once the CTAs fill 80% of the
+// SMs; else, among the eligible split counts (those that change the blocks a split
+// covers), the fewest whose last-wave efficiency is within 85% of the best.
+TEST(SplitKvDecodeTest, TheHeuristicsSplitCountsByHand) {
+  // 4 CTAs (one sequence, 4 KV heads), 32 blocks: eligible 1-8, 11, 16, 32; all fit one
+  // wave of 108 except 32 (128 CTAs: 1.19 waves, 0.59). Best 16 x 4 / 108 = 0.593, and
+  // nothing below 16 reaches 0.85 of it (8: 0.296, 11: 0.407).
+  EXPECT_EQ(FlashDecodeSplits(4, 108, 32), 16);
+  // 44 CTAs: 7 splits are 308 CTAs, 2.85 waves, 0.951, the best; 0.85 of it is 0.808,
+  // which 2 splits (88 CTAs, 0.815) already reach.
+  EXPECT_EQ(FlashDecodeSplits(44, 108, 32), 2);
+  // 28 CTAs (7 sequences): eligible 1-8, 11, 16, 32; 11 splits are 308 CTAs, 2.85
+  // waves, 0.951, the best; 0.85 of it is 0.808: 1-6 splits reach at most 0.778 (3 and
+  // 6), 7 splits 196 CTAs = 1.81 waves, 0.907.
+  EXPECT_EQ(FlashDecodeSplits(28, 108, 32), 7);
+  // 88 CTAs >= 0.8 x 108 = 86.4: one split.
+  EXPECT_EQ(FlashDecodeSplits(88, 108, 32), 1);
+  // One block: nothing to split.
+  EXPECT_EQ(FlashDecodeSplits(4, 108, 1), 1);
+}
+
+OpShape Llama70bTp2() {
+  OpShape s;
+  s.model = *FindModel("llama-2-70b");  // 64 query heads, 8 KV heads, head_dim 128
+  s.tensor_parallel = 2;               // 4 KV heads a GPU
+  return s;
+}
+
+TEST(SplitKvDecodeTest, TheGridsWorkByHand) {
+  const OpShape s = Llama70bTp2();
+  const double token_bytes = 2 * 128 * 2;  // K and V of one KV head, bf16
+  {
+    // 22 sequences of 33 tokens, the KV split over 4,096 (32 blocks): 88 CTAs, no split;
+    // 88 busy CTAs are one wave of at most one a SM: a single wave of one block each.
+    OpWork w;
+    AddSplitKvWork(w, s, 108, 4096, 22, [](int64_t) { return int64_t{33}; });
+    EXPECT_EQ(w.single_bytes, 128 * token_bytes);
+    EXPECT_EQ(w.pair_bytes, 0);
+    EXPECT_EQ(w.waves, 1);
+    EXPECT_EQ(w.combine, 0);
+  }
+  {
+    // 11 sequences of 1,985 tokens (16 blocks): 44 CTAs a split, 2 splits of 16 blocks;
+    // both reach into every sequence: 88 busy CTAs, one wave of one a SM, 16 blocks.
+    OpWork w;
+    AddSplitKvWork(w, s, 108, 4096, 11, [](int64_t) { return int64_t{1985}; });
+    EXPECT_EQ(w.single_bytes, 16 * 128 * token_bytes);
+    EXPECT_EQ(w.waves, 1);
+    EXPECT_EQ(w.combine, 1);
+  }
+  {
+    // 30 sequences of 1,000 tokens split over 4,096: 120 CTAs, no split, 8 blocks each;
+    // 120 > 108 busy CTAs: one wave, two a SM on some.
+    OpWork w;
+    AddSplitKvWork(w, s, 108, 4096, 30, [](int64_t) { return int64_t{1000}; });
+    EXPECT_EQ(w.pair_bytes, 8 * 128 * token_bytes);
+    EXPECT_EQ(w.single_bytes, 0);
+    EXPECT_EQ(w.waves, 1);
+  }
+  {
+    // 60 of them: 240 CTAs, waves of 216: one full wave of pairs and a last one of 24.
+    OpWork w;
+    AddSplitKvWork(w, s, 108, 4096, 60, [](int64_t) { return int64_t{1000}; });
+    EXPECT_EQ(w.pair_bytes, 8 * 128 * token_bytes);
+    EXPECT_EQ(w.single_bytes, 8 * 128 * token_bytes);
+    EXPECT_EQ(w.waves, 2);
+  }
+  {
+    // A mixed batch split over its longest sequence (1,000 tokens: 8 blocks): 12 CTAs
+    // a split; eligible 1, 2, 3, 4, 8, and 8 splits (96 CTAs, 0.889) are the best and
+    // the first within 85%. One block a split: the sequences reach 1, 3 and 8 splits,
+    // 12 x 4 = 48 busy CTAs, one wave of one a SM, one block each.
+    const int64_t attended[] = {100, 300, 1000};
+    OpWork w;
+    AddSplitKvWork(w, s, 108, 0, 3, [&](int64_t i) { return attended[i]; });
+    EXPECT_EQ(w.single_bytes, 128 * token_bytes);
+    EXPECT_EQ(w.waves, 1);
+    EXPECT_EQ(w.combine, 1);
+  }
+}
+
+OpFit SplitTruth() {
+  OpFit f;
+  f.op = Op::kAttentionDecode;
+  f.additive = true;
+  f.split_kv = true;
+  f.fixed_us = 1.0;
+  f.memory_efficiency = 1.25;
+  f.compute_efficiency = std::numeric_limits<double>::infinity();
+  f.cta_memory_efficiency = 1.5;
+  f.pair_memory_efficiency = 2.0;
+  f.wave_us = 5.0;
+  f.combine_us = 6.0;
+  return f;
+}
+
+// Decode rows as Vidur's attention profile lays them out (batch 1..128, contexts to
+// 2,048, a KV cache allocated for 4,096 tokens), timed by a known split_kv model.
+ProfileTable Generate(const OpFit& truth) {
+  const GpuSpec gpu = *FindGpu("a100-80gb");
+  const OpShape s = Llama70bTp2();
+  ProfileTable table;
+  table.path = "decode.csv";
+  for (int64_t batch = 1; batch <= 128; batch += 3) {
+    for (int64_t context = 32; context <= 2048; context += 96) {
+      ProfileRow r;
+      r.device = "a100-80gb";
+      r.shape = s.model;
+      r.tp = 2;
+      r.op = "attention_decode";
+      r.tokens = r.batch = batch;
+      r.context = context;
+      r.kv_capacity = 4096;
+      r.median_ms = 1e3 * OpSeconds(truth.On(gpu, s), ProfileRowWork(Op::kAttentionDecode, r, gpu));
+      table.rows.push_back(r);
+    }
+  }
+  return table;
+}
+
+TEST(SplitKvDecodeTest, TheFitRecoversAKnownSplitKvModel) {
+  const OpFit truth = SplitTruth();
+  const ProfileTable table = Generate(truth);
+  auto model = FitProfiles({table});
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const OpFit& fit = model->ops.at(Op::kAttentionDecode);
+  EXPECT_EQ(fit.FormName(), "split_kv");
+  EXPECT_NEAR(fit.fixed_us, 1.0, 1e-6);
+  EXPECT_NEAR(fit.memory_efficiency, 1.25, 1e-7);
+  EXPECT_NEAR(fit.cta_memory_efficiency, 1.5, 1e-7);
+  EXPECT_NEAR(fit.pair_memory_efficiency, 2.0, 1e-7);
+  EXPECT_NEAR(fit.wave_us, 5.0, 1e-6);
+  EXPECT_NEAR(fit.combine_us, 6.0, 1e-6);
+  auto e = Evaluate(*model, table);
+  ASSERT_TRUE(e.ok());
+  EXPECT_LT(e->ops.at("attention_decode").max_error, 1e-6);
+  // The model file keeps the form and its coefficients.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("servelab_split_kv_" + std::to_string(::getpid()) + ".yaml"))
+                               .string();
+  std::ofstream(path) << CalibratedModelYaml(*model, {});
+  auto back = ReadCalibratedModel(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  const OpFit& b = back->ops.at(Op::kAttentionDecode);
+  EXPECT_TRUE(b.split_kv && b.additive);
+  EXPECT_EQ(b.pair_memory_efficiency, fit.pair_memory_efficiency);
+  EXPECT_EQ(b.combine_us, fit.combine_us);
+  EXPECT_EQ(CalibratedModelYaml(*back, {}), CalibratedModelYaml(*model, {}));
+  // Without the kernel's grid in the times (a plain fixed + bytes kernel), the fit keeps
+  // the plain form.
+  OpFit plain;
+  plain.op = Op::kAttentionDecode;
+  plain.fixed_us = 8;
+  plain.memory_efficiency = 0.7;
+  plain.compute_efficiency = 0.5;
+  auto other = FitProfiles({Generate(plain)});
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(other->ops.at(Op::kAttentionDecode).split_kv);
+}
+
+TEST(SplitKvDecodeTest, SplitKvKeysBelongToItsForm) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("servelab_split_kv_bad_" + std::to_string(::getpid()) + ".yaml"))
+                               .string();
+  std::ofstream(path) << "device: a100-80gb\nops:\n  attention_decode:\n    form: additive\n"
+                         "    fixed_us: 1\n    memory_efficiency: 1\n    compute_efficiency: 1\n"
+                         "    wave_us: 3\n";
+  auto wrong = ReadCalibratedModel(path);
+  EXPECT_THAT(wrong.status().message(),
+              HasSubstr(":8: ops.attention_decode.wave_us: only the split_kv form has it"));
+  std::ofstream(path) << "device: a100-80gb\nops:\n  attention_decode:\n    form: split_kv\n"
+                         "    fixed_us: 1\n    memory_efficiency: 1\n    compute_efficiency: 1\n"
+                         "    wave_us: 3\n";
+  auto missing = ReadCalibratedModel(path);
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("ops.attention_decode.cta_memory_efficiency: missing (split_kv form)"));
+  std::ofstream(path) << "device: a100-80gb\nops:\n  rope:\n    form: split_kv\n"
+                         "    fixed_us: 1\n    memory_efficiency: 1\n";
+  auto rope = ReadCalibratedModel(path);
+  EXPECT_THAT(rope.status().message(), HasSubstr("ops.rope.form: rope is a stream op"));
+  std::filesystem::remove(path);
+}
+
+// The simulator's decode steps count their own grid: the KV split over the batch's
+// longest sequence, on the deployment GPU's SMs; hand-computed for one batch, and a GPU
+// whose SMs are unknown is refused.
+TEST(SplitKvDecodeTest, TheCostModelCountsTheBatchsGrid) {
+  // Every op free but decode attention.
+  CalibratedModel model;
+  model.device = "a100-80gb";
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const OpInfo& info : AllOps()) {
+    OpFit f;
+    f.op = info.op;
+    f.memory_efficiency = f.compute_efficiency = f.causal_efficiency = inf;
+    model.ops[info.op] = f;
+  }
+  model.ops[Op::kAttentionDecode] = SplitTruth();
+  DeploymentSpec d;
+  d.model = *FindModel("llama-2-70b");
+  d.gpu = *FindGpu("a100-80gb");
+  d.tensor_parallel = 2;
+  const CalibratedCostModel cost(model, "m.yaml", d, 0);
+  // Two sequences of 300 and 1,000 cached tokens (301 and 1,001 attended; 8 blocks):
+  // 8 CTAs a split; eligible 1, 2, 3, 4, 8 splits, and 8 (64 CTAs, 0.593) is the best,
+  // which 4 (0.296) does not come within 85% of: one block a split. The sequences reach
+  // 3 and 8 splits: 44 busy CTAs, one wave of one a SM, streaming one block each.
+  Request a, b;
+  a.prompt_len = 300;
+  b.prompt_len = 1000;
+  a.target_output_len = b.target_output_len = 10;
+  StepPlan plan;
+  plan.seqs.push_back(ScheduledRequest{&a, 1, 300, true, false});
+  plan.seqs.push_back(ScheduledRequest{&b, 1, 1000, true, false});
+  const double bw = 2039e9;
+  // K and V of 4 KV heads x 128 for each attended token; each query (32 heads x 128)
+  // read and written.
+  const double bytes = (301 + 1001) * 2.0 * 4 * 128 * 2 + 2 * (2.0 * 32 * 128 * 2);
+  const double attention =
+      1e-6 + bytes / (bw * 1.25) + 128 * 512 / (bw / 108 * 1.5) + 5e-6 + 6e-6;
+  EXPECT_NEAR(cost.OpsSeconds(plan), 80 * attention, 1e-12);  // 80 layers
+  // A GPU without its SM count cannot count the grid.
+  DeploymentSpec custom = d;
+  custom.gpu.name = "my-gpu";
+  custom.gpu.sm_count = 0;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("servelab_split_kv_cm_" + std::to_string(::getpid()) + ".yaml"))
+                               .string();
+  std::ofstream(path) << CalibratedModelYaml(model, {});
+  const NamedParams named{"calibrated", {Param{"path", path, "e.yaml:3"}}, "cost_model", "e.yaml:3", "/"};
+  ParamReader params(named);
+  auto refused = MakeCalibratedCostModel(params, custom);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("hardware.gpu.sm_count (my-gpu has none)"));
+}
+
+}  // namespace
+}  // namespace servelab
