@@ -267,6 +267,8 @@ Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& h
   const auto max_model_len = std::find(header.begin(), header.end(), "max_model_len");
   const bool has_max_model_len = max_model_len != header.end();
   const auto max_model_len_at = static_cast<size_t>(max_model_len - header.begin());
+  const auto backend = std::find(header.begin(), header.end(), "attention_backend");
+  const auto backend_at = static_cast<size_t>(backend - header.begin());
   return ForEachDataLine(file, [&](const Cells& cells) -> Status {
     ProfileRow r;
     r.line = file.line_number();
@@ -275,6 +277,10 @@ Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& h
     if (has_max_model_len) {
       SERVELAB_RETURN_IF_ERROR(
           cells.Count(max_model_len_at, "max_model_len", r.kv_capacity, 1));
+    }
+    if (backend != header.end()) {
+      SERVELAB_RETURN_IF_ERROR(cells.Present(backend_at, "attention_backend"));
+      r.attention_backend = std::string(cells.Text(backend_at));
     }
     SERVELAB_RETURN_IF_ERROR(cells.Present(col.at("is_prefill"), "is_prefill"));
     const std::string_view prefill = cells.Text(col.at("is_prefill"));

@@ -21,7 +21,8 @@
 //             sequences, kv_cache_size cached tokens each, one new token) and
 //             time_stats.attn_prefill.median (one chunk of prefill_chunk_size tokens after
 //             kv_cache_size cached ones), as attention_decode / attention_prefill;
-//             max_model_len, when present, as the rows' kv_capacity.
+//             max_model_len and attention_backend, when present, as the rows'
+//             kv_capacity and attention_backend.
 // Vidur's files do not name their GPU: it comes from `device`, else from a catalog name in
 // the file name ("vidur_a100_..." -> a100-80gb).
 //
@@ -48,6 +49,9 @@ struct ProfileRow {
   // Decode attention: the KV length the kernel was launched for, when the profiler
   // allocated more than the context (Vidur's max_model_len); 0: the context's.
   int64_t kv_capacity = 0;
+  // Attention rows: the kernel library that ran them, when the file says (Vidur's
+  // attention_backend, e.g. "AttentionBackend.FLASH_ATTENTION"); "" otherwise.
+  std::string attention_backend;
   double median_ms = 0;
   double p10_ms = 0;
   double p90_ms = 0;

@@ -473,7 +473,13 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     // The split-KV form: fixed, bytes, the grid's rounds, waves and combine kernel, one
     // non-negative least squares; kept when it explains the rows better.
     bool split_kv = false;
-    if (op == Op::kAttentionDecode && gpu->sm_count > 0) {
+    // Only for rows FlashAttention ran (servelab's own CUDA decode partitions by its own
+    // rule, kernels/cuda/kernels.h, which this form does not count).
+    const bool flash_attention =
+        std::all_of(rows.begin(), rows.end(), [](const ProfileRow* r) {
+          return r->attention_backend.find("FLASH_ATTENTION") != std::string::npos;
+        });
+    if (op == Op::kAttentionDecode && gpu->sm_count > 0 && flash_attention) {
       const size_t n = samples.size();
       std::vector<std::vector<double>> columns(6, std::vector<double>(n, 0.0));
       for (size_t i = 0; i < n; ++i) {

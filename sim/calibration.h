@@ -24,8 +24,10 @@
 //               activations stay in it between kernels), chosen when one explains
 //               better; the knee is searched over the measured sizes;
 //   split_kv    decode attention as FlashAttention's split-KV kernel grids it
-//               (op_model.h), on a GPU whose SMs the catalog knows: fixed, bytes, and
-//               the grid's rounds, waves and combine kernel, one least squares;
+//               (op_model.h), for rows FlashAttention ran (Vidur's attention_backend) on
+//               a GPU whose SMs the catalog knows: fixed, bytes, and the grid's waves of
+//               one and two CTAs a SM, per wave, and the combine kernel, one least
+//               squares;
 //   single row  a GEMM of one row is a matrix-vector product, another kernel (cuBLAS's
 //               gemv, Eigen's GEMV path): its rows get a stream fit of their own.
 // To tell a GEMM's fixed cost from its weight reads the profiles need two or more weight

@@ -100,6 +100,7 @@ TEST_F(ProfileTableTest, ReadsVidurAttention) {
   EXPECT_EQ(t->rows[0].context, 512);
   EXPECT_EQ(t->rows[0].shape.num_key_value_heads, 8);
   EXPECT_EQ(t->rows[0].kv_capacity, 4096);  // max_model_len: the KV the kernel was given
+  EXPECT_EQ(t->rows[0].attention_backend, "FA");
   EXPECT_EQ(t->rows[1].op, "attention_prefill");
   EXPECT_EQ(t->rows[1].tokens, 1024);
   EXPECT_EQ(t->rows[1].context, 256);

@@ -133,6 +133,7 @@ ProfileTable Generate(const OpFit& truth) {
       r.tokens = r.batch = batch;
       r.context = context;
       r.kv_capacity = 4096;
+      r.attention_backend = "AttentionBackend.FLASH_ATTENTION";
       r.median_ms = 1e3 * OpSeconds(truth.On(gpu, s), ProfileRowWork(Op::kAttentionDecode, r, gpu));
       table.rows.push_back(r);
     }
@@ -169,6 +170,12 @@ TEST(SplitKvDecodeTest, TheFitRecoversAKnownSplitKvModel) {
   EXPECT_EQ(b.pair_memory_efficiency, fit.pair_memory_efficiency);
   EXPECT_EQ(b.combine_us, fit.combine_us);
   EXPECT_EQ(CalibratedModelYaml(*back, {}), CalibratedModelYaml(*model, {}));
+  // Rows another kernel ran (no FlashAttention backend named) are not given its grid.
+  ProfileTable unnamed = table;
+  for (ProfileRow& r : unnamed.rows) r.attention_backend.clear();
+  auto servelab_kernel = FitProfiles({unnamed});
+  ASSERT_TRUE(servelab_kernel.ok());
+  EXPECT_FALSE(servelab_kernel->ops.at(Op::kAttentionDecode).split_kv);
   // Without the kernel's grid in the times (a plain fixed + bytes kernel), the fit keeps
   // the plain form.
   OpFit plain;
