@@ -62,7 +62,8 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
                             (d.gpu.interconnect_gbps * 1e9 * r.interconnect_efficiency);
     transfer_latency_s_ = (pp - 1.0) * r.allreduce_latency_us * 1e-6;
   }
-  if (auto it = model.ops.find(Op::kAttentionDecode); it != model.ops.end() && it->second.split_kv) {
+  if (auto it = model.ops.find(Op::kAttentionDecode);
+      it != model.ops.end() && it->second.split_kv) {
     split_kv_sms_ = d.gpu.sm_count;
   }
   overhead_s_ = step_overhead_ms * 1e-3;

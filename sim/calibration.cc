@@ -470,16 +470,17 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
         }
       }
     }
-    // The split-KV form: fixed, bytes, the grid's rounds, waves and combine kernel, one
-    // non-negative least squares; kept when it explains the rows better.
+    // The split-KV form: fixed, bytes, the grid's CTA bytes in waves of two CTAs a SM and
+    // of one, its waves and its combine kernel, one non-negative least squares; kept when
+    // both CTA rates are identified (the rows have waves of each kind) and it explains the
+    // rows better. Only for rows FlashAttention ran: servelab's own CUDA decode partitions
+    // by a rule of its own (kernels/cuda/kernels.h), which this form does not count.
     bool split_kv = false;
-    // Only for rows FlashAttention ran (servelab's own CUDA decode partitions by its own
-    // rule, kernels/cuda/kernels.h, which this form does not count).
-    const bool flash_attention =
-        std::all_of(rows.begin(), rows.end(), [](const ProfileRow* r) {
-          return r->attention_backend.find("FLASH_ATTENTION") != std::string::npos;
-        });
-    if (op == Op::kAttentionDecode && gpu->sm_count > 0 && flash_attention) {
+    const auto flash_attention = [](const ProfileRow* r) {
+      return r->attention_backend.find("FLASH_ATTENTION") != std::string::npos;
+    };
+    if (op == Op::kAttentionDecode && gpu->sm_count > 0 &&
+        std::all_of(rows.begin(), rows.end(), flash_attention)) {
       const size_t n = samples.size();
       std::vector<std::vector<double>> columns(6, std::vector<double>(n, 0.0));
       for (size_t i = 0; i < n; ++i) {
@@ -501,7 +502,8 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
       c.s_per_cta_byte = theta[3];
       c.s_per_wave = theta[4];
       c.combine_s = theta[5];
-      if (theta[2] > 0 && theta[3] > 0 && Objective(c, samples) < Objective(fit.c, samples) - tolerance) {
+      if (theta[2] > 0 && theta[3] > 0 &&
+          Objective(c, samples) < Objective(fit.c, samples) - tolerance) {
         fit = FitResult{c, theta[1] > 0, false};
         split_kv = true;
       }

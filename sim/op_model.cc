@@ -150,8 +150,9 @@ double OpSeconds(const OpCoefficients& c, const OpWork& raw) {
   if (work.single_row && c.has_single_row) {
     return c.single_row_fixed_s + work.bytes * c.single_row_s_per_byte;
   }
-  const double kernel = work.pair_bytes * c.s_per_pair_byte + work.single_bytes * c.s_per_cta_byte +
-                        work.waves * c.s_per_wave + work.combine * c.combine_s;
+  const double kernel = work.pair_bytes * c.s_per_pair_byte +
+                        work.single_bytes * c.s_per_cta_byte + work.waves * c.s_per_wave +
+                        work.combine * c.combine_s;
   if (c.additive) {
     return c.fixed_s + c.MemorySeconds(work.bytes) + work.flops * c.s_per_flop +
            work.causal_flops * c.s_per_causal_flop + work.rows * c.s_per_row + kernel;

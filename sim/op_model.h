@@ -216,7 +216,8 @@ void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_
   const int64_t resident = 2 * int64_t{sms};
   const int64_t waves = (busy + resident - 1) / resident;
   const bool last_single = busy - (waves - 1) * resident <= sms;
-  const int64_t longest_blocks = (longest + kFlashDecodeBlockTokens - 1) / kFlashDecodeBlockTokens;
+  const int64_t longest_blocks =
+      (longest + kFlashDecodeBlockTokens - 1) / kFlashDecodeBlockTokens;
   const double cta_bytes = static_cast<double>(std::min(per_split, longest_blocks) *
                                                kFlashDecodeBlockTokens) *
                            2.0 * shape.model.HeadDim() * DTypeBytes(shape.kv_dtype);

@@ -257,7 +257,8 @@ TEST(SplitKvDecodeTest, TheCostModelCountsTheBatchsGrid) {
                             ("servelab_split_kv_cm_" + std::to_string(::getpid()) + ".yaml"))
                                .string();
   std::ofstream(path) << CalibratedModelYaml(model, {});
-  const NamedParams named{"calibrated", {Param{"path", path, "e.yaml:3"}}, "cost_model", "e.yaml:3", "/"};
+  const NamedParams named{"calibrated", {Param{"path", path, "e.yaml:3"}}, "cost_model",
+                          "e.yaml:3", "/"};
   ParamReader params(named);
   auto refused = MakeCalibratedCostModel(params, custom);
   std::filesystem::remove(path);
