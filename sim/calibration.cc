@@ -225,20 +225,22 @@ FitResult FitAdditive(const std::vector<Sample>& samples, const Coefficients& st
   return FitResult{c, theta[1] > 0, theta[2] > 0};
 }
 
-// The two-tier stream form for knees at up to 32 of the measured sizes: fixed + bytes
-// below the knee at one rate + bytes above it at another. Returns the best with its
-// objective (infinity when none fits).
-struct CachedFit {
+// Coefficients with their objective (infinity: no fit).
+struct ScoredFit {
   Coefficients c;
   double objective = std::numeric_limits<double>::infinity();
 };
 
-CachedFit FitCached(const std::vector<Sample>& samples) {
+// The two-tier stream form for knees at up to 32 of the measured sizes: fixed + bytes
+// below the knee at one rate + bytes above it at another. Returns the best with its
+// objective (infinity when none fits).
+
+ScoredFit FitCached(const std::vector<Sample>& samples) {
   std::vector<double> sizes;
   for (const Sample& s : samples) sizes.push_back(s.work.bytes);
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  CachedFit best;
+  ScoredFit best;
   if (sizes.size() < 6) return best;
   const size_t knees = std::min<size_t>(32, sizes.size() - 4);
   const size_t n = samples.size();
@@ -254,7 +256,7 @@ CachedFit FitCached(const std::vector<Sample>& samples) {
     }
     const std::vector<double> theta = SolveNonNegative(columns, samples, {true, true, true});
     if (theta[1] <= 0 || theta[2] <= 0) continue;
-    CachedFit fit;
+    ScoredFit fit;
     fit.c.fixed_s = theta[0];
     fit.c.s_per_byte = theta[1];
     fit.c.cache_bytes = knee;
@@ -263,6 +265,35 @@ CachedFit FitCached(const std::vector<Sample>& samples) {
     if (fit.objective < best.objective) best = fit;
   }
   return best;
+}
+
+// The split_kv form (op_model.h): fixed + bytes + the grid's CTA bytes in waves of two
+// CTAs a SM and of one + waves + the combine kernel, one non-negative least squares.
+// Infinite objective unless both CTA rates are identified (the rows have waves of each
+// kind).
+ScoredFit FitSplitKv(const std::vector<Sample>& samples) {
+  const size_t n = samples.size();
+  std::vector<std::vector<double>> columns(6, std::vector<double>(n, 0.0));
+  for (size_t i = 0; i < n; ++i) {
+    const OpWork& w = samples[i].work;
+    columns[0][i] = 1.0;
+    columns[1][i] = w.bytes;
+    columns[2][i] = w.pair_bytes;
+    columns[3][i] = w.single_bytes;
+    columns[4][i] = w.waves;
+    columns[5][i] = w.combine;
+  }
+  const std::vector<double> theta = SolveNonNegative(columns, samples, std::vector<bool>(6, true));
+  ScoredFit fit;
+  fit.c.additive = true;
+  fit.c.fixed_s = theta[0];
+  fit.c.s_per_byte = theta[1];
+  fit.c.s_per_pair_byte = theta[2];
+  fit.c.s_per_cta_byte = theta[3];
+  fit.c.s_per_wave = theta[4];
+  fit.c.combine_s = theta[5];
+  if (theta[2] > 0 && theta[3] > 0) fit.objective = Objective(fit.c, samples);
+  return fit;
 }
 
 // A stream fit (fixed + bytes) of a GEMM's single-row measurements; with fewer than
@@ -450,7 +481,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     };
     FitResult fit = fit_form(samples);
     if (info.form == OpForm::kStream) {
-      const CachedFit two_tier = FitCached(samples);
+      const ScoredFit two_tier = FitCached(samples);
       if (two_tier.objective < Objective(fit.c, samples) - tolerance) {
         fit = FitResult{two_tier.c, true, false};
       }
@@ -481,30 +512,9 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     };
     if (op == Op::kAttentionDecode && gpu->sm_count > 0 &&
         std::all_of(rows.begin(), rows.end(), flash_attention)) {
-      const size_t n = samples.size();
-      std::vector<std::vector<double>> columns(6, std::vector<double>(n, 0.0));
-      for (size_t i = 0; i < n; ++i) {
-        const OpWork& w = samples[i].work;
-        columns[0][i] = 1.0;
-        columns[1][i] = w.bytes;
-        columns[2][i] = w.pair_bytes;
-        columns[3][i] = w.single_bytes;
-        columns[4][i] = w.waves;
-        columns[5][i] = w.combine;
-      }
-      const std::vector<double> theta =
-          SolveNonNegative(columns, samples, {true, true, true, true, true, true});
-      Coefficients c;
-      c.additive = true;
-      c.fixed_s = theta[0];
-      c.s_per_byte = theta[1];
-      c.s_per_pair_byte = theta[2];
-      c.s_per_cta_byte = theta[3];
-      c.s_per_wave = theta[4];
-      c.combine_s = theta[5];
-      if (theta[2] > 0 && theta[3] > 0 &&
-          Objective(c, samples) < Objective(fit.c, samples) - tolerance) {
-        fit = FitResult{c, theta[1] > 0, false};
+      const ScoredFit grid = FitSplitKv(samples);
+      if (grid.objective < Objective(fit.c, samples) - tolerance) {
+        fit = FitResult{grid.c, grid.c.s_per_byte > 0, false};
         split_kv = true;
       }
     }

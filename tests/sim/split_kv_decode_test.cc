@@ -188,27 +188,27 @@ TEST(SplitKvDecodeTest, TheFitRecoversAKnownSplitKvModel) {
   EXPECT_FALSE(other->ops.at(Op::kAttentionDecode).split_kv);
 }
 
-TEST(SplitKvDecodeTest, SplitKvKeysBelongToItsForm) {
+// The message reading a model file of `ops` gives.
+std::string ReadError(const std::string& ops) {
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("servelab_split_kv_bad_" + std::to_string(::getpid()) + ".yaml"))
                                .string();
-  std::ofstream(path) << "device: a100-80gb\nops:\n  attention_decode:\n    form: additive\n"
-                         "    fixed_us: 1\n    memory_efficiency: 1\n    compute_efficiency: 1\n"
-                         "    wave_us: 3\n";
-  auto wrong = ReadCalibratedModel(path);
-  EXPECT_THAT(wrong.status().message(),
-              HasSubstr(":8: ops.attention_decode.wave_us: only the split_kv form has it"));
-  std::ofstream(path) << "device: a100-80gb\nops:\n  attention_decode:\n    form: split_kv\n"
-                         "    fixed_us: 1\n    memory_efficiency: 1\n    compute_efficiency: 1\n"
-                         "    wave_us: 3\n";
-  auto missing = ReadCalibratedModel(path);
-  EXPECT_THAT(missing.status().message(),
-              HasSubstr("ops.attention_decode.cta_memory_efficiency: missing (split_kv form)"));
-  std::ofstream(path) << "device: a100-80gb\nops:\n  rope:\n    form: split_kv\n"
-                         "    fixed_us: 1\n    memory_efficiency: 1\n";
-  auto rope = ReadCalibratedModel(path);
-  EXPECT_THAT(rope.status().message(), HasSubstr("ops.rope.form: rope is a stream op"));
+  std::ofstream(path) << "device: a100-80gb\nops:\n" + ops;
+  auto model = ReadCalibratedModel(path);
   std::filesystem::remove(path);
+  return model.ok() ? "(read)" : model.status().message();
+}
+
+TEST(SplitKvDecodeTest, SplitKvKeysBelongToItsForm) {
+  const std::string decode =
+      "  attention_decode:\n    fixed_us: 1\n    memory_efficiency: 1\n"
+      "    compute_efficiency: 1\n";
+  EXPECT_THAT(ReadError(decode + "    form: additive\n    wave_us: 3\n"),
+              HasSubstr(":8: ops.attention_decode.wave_us: only the split_kv form has it"));
+  EXPECT_THAT(ReadError(decode + "    form: split_kv\n    wave_us: 3\n"),
+              HasSubstr("ops.attention_decode.cta_memory_efficiency: missing (split_kv form)"));
+  EXPECT_THAT(ReadError("  rope:\n    form: split_kv\n    fixed_us: 1\n    memory_efficiency: 1\n"),
+              HasSubstr("ops.rope.form: rope is a stream op"));
 }
 
 // The simulator's decode steps count their own grid: the KV split over the batch's
