@@ -23,7 +23,9 @@ OpFit RooflineFit(Op op, const RooflineDefaults& d) {
 }  // namespace
 
 CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std::string& path,
-                                         const DeploymentSpec& d, double step_overhead_ms) {
+                                         const DeploymentSpec& d, double step_overhead_ms,
+                                         int64_t split_kv_length)
+    : split_kv_length_(split_kv_length) {
   shape_.model = d.model;
   shape_.tensor_parallel = d.tensor_parallel;
   shape_.weight_dtype = d.weight_dtype;
@@ -89,7 +91,8 @@ double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
     attention += all_single ? DecodeWork(shape_, cached) : PrefillWork(shape_, n, cached);
   }
   if (all_single && split_kv_sms_ > 0) {
-    AddSplitKvWork(attention, shape_, split_kv_sms_, 0, static_cast<int64_t>(plan.seqs.size()),
+    AddSplitKvWork(attention, shape_, split_kv_sms_, split_kv_length_,
+                   static_cast<int64_t>(plan.seqs.size()),
                    [&](int64_t i) { return CostedContextLen(plan.seqs[static_cast<size_t>(i)]); });
   }
   double layer = OpSeconds(Of(all_single ? Op::kAttentionDecode : Op::kAttentionPrefill), attention);
@@ -138,9 +141,23 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
       "step_overhead_ms",
       model->has_step_overhead ? model->step_overhead_us * 1e-3 : RooflineOptions{}.step_overhead_ms,
       kNonNegative);
+  const bool split_kv = model->ops.count(Op::kAttentionDecode) > 0 &&
+                        model->ops.at(Op::kAttentionDecode).split_kv;
+  // Read (so known) when it applies or was given; recorded in the resolved config only then.
+  const int64_t split_kv_length = split_kv || params.Has("split_kv_length")
+                                      ? params.GetInt("split_kv_length", 0, Bounds{0, 1 << 30})
+                                      : 0;
+  if (!split_kv && params.Has("split_kv_length")) {
+    std::string where = params.Named().where;
+    for (const Param& p : params.Named().params) {
+      if (p.key == "split_kv_length") where = p.where;
+    }
+    return InvalidArgument(where + ": " + params.Named().path + ".split_kv_length: " + path +
+                           " has no split_kv decode fit for it to apply to");
+  }
   SERVELAB_RETURN_IF_ERROR(params.Finish());
-  return std::unique_ptr<CostModel>(
-      std::make_unique<CalibratedCostModel>(*model, path, deployment, step_overhead_ms));
+  return std::unique_ptr<CostModel>(std::make_unique<CalibratedCostModel>(
+      *model, path, deployment, step_overhead_ms, split_kv_length));
 }
 
 }  // namespace servelab

@@ -25,6 +25,11 @@
 //   path              MODEL.yaml, relative to the experiment's folder (required)
 //   step_overhead_ms  >= 0; default the model's fitted step overhead, else the
 //                     roofline's 0.5 ms
+//   split_kv_length   tokens; with a split_kv decode fit, the KV length FlashAttention
+//                     splits: 0 (default) the batch's longest sequence (vLLM's
+//                     max_seqlen_k), or a fixed allocation (Vidur's profiler gave it
+//                     max_model_len)
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,7 +42,8 @@ namespace servelab {
 class CalibratedCostModel final : public CostModel {
  public:
   CalibratedCostModel(const CalibratedModel& model, const std::string& path,
-                      const DeploymentSpec& deployment, double step_overhead_ms);
+                      const DeploymentSpec& deployment, double step_overhead_ms,
+                      int64_t split_kv_length = 0);
 
   std::string_view Name() const override { return "calibrated"; }
   TimeNs StepTime(const StepPlan& plan) const override;
@@ -51,6 +57,7 @@ class CalibratedCostModel final : public CostModel {
   OpShape shape_;
   int32_t layers_ = 0;
   int32_t split_kv_sms_ = 0;  // > 0: decode attention counts the split-KV grid on these SMs
+  int64_t split_kv_length_ = 0;  // the KV length it splits; 0: the longest sequence's
   std::vector<OpCoefficients> coefficients_;  // by Op
   std::vector<Op> per_layer_rows_;  // token-scaled per-layer ops
   std::vector<Op> per_step_rows_;   // T-scaled: embedding

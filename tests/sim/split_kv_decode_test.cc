@@ -249,6 +249,14 @@ TEST(SplitKvDecodeTest, TheCostModelCountsTheBatchsGrid) {
   const double attention =
       1e-6 + bytes / (bw * 1.25) + 128 * 512 / (bw / 108 * 1.5) + 5e-6 + 6e-6;
   EXPECT_NEAR(cost.OpsSeconds(plan), 80 * attention, 1e-12);  // 80 layers
+  // The KV split over a fixed 4,096 (32 blocks), as Vidur's profiler allocated it: 8 CTAs
+  // a split; eligible 1-8, 11, 16, 32; 11 splits (88 CTAs, 0.815) are the best, and 8
+  // (0.593) falls short of 85% of it: 3 blocks a split. The sequences (3 and 8 blocks)
+  // reach 1 and 3 splits: 16 busy CTAs, one wave of one a SM, streaming 3 blocks.
+  const CalibratedCostModel allocated(model, "m.yaml", d, 0, /*split_kv_length=*/4096);
+  const double fixed_length =
+      1e-6 + bytes / (bw * 1.25) + 3 * 128 * 512 / (bw / 108 * 1.5) + 5e-6 + 6e-6;
+  EXPECT_NEAR(allocated.OpsSeconds(plan), 80 * fixed_length, 1e-12);
   // A GPU without its SM count cannot count the grid.
   DeploymentSpec custom = d;
   custom.gpu.name = "my-gpu";
@@ -259,11 +267,37 @@ TEST(SplitKvDecodeTest, TheCostModelCountsTheBatchsGrid) {
   std::ofstream(path) << CalibratedModelYaml(model, {});
   const NamedParams named{"calibrated", {Param{"path", path, "e.yaml:3"}}, "cost_model",
                           "e.yaml:3", "/"};
-  ParamReader params(named);
-  auto refused = MakeCalibratedCostModel(params, custom);
-  std::filesystem::remove(path);
+  auto refused = BuiltinCostModels().Make(named, custom);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("hardware.gpu.sm_count (my-gpu has none)"));
+  // split_kv_length: read with a split_kv fit (and bounded), refused without one.
+  const NamedParams length{
+      "calibrated",
+      {Param{"path", path, "e.yaml:3"}, Param{"split_kv_length", "4096", "e.yaml:4"}},
+      "cost_model", "e.yaml:3", "/"};
+  NamedParams resolved;
+  ASSERT_TRUE(BuiltinCostModels().Make(length, d, &resolved).ok());
+  ASSERT_EQ(resolved.params.size(), 3u);  // path, step_overhead_ms, split_kv_length
+  EXPECT_EQ(resolved.params[2].value, "4096");
+  const NamedParams negative{
+      "calibrated",
+      {Param{"path", path, "e.yaml:3"}, Param{"split_kv_length", "-1", "e.yaml:4"}},
+      "cost_model", "e.yaml:3", "/"};
+  auto out_of_range = BuiltinCostModels().Make(negative, d);
+  ASSERT_FALSE(out_of_range.ok());
+  EXPECT_THAT(out_of_range.status().message(), HasSubstr("split_kv_length"));
+  CalibratedModel plain = model;
+  plain.ops[Op::kAttentionDecode] = OpFit{};
+  plain.ops[Op::kAttentionDecode].op = Op::kAttentionDecode;
+  plain.ops[Op::kAttentionDecode].memory_efficiency = 1;
+  plain.ops[Op::kAttentionDecode].compute_efficiency = 1;
+  std::ofstream(path, std::ios::trunc) << CalibratedModelYaml(plain, {});
+  auto no_grid = BuiltinCostModels().Make(length, d);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(no_grid.ok());
+  EXPECT_THAT(no_grid.status().message(),
+              HasSubstr("e.yaml:4: cost_model.split_kv_length: " + path +
+                        " has no split_kv decode fit for it to apply to"));
 }
 
 }  // namespace
