@@ -128,6 +128,18 @@ StatusOr<HoldOut> ParseHoldOut(const std::string& text) {
   return h;
 }
 
+// GEMMs fitted on fewer than three weight matrices (OpFit::weight_sizes), named.
+std::string FewWeightSizes(const CalibratedModel& model) {
+  std::string names;
+  for (const auto& [op, f] : model.ops) {
+    if (f.weight_sizes > 0 && f.weight_sizes < 3) {
+      names += (names.empty() ? "" : ", ") + std::string(InfoOf(op).name) + " (" +
+               std::to_string(f.weight_sizes) + ")";
+    }
+  }
+  return names;
+}
+
 void PrintFit(const CalibratedModel& model, const Evaluation& in_sample) {
   std::printf("%-20s %-9s %7s %9s %8s %8s %9s %8s\n", "op", "form", "points", "fixed_us",
               "mem_eff", "comp_eff", "MAPE_%", "bias_%");
@@ -273,6 +285,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     o["fixed_us"] = f.fixed_us;
     o["memory_efficiency"] = f.memory_efficiency;
     o["memory_fitted"] = f.memory_fitted;
+    if (f.weight_sizes > 0) o["weight_sizes"] = f.weight_sizes;
     if (InfoOf(op).form == OpForm::kRoofline) {
       o["compute_efficiency"] = f.compute_efficiency;
       o["compute_fitted"] = f.compute_fitted;
@@ -310,6 +323,11 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   std::printf("fit on %s (%zu file%s, %zu rows)\n", model->device.c_str(), tables.size(),
               tables.size() == 1 ? "" : "s", everything.rows.size());
   PrintFit(*model, *in_sample);
+  if (const std::string few = FewWeightSizes(*model); !few.empty()) {
+    std::printf("note: GEMMs fitted on fewer than 3 weight sizes: %s; their fixed cost and "
+                "weight reads are barely told apart and may not carry to another shape: "
+                "profile another model shape or TP degree\n", few.c_str());
+  }
   for (const Evaluation& e : fitted) {
     std::printf("in sample  %s: per-layer MAPE %.2f%% (bias %+.2f%%, worst %.1f%%)%s\n",
                 e.file.c_str(), e.total.mape, e.total.bias, e.total.max_error, ByTp(e).c_str());

@@ -534,6 +534,11 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
       f.beyond_cache_memory_efficiency = 1.0 / (fit.c.s_per_byte_beyond_cache * peaks.bytes_per_s);
     }
     f.points = static_cast<int64_t>(samples.size());
+    if (IsGemm(op)) {
+      std::set<double> weights;
+      for (const ProfileRow* r : rows) weights.insert(RowsWork(op, ShapeOf(*r), 0).bytes);
+      f.weight_sizes = static_cast<int64_t>(weights.size());
+    }
     if (!single_row.empty()) {
       const Coefficients gemv =
           FitSingleRow(single_row, start, options.min_distinct_sizes);

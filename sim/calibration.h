@@ -86,6 +86,10 @@ struct OpFit {
   double cache_bytes = 0;
   double beyond_cache_memory_efficiency = 0;
   int64_t points = 0;
+  // GEMMs: the distinct weight matrices (K x N) the fit saw. Fixed cost and weight reads
+  // are collinear with one and told apart by two points with two: a fit on fewer than three
+  // may fold weight reads into its fixed cost, which does not carry to another shape.
+  int64_t weight_sizes = 0;
   // GEMMs: the matrix-vector kernel of single-row products, when the profile measured
   // enough of them (op_model.h's OpCoefficients::has_single_row).
   bool single_row_fitted = false;

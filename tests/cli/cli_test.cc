@@ -386,6 +386,9 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_THAT(c.out, HasSubstr("whole steps: MAPE"));
   EXPECT_THAT(ReadFile(dir_ / "m" / "calibration.json"), HasSubstr("\"step\""));
+  // One model shape at TP 1: each GEMM saw one weight matrix, and the fit says so.
+  EXPECT_THAT(c.out, HasSubstr("note: GEMMs fitted on fewer than 3 weight sizes: qkv_proj (1), "));
+  EXPECT_THAT(ReadFile(dir_ / "m" / "calibration.json"), HasSubstr("\"weight_sizes\": 1"));
 
   const fs::path out = dir_ / "v";
   const CliResult v = Run("validate " + exp.string() + " --cost-model " + fitted.string() +

@@ -72,6 +72,7 @@ TEST(CalibrationTest, RecoversAKnownRooflineOpExactly) {
   EXPECT_NEAR(fit.memory_efficiency, 0.78, 1e-9);
   EXPECT_NEAR(fit.compute_efficiency, 0.71, 1e-9);
   EXPECT_TRUE(fit.memory_fitted && fit.compute_fitted);
+  EXPECT_EQ(fit.weight_sizes, 4);  // Llama-2-7B's qkv at TP 1, 2, 4, 8
   auto e = Evaluate(*model, Generate(truth, 0.0));
   ASSERT_TRUE(e.ok());
   EXPECT_LT(e->ops.at("qkv_proj").max_error, 1e-6);
