@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string_view>
 
 #include "core/text.h"
@@ -30,8 +31,16 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kVidurMl
     {"add", "residual_add"},
 }};
 
+// Where an optional column is, if the header has it.
+std::optional<size_t> OptionalColumn(const std::vector<std::string_view>& header,
+                                     std::string_view name) {
+  const auto at = std::find(header.begin(), header.end(), name);
+  if (at == header.end()) return std::nullopt;
+  return static_cast<size_t>(at - header.begin());
+}
+
 bool HasColumn(const std::vector<std::string_view>& header, std::string_view name) {
-  return std::find(header.begin(), header.end(), name) != header.end();
+  return OptionalColumn(header, name).has_value();
 }
 
 // Reads the named cells of one line: numbers, counts, strings, each naming its column.
@@ -264,23 +273,19 @@ Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& h
   const VidurShape shape{col.at("n_embd"), col.at("n_q_head"), col.at("n_kv_head"),
                          col.at("num_tensor_parallel_workers")};
   // The KV length the profiler allocated (optional): FlashAttention's decode splits it.
-  const auto max_model_len = std::find(header.begin(), header.end(), "max_model_len");
-  const bool has_max_model_len = max_model_len != header.end();
-  const auto max_model_len_at = static_cast<size_t>(max_model_len - header.begin());
-  const auto backend = std::find(header.begin(), header.end(), "attention_backend");
-  const auto backend_at = static_cast<size_t>(backend - header.begin());
+  const std::optional<size_t> max_model_len = OptionalColumn(header, "max_model_len");
+  const std::optional<size_t> backend = OptionalColumn(header, "attention_backend");
   return ForEachDataLine(file, [&](const Cells& cells) -> Status {
     ProfileRow r;
     r.line = file.line_number();
     r.device = device;
     SERVELAB_RETURN_IF_ERROR(ReadVidurShape(cells, shape, "n_q_head", r));
-    if (has_max_model_len) {
-      SERVELAB_RETURN_IF_ERROR(
-          cells.Count(max_model_len_at, "max_model_len", r.kv_capacity, 1));
+    if (max_model_len) {
+      SERVELAB_RETURN_IF_ERROR(cells.Count(*max_model_len, "max_model_len", r.kv_capacity, 1));
     }
-    if (backend != header.end()) {
-      SERVELAB_RETURN_IF_ERROR(cells.Present(backend_at, "attention_backend"));
-      r.attention_backend = std::string(cells.Text(backend_at));
+    if (backend) {
+      SERVELAB_RETURN_IF_ERROR(cells.Present(*backend, "attention_backend"));
+      r.attention_backend = std::string(cells.Text(*backend));
     }
     SERVELAB_RETURN_IF_ERROR(cells.Present(col.at("is_prefill"), "is_prefill"));
     const std::string_view prefill = cells.Text(col.at("is_prefill"));

@@ -64,10 +64,7 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
                             (d.gpu.interconnect_gbps * 1e9 * r.interconnect_efficiency);
     transfer_latency_s_ = (pp - 1.0) * r.allreduce_latency_us * 1e-6;
   }
-  if (auto it = model.ops.find(Op::kAttentionDecode);
-      it != model.ops.end() && it->second.split_kv) {
-    split_kv_sms_ = d.gpu.sm_count;
-  }
+  if (model.SplitKvDecode()) split_kv_sms_ = d.gpu.sm_count;
   overhead_s_ = step_overhead_ms * 1e-3;
   description_ = "calibrated on " + model.device + " (" + path + "); fitted: " +
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
@@ -130,8 +127,8 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
   }
   auto model = ReadCalibratedModel(path);
   if (!model.ok()) return model.status();
-  if (auto it = model->ops.find(Op::kAttentionDecode);
-      it != model->ops.end() && it->second.split_kv && deployment.gpu.sm_count <= 0) {
+  const bool split_kv = model->SplitKvDecode();
+  if (split_kv && deployment.gpu.sm_count <= 0) {
     return InvalidArgument("cost_model: " + path + " fits attention_decode in the split_kv form, "
                            "which needs the GPU's SMs: hardware.gpu.sm_count (" +
                            deployment.gpu.name + " has none)");
@@ -141,8 +138,6 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
       "step_overhead_ms",
       model->has_step_overhead ? model->step_overhead_us * 1e-3 : RooflineOptions{}.step_overhead_ms,
       kNonNegative);
-  const bool split_kv = model->ops.count(Op::kAttentionDecode) > 0 &&
-                        model->ops.at(Op::kAttentionDecode).split_kv;
   // Read (so known) when it applies or was given; recorded in the resolved config only then.
   const int64_t split_kv_length = split_kv || params.Has("split_kv_length")
                                       ? params.GetInt("split_kv_length", 0, Bounds{0, 1 << 30})

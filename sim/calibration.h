@@ -109,6 +109,11 @@ struct CalibratedModel {
   std::map<Op, OpFit> ops;
   bool has_step_overhead = false;
   double step_overhead_us = 0;  // a whole step beyond its ops, from "step" rows
+  // Whether decode attention is fitted in the split_kv form (op_model.h).
+  bool SplitKvDecode() const {
+    const auto it = ops.find(Op::kAttentionDecode);
+    return it != ops.end() && it->second.split_kv;
+  }
 };
 
 struct FitOptions {

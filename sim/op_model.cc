@@ -106,18 +106,19 @@ int64_t FlashDecodeSplits(int64_t ctas, int32_t sms, int64_t kv_blocks) {
   auto eligible = [&](int64_t s) {
     return s == 1 || ceil_div(kv_blocks, s) != ceil_div(kv_blocks, s - 1);
   };
-  // Each choice's wave efficiency, the fraction of its last wave that is full; the
-  // fewest splits within 85% of the best.
-  auto efficiency = [&](int64_t s) {
-    const double waves = static_cast<double>(ctas * s) / sms;
-    return waves / std::ceil(waves);
-  };
+  // Each eligible choice's wave efficiency, the fraction of its last wave that is full
+  // (0: not a choice); the fewest splits within 85% of the best.
+  std::array<double, 129> efficiency{};
   double best = 0;
   for (int64_t s = 1; s <= most; ++s) {
-    if (eligible(s)) best = std::max(best, efficiency(s));
+    if (!eligible(s)) continue;
+    const double waves = static_cast<double>(ctas * s) / sms;
+    efficiency[static_cast<size_t>(s)] = waves / std::ceil(waves);
+    best = std::max(best, efficiency[static_cast<size_t>(s)]);
   }
   for (int64_t s = 1; s <= most; ++s) {
-    if (eligible(s) && efficiency(s) >= 0.85 * best) return s;
+    const double e = efficiency[static_cast<size_t>(s)];
+    if (e > 0 && e >= 0.85 * best) return s;
   }
   return 1;
 }
