@@ -157,8 +157,9 @@ void PrintFit(const CalibratedModel& model, const Evaluation& in_sample) {
                 f.memory_fitted ? " " : "*", comp, s.mape, s.bias);
     if (f.split_kv) {
       std::printf("  %-18s CTA memory efficiency %.3f alone, %.3f paired; wave %.2f us, "
-                  "combine %.2f us\n", "(split-KV grid)", f.cta_memory_efficiency,
-                  f.pair_memory_efficiency, f.wave_us, f.combine_us);
+                  "combine %.2f us + %.3f us a split\n", "(split-KV grid)",
+                  f.cta_memory_efficiency, f.pair_memory_efficiency, f.wave_us, f.combine_us,
+                  f.combine_per_split_us);
     }
     if (f.single_row_fitted) {
       std::printf("  %-18s %-9s %7lld %9.2f %7.3f  %8s\n", "(single row)", "stream",
@@ -295,6 +296,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       o["pair_memory_efficiency"] = f.pair_memory_efficiency;
       o["wave_us"] = f.wave_us;
       o["combine_us"] = f.combine_us;
+      o["combine_per_split_us"] = f.combine_per_split_us;
     }
     ops[std::string(InfoOf(op).name)] = o;
   }

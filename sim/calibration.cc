@@ -267,13 +267,13 @@ ScoredFit FitCached(const std::vector<Sample>& samples) {
   return best;
 }
 
-// The split_kv form (op_model.h): fixed + bytes + the grid's CTA bytes in waves of two
-// CTAs a SM and of one + waves + the combine kernel, one non-negative least squares.
+// The split_kv form (op_model.h): fixed + bytes + the grid's CTA bytes in a paired first
+// wave and in single ones + waves + the combine kernel, one non-negative least squares.
 // Infinite objective unless both CTA rates are identified (the rows have waves of each
 // kind).
 ScoredFit FitSplitKv(const std::vector<Sample>& samples) {
   const size_t n = samples.size();
-  std::vector<std::vector<double>> columns(6, std::vector<double>(n, 0.0));
+  std::vector<std::vector<double>> columns(7, std::vector<double>(n, 0.0));
   for (size_t i = 0; i < n; ++i) {
     const OpWork& w = samples[i].work;
     columns[0][i] = 1.0;
@@ -282,8 +282,9 @@ ScoredFit FitSplitKv(const std::vector<Sample>& samples) {
     columns[3][i] = w.single_bytes;
     columns[4][i] = w.waves;
     columns[5][i] = w.combine;
+    columns[6][i] = w.combine_splits;
   }
-  const std::vector<double> theta = SolveNonNegative(columns, samples, std::vector<bool>(6, true));
+  const std::vector<double> theta = SolveNonNegative(columns, samples, std::vector<bool>(7, true));
   ScoredFit fit;
   fit.c.additive = true;
   fit.c.fixed_s = theta[0];
@@ -292,6 +293,7 @@ ScoredFit FitSplitKv(const std::vector<Sample>& samples) {
   fit.c.s_per_cta_byte = theta[3];
   fit.c.s_per_wave = theta[4];
   fit.c.combine_s = theta[5];
+  fit.c.combine_s_per_split = theta[6];
   if (theta[2] > 0 && theta[3] > 0) fit.objective = Objective(fit.c, samples);
   return fit;
 }
@@ -393,6 +395,7 @@ OpCoefficients OpFit::On(const GpuSpec& gpu, const OpShape& shape) const {
     c.s_per_pair_byte = 2.0 / (sm_bytes_per_s * pair_memory_efficiency);
     c.s_per_wave = wave_us * 1e-6;
     c.combine_s = combine_us * 1e-6;
+    c.combine_s_per_split = combine_per_split_us * 1e-6;
   }
   if (single_row_fitted) {
     c.has_single_row = true;
@@ -501,8 +504,8 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
         }
       }
     }
-    // The split-KV form: fixed, bytes, the grid's CTA bytes in waves of two CTAs a SM and
-    // of one, its waves and its combine kernel, one non-negative least squares; kept when
+    // The split-KV form: fixed, bytes, the grid's CTA bytes in a paired first wave and in
+    // single ones, its waves and its combine kernel, one non-negative least squares; kept when
     // both CTA rates are identified (the rows have waves of each kind) and it explains the
     // rows better. Only for rows FlashAttention ran: servelab's own CUDA decode partitions
     // by a rule of its own (kernels/cuda/kernels.h), which this form does not count.
@@ -528,6 +531,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
       f.pair_memory_efficiency = 2.0 / (fit.c.s_per_pair_byte * sm_bytes_per_s);
       f.wave_us = fit.c.s_per_wave * 1e6;
       f.combine_us = fit.c.combine_s * 1e6;
+      f.combine_per_split_us = fit.c.combine_s_per_split * 1e6;
     }
     if (fit.c.cache_bytes > 0) {
       f.cache_bytes = fit.c.cache_bytes;
@@ -686,9 +690,11 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "#   additive:     the roofline's terms summed, not max()ed (no overlap)\n"
          "#   split_kv:     decode attention as FlashAttention's split-KV grid runs it:\n"
          "#                 fixed_us + bytes / (bandwidth x memory_efficiency) + each wave's\n"
-         "#                 wave_us and longest CTA's bytes at cta_memory_efficiency (one CTA\n"
-         "#                 a SM) or pair_memory_efficiency (two) of bandwidth / SMs, +\n"
-         "#                 combine_us when split (sim/op_model.h)\n"
+         "#                 wave_us and longest CTA's bytes at bandwidth / SMs x\n"
+         "#                 pair_memory_efficiency (a first wave with two busy CTAs on an\n"
+         "#                 SM) or cta_memory_efficiency (one; every later wave), +\n"
+         "#                 combine_us + combine_per_split_us x splits when split\n"
+         "#                 (sim/op_model.h)\n"
          "# with the work of sim/op_model.h and the peaks of `device` (a catalog GPU; for\n"
          "# cpu, 1 GB/s and 1 GFLOP/s). An efficiency marked `fitted: false` kept the\n"
          "# datasheet roofline's value: no measurement was bound by that term.\n";
@@ -720,6 +726,7 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
       out << "    pair_memory_efficiency: " << YamlNumber(f.pair_memory_efficiency) << "\n";
       out << "    wave_us: " << FormatDouble(f.wave_us) << "\n";
       out << "    combine_us: " << FormatDouble(f.combine_us) << "\n";
+      out << "    combine_per_split_us: " << FormatDouble(f.combine_per_split_us) << "\n";
     }
     if (f.cache_bytes > 0) {
       out << "    cache_bytes: " << FormatDouble(f.cache_bytes) << "\n";
@@ -821,7 +828,7 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
                  "compute_fitted", "causal_efficiency", "per_row_us", "points",
                  "single_row", "row_tile", "cache_bytes", "beyond_cache_memory_efficiency",
                  "cta_memory_efficiency", "pair_memory_efficiency", "wave_us", "combine_us",
-                 "in_sample_mape_pct"});
+                 "combine_per_split_us", "in_sample_mape_pct"});
       const OpInfo& info = InfoOf(*op);
       OpFit f;
       f.op = *op;
@@ -839,7 +846,8 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
         }
       }
       for (const char* key :
-           {"cta_memory_efficiency", "pair_memory_efficiency", "wave_us", "combine_us"}) {
+           {"cta_memory_efficiency", "pair_memory_efficiency", "wave_us", "combine_us",
+            "combine_per_split_us"}) {
         if (n[key] && !f.split_kv) {
           Fail(path, n[key], where + "." + key, "only the split_kv form has it");
         }
@@ -852,6 +860,8 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
                                           where + ".pair_memory_efficiency", 1e-9, kInf);
         f.wave_us = Number(path, n["wave_us"], where + ".wave_us", 0, 1e9);
         f.combine_us = Number(path, n["combine_us"], where + ".combine_us", 0, 1e9);
+        f.combine_per_split_us =
+            Number(path, n["combine_per_split_us"], where + ".combine_per_split_us", 0, 1e9);
       }
       for (const char* key : {"fixed_us", "memory_efficiency"}) {
         if (!n[key]) Fail(path, n, where + "." + key, "missing");

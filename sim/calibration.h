@@ -25,9 +25,9 @@
 //               better; the knee is searched over the measured sizes;
 //   split_kv    decode attention as FlashAttention's split-KV kernel grids it
 //               (op_model.h), for rows FlashAttention ran (Vidur's attention_backend) on
-//               a GPU whose SMs the catalog knows: fixed, bytes, and the grid's waves of
-//               one and two CTAs a SM, per wave, and the combine kernel, one least
-//               squares;
+//               a GPU whose SMs the catalog knows: fixed, bytes, the grid's first wave
+//               (paired or not) and later ones, per wave, and the combine kernel, one
+//               least squares;
 //   single row  a GEMM of one row is a matrix-vector product, another kernel (cuBLAS's
 //               gemv, Eigen's GEMV path): its rows get a stream fit of their own.
 // To tell a GEMM's fixed cost from its weight reads the profiles need two or more weight
@@ -73,15 +73,17 @@ struct OpFit {
   bool additive = false;          // roofline ops: terms summed, not max()ed (op_model.h)
   int32_t row_tile = 1;           // GEMMs: rows computed in tiles of this many (op_model.h)
   // attention_decode in the split_kv form (op_model.h): fixed + bytes at memory_efficiency
-  // + the kernel's grid terms: in each wave the longest CTA streams its K and V, at
-  // cta_memory_efficiency of one SM's share of the bandwidth (bandwidth / SMs) when the
-  // wave holds one CTA a SM, with its neighbour at pair_memory_efficiency (the two
-  // together) when two; each wave costs wave_us, the combine kernel combine_us.
+  // + the kernel's grid terms: the longest CTA streams its K and V in the first wave at
+  // pair_memory_efficiency of one SM's share of the bandwidth (bandwidth / SMs; the two
+  // together) when an SM was given two busy CTAs, else at cta_memory_efficiency (one
+  // alone), and once more at cta_memory_efficiency for each later wave; each wave costs
+  // wave_us, the combine kernel combine_us + combine_per_split_us a split.
   bool split_kv = false;
   double cta_memory_efficiency = 0;
   double pair_memory_efficiency = 0;
   double wave_us = 0;
   double combine_us = 0;
+  double combine_per_split_us = 0;
   // Stream ops: bytes past cache_bytes run at beyond_cache_memory_efficiency (0: one tier).
   double cache_bytes = 0;
   double beyond_cache_memory_efficiency = 0;

@@ -153,7 +153,8 @@ double OpSeconds(const OpCoefficients& c, const OpWork& raw) {
   }
   const double kernel = work.pair_bytes * c.s_per_pair_byte +
                         work.single_bytes * c.s_per_cta_byte + work.waves * c.s_per_wave +
-                        work.combine * c.combine_s;
+                        work.combine * c.combine_s +
+                        work.combine_splits * c.combine_s_per_split;
   if (c.additive) {
     return c.fixed_s + c.MemorySeconds(work.bytes) + work.flops * c.s_per_flop +
            work.causal_flops * c.s_per_causal_flop + work.rows * c.s_per_row + kernel;

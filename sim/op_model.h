@@ -20,6 +20,7 @@
 //             fixed + bytes / (bandwidth x memory_efficiency)
 //                   + pair_bytes x s_per_pair_byte + single_bytes x s_per_cta_byte
 //                   + waves x s_per_wave + combine x combine_s
+//                   + combine_splits x combine_s_per_split
 // `fixed` is what a kernel costs whatever its size (launch, synchronisation, the tail of
 // a wave): the term a datasheet roofline lacks, which dominates small ops and high TP.
 // Only prefill attention has causal FLOPs (the new tokens attending to each other, which
@@ -52,14 +53,30 @@
 //   splits      the heuristic's, for seqs x kv_heads CTAs a split over the KV length (the
 //               longest sequence's, vLLM's max_seqlen_k; Vidur's profiler allocated
 //               max_model_len, which its rows carry)
-//   busy CTAs   kv_heads x the sum over sequences of the splits their tokens reach (a
-//               split past a sequence's end exits at once)
+//   busy CTAs   those of the splits a sequence's tokens reach (a CTA of a split past a
+//               sequence's end exits at once)
 //   cta_bytes   the K and V one CTA streams for the most whole blocks any streams:
 //               min(blocks a split, the longest's blocks) x 128 x 2 x head_dim x KV bytes
-//   waves       ceil(busy CTAs / (2 x SMs)): two CTAs a SM are resident at once; a wave
-//               of two a SM streams cta_bytes at one rate (pair_bytes: full waves x
-//               cta_bytes), a last wave of at most one a SM at another (single_bytes)
-//   combine     1 when split: the kernel that merges the splits' partial outputs
+//   most        the most busy CTAs one SM is given by the block scheduler as modelled
+//               (MostBusyCtasOnOneSm): the CTAs in grid order (split before sequence x KV
+//               head), one a SM and then a second (two are resident a SM: their shared
+//               memory); an idle CTA's slot takes the next CTA at once, SM by SM; once
+//               every slot holds a busy CTA, the rest level the SMs as slots free. Which
+//               SMs the busy CTAs land on decides the time: 10 sequences split 5 ways
+//               (busy CTAs 0, 5, ..., 195 of 200) never share an SM, 16 split 3 ways
+//               (0, 3, ..., 189 of 192: the second round lands on the first's SMs) do,
+//               and take 45-80% longer than 22 unsplit sequences (combine included).
+//   waves       ceil(most / 2). The first wave's CTAs all start at the launch: when an SM
+//               holds two busy ones the wave streams cta_bytes at the paired rate
+//               (pair_bytes), else at the single CTA's (single_bytes). A later wave's
+//               CTAs start as slots free, staggered, and add one CTA's time at the single
+//               rate (single_bytes), their bytes beyond it running at the bandwidth (the
+//               bytes term): the A100's decode time steps at 108, 216 and 432 CTAs, not at
+//               324, where the second wave's CTAs start to pair.
+//   combine     1 when split: the kernel that merges the splits' partial outputs, and
+//               combine_splits, the splits it merges (each row reads every split's
+//               partial output): one sequence split 16 ways takes 2-3 us longer to
+//               combine than 2 ways
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -94,13 +111,14 @@ struct OpWork {
   // as a matrix-vector product, a kernel of its own (cuBLAS's gemv, Eigen's GEMV path).
   bool single_row = false;
   double gemm_rows = 0;  // a GEMM's M (its rows), for tile quantization; 0 otherwise
-  // Split-KV decode attention (AddSplitKvWork): the CTA bytes of its waves of two CTAs a
-  // SM and of its last wave of one, its waves, and 1 when the splits need the combine
-  // kernel. 0 for every other op.
+  // Split-KV decode attention (AddSplitKvWork): the CTA bytes of its paired first wave
+  // and of its single ones, its waves, 1 when the splits need the combine kernel, and the
+  // splits it combines. 0 for every other op.
   double pair_bytes = 0;
   double single_bytes = 0;
   double waves = 0;
   double combine = 0;
+  double combine_splits = 0;
   OpWork& operator+=(const OpWork& o) {
     bytes += o.bytes;
     flops += o.flops;
@@ -128,6 +146,11 @@ OpWork PrefillWork(const OpShape& shape, double chunk, double context);
 // `ctas` CTAs a split on `sms` SMs over `kv_blocks` 128-token blocks (at most 128).
 int64_t FlashDecodeSplits(int64_t ctas, int32_t sms, int64_t kv_blocks);
 inline constexpr int64_t kFlashDecodeBlockTokens = 128;
+inline constexpr int32_t kFlashDecodeResidentCtas = 2;  // a SM at once (its shared memory)
+// The most CTAs that stream KV one SM is given when `launched` CTAs, whose grid order
+// `is_busy(cta)` says which have KV to stream, are dispatched as the header above says.
+template <class IsBusy>
+int64_t MostBusyCtasOnOneSm(int32_t sms, int64_t launched, IsBusy is_busy);
 // The split-KV fields of a decode batch on `sms` SMs whose sequences attend `attended(i)`
 // tokens (cached + the new one), i < seqs; the split length is `kv_length` tokens, or the
 // longest sequence's when 0. Two passes over the sequences.
@@ -164,11 +187,12 @@ struct OpCoefficients {
   double cache_bytes = 0;
   double s_per_byte_beyond_cache = 0;
   // Split-KV decode attention (the split_kv form): per CTA byte in a wave of two CTAs a
-  // SM and in a wave of one, per wave, and the combine kernel.
+  // SM and in a wave of one, per wave, the combine kernel and its cost per split.
   double s_per_pair_byte = 0;
   double s_per_cta_byte = 0;
   double s_per_wave = 0;
   double combine_s = 0;
+  double combine_s_per_split = 0;
   // The memory term of `bytes`.
   double MemorySeconds(double bytes) const {
     if (cache_bytes <= 0 || bytes <= cache_bytes) return bytes * s_per_byte;
@@ -191,6 +215,50 @@ struct OpPeaks {
 };
 OpPeaks PeaksOf(Op op, const GpuSpec& gpu, const OpShape& shape);
 
+template <class IsBusy>
+int64_t MostBusyCtasOnOneSm(int32_t sms, int64_t launched, IsBusy is_busy) {
+  constexpr int32_t kResident = kFlashDecodeResidentCtas;
+  std::vector<int32_t> given(static_cast<size_t>(sms), 0);     // busy CTAs each SM got
+  std::vector<int32_t> resident(static_cast<size_t>(sms), 0);  // of them, still running
+  int64_t next = 0;
+  auto place = [&](int32_t sm) {
+    if (is_busy(next)) {
+      ++given[static_cast<size_t>(sm)];
+      ++resident[static_cast<size_t>(sm)];
+    }
+    ++next;
+  };
+  // The launch: one CTA a SM in grid order, then a second one a SM.
+  for (int32_t round = 0; round < kResident; ++round) {
+    for (int32_t sm = 0; sm < sms && next < launched; ++sm) place(sm);
+  }
+  // The idle CTAs exit at once; the freed slots take the next CTAs, SM by SM, each SM's
+  // slots filled before the next's. An SM whose slots all hold busy CTAs takes no more.
+  std::vector<int32_t> open;
+  for (int32_t sm = 0; sm < sms; ++sm) {
+    if (resident[static_cast<size_t>(sm)] < kResident) open.push_back(sm);
+  }
+  while (next < launched && !open.empty()) {
+    size_t still_open = 0;
+    for (const int32_t sm : open) {
+      for (int32_t slot = resident[static_cast<size_t>(sm)]; slot < kResident && next < launched;
+           ++slot) {
+        place(sm);
+      }
+      if (resident[static_cast<size_t>(sm)] < kResident) open[still_open++] = sm;
+    }
+    open.resize(still_open);
+  }
+  // Every slot holds a busy CTA: the rest start as those finish, levelling the SMs.
+  int64_t rest = 0;
+  for (; next < launched; ++next) rest += is_busy(next) ? 1 : 0;
+  const int64_t most = *std::max_element(given.begin(), given.end());
+  int64_t room = 0;
+  for (const int32_t g : given) room += most - g;
+  if (rest <= room) return most;
+  return most + (rest - room + sms - 1) / sms;
+}
+
 template <class Attended>
 void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_length,
                     int64_t seqs, Attended attended) {
@@ -201,30 +269,39 @@ void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_
   // Decode with grouped queries runs each KV head's query heads as the rows of one tile
   // of up to 64 (flash-attn's seqlen_q / ngroups swap).
   const int64_t m_blocks = (q_per_kv + 63) / 64;
+  auto blocks_of = [](int64_t tokens) {
+    return (tokens + kFlashDecodeBlockTokens - 1) / kFlashDecodeBlockTokens;
+  };
   int64_t longest = 0;
   for (int64_t i = 0; i < seqs; ++i) longest = std::max<int64_t>(longest, attended(i));
-  const int64_t length = kv_length > 0 ? kv_length : longest;
-  const int64_t blocks = (length + kFlashDecodeBlockTokens - 1) / kFlashDecodeBlockTokens;
+  const int64_t blocks = blocks_of(kv_length > 0 ? kv_length : longest);
   const int64_t splits = FlashDecodeSplits(seqs * kv_heads * m_blocks, sms, blocks);
   const int64_t per_split = (blocks + splits - 1) / splits;  // blocks a split covers
-  int64_t busy_splits = 0;
-  for (int64_t i = 0; i < seqs; ++i) {
-    const int64_t own = (attended(i) + kFlashDecodeBlockTokens - 1) / kFlashDecodeBlockTokens;
-    busy_splits += std::min(splits, (own + per_split - 1) / per_split);
-  }
-  const int64_t busy = busy_splits * kv_heads * m_blocks;
-  const int64_t resident = 2 * int64_t{sms};
-  const int64_t waves = (busy + resident - 1) / resident;
-  const bool last_single = busy - (waves - 1) * resident <= sms;
-  const int64_t longest_blocks =
-      (longest + kFlashDecodeBlockTokens - 1) / kFlashDecodeBlockTokens;
-  const double cta_bytes = static_cast<double>(std::min(per_split, longest_blocks) *
+  // The splits sequence i's tokens reach; a CTA of a split past them has nothing to do.
+  auto busy_splits = [&](int64_t i) {
+    return std::min(splits, (blocks_of(attended(i)) + per_split - 1) / per_split);
+  };
+  int64_t busy = 0;
+  for (int64_t i = 0; i < seqs; ++i) busy += busy_splits(i) * kv_heads * m_blocks;
+  const int64_t launched = seqs * kv_heads * m_blocks * splits;
+  // Grid order: the query-row tile fastest, then the split, then sequence x KV head.
+  const int64_t most =
+      busy == launched
+          ? (launched + sms - 1) / sms
+          : MostBusyCtasOnOneSm(sms, launched, [&](int64_t cta) {
+              const int64_t head_split = cta / m_blocks;
+              return head_split % splits < busy_splits(head_split / splits / kv_heads);
+            });
+  const int64_t waves = (most + kFlashDecodeResidentCtas - 1) / kFlashDecodeResidentCtas;
+  const bool paired = most >= 2;
+  const double cta_bytes = static_cast<double>(std::min(per_split, blocks_of(longest)) *
                                                kFlashDecodeBlockTokens) *
                            2.0 * shape.model.HeadDim() * DTypeBytes(shape.kv_dtype);
-  work.pair_bytes += static_cast<double>(waves - (last_single ? 1 : 0)) * cta_bytes;
-  work.single_bytes += last_single ? cta_bytes : 0.0;
+  work.pair_bytes += paired ? cta_bytes : 0.0;
+  work.single_bytes += static_cast<double>(waves - (paired ? 1 : 0)) * cta_bytes;
   work.waves += static_cast<double>(waves);
   work.combine += splits > 1 ? 1.0 : 0.0;
+  work.combine_splits += splits > 1 ? static_cast<double>(splits) : 0.0;
 }
 
 }  // namespace servelab

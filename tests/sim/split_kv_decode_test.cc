@@ -41,6 +41,29 @@ TEST(SplitKvDecodeTest, TheHeuristicsSplitCountsByHand) {
   EXPECT_EQ(FlashDecodeSplits(4, 108, 1), 1);
 }
 
+// The block scheduler as modelled (op_model.h), on small grids worked by hand.
+TEST(SplitKvDecodeTest, TheDispatchByHand) {
+  // 200 CTAs on 108 SMs, every fifth busy (10 sequences x 4 KV heads split 5 ways, each
+  // reaching its first split): the launch puts CTA i on SM i for i < 108 (busy on SMs 0,
+  // 5, ..., 105) and CTA 108 + i on SM i (busy 110, ..., 195 on SMs 2, 7, ..., 87): no SM
+  // has two.
+  EXPECT_EQ(MostBusyCtasOnOneSm(108, 200, [](int64_t c) { return c % 5 == 0; }), 1);
+  // 192 CTAs, every third busy (16 x 4 split 3 ways): the second round's busy CTAs 108,
+  // 111, ..., 189 land on SMs 0, 3, ..., 81, beside the first round's.
+  EXPECT_EQ(MostBusyCtasOnOneSm(108, 192, [](int64_t c) { return c % 3 == 0; }), 2);
+  // 4 SMs, 12 CTAs, busy 0, 9, 10: the launch places 0-3 and 4-7 (only SM 0 keeps one);
+  // the idle ones exit and the freed slots fill SM by SM: SM 0's one slot takes 8, SM 1's
+  // two take 9 and 10 (both busy), SM 2 takes 11. Filling one slot a SM at a time would
+  // have put 9 and 10 on SMs 1 and 2.
+  EXPECT_EQ(MostBusyCtasOnOneSm(4, 12, [](int64_t c) { return c == 0 || c == 9 || c == 10; }), 2);
+  // 3 SMs, CTA 4 alone idle among 10: the launch gives SMs 0 and 2 two busy CTAs, SM 1 one
+  // (and idle 4); SM 1's freed slot takes busy 6; every slot then holds a busy CTA, and
+  // the last three (7, 8, 9) level the SMs as slots free: one more each.
+  EXPECT_EQ(MostBusyCtasOnOneSm(3, 10, [](int64_t c) { return c != 4; }), 3);
+  // All busy: the CTAs spread evenly, ceil(7 / 2).
+  EXPECT_EQ(MostBusyCtasOnOneSm(2, 7, [](int64_t) { return true; }), 4);
+}
+
 OpShape Llama70bTp2() {
   OpShape s;
   s.model = *FindModel("llama-2-70b");  // 64 query heads, 8 KV heads, head_dim 128
@@ -60,6 +83,7 @@ TEST(SplitKvDecodeTest, TheGridsWorkByHand) {
     EXPECT_EQ(w.pair_bytes, 0);
     EXPECT_EQ(w.waves, 1);
     EXPECT_EQ(w.combine, 0);
+    EXPECT_EQ(w.combine_splits, 0);
   }
   {
     // 11 sequences of 1,985 tokens (16 blocks): 44 CTAs a split, 2 splits of 16 blocks;
@@ -69,6 +93,7 @@ TEST(SplitKvDecodeTest, TheGridsWorkByHand) {
     EXPECT_EQ(w.single_bytes, 16 * 128 * token_bytes);
     EXPECT_EQ(w.waves, 1);
     EXPECT_EQ(w.combine, 1);
+    EXPECT_EQ(w.combine_splits, 2);
   }
   {
     // 30 sequences of 1,000 tokens split over 4,096: 120 CTAs, no split, 8 blocks each;
@@ -80,12 +105,43 @@ TEST(SplitKvDecodeTest, TheGridsWorkByHand) {
     EXPECT_EQ(w.waves, 1);
   }
   {
-    // 60 of them: 240 CTAs, waves of 216: one full wave of pairs and a last one of 24.
+    // 60 of them: 240 CTAs, at most 3 a SM: a first wave of two a SM, then a second
+    // whose CTAs start as slots free, costing one CTA at the single rate.
     OpWork w;
     AddSplitKvWork(w, s, 108, 4096, 60, [](int64_t) { return int64_t{1000}; });
     EXPECT_EQ(w.pair_bytes, 8 * 128 * token_bytes);
     EXPECT_EQ(w.single_bytes, 8 * 128 * token_bytes);
     EXPECT_EQ(w.waves, 2);
+  }
+  {
+    // 100 of them: 400 CTAs, at most 4 a SM: two waves, the second paired on every SM
+    // but still staggered: one CTA at the single rate, as for 240.
+    OpWork w;
+    AddSplitKvWork(w, s, 108, 4096, 100, [](int64_t) { return int64_t{1000}; });
+    EXPECT_EQ(w.pair_bytes, 8 * 128 * token_bytes);
+    EXPECT_EQ(w.single_bytes, 8 * 128 * token_bytes);
+    EXPECT_EQ(w.waves, 2);
+  }
+  {
+    // 16 sequences of 100 tokens split over 4,096: 64 CTAs a split; 3 splits (192 CTAs,
+    // 0.889; 0.85 of the best, 32 splits' 0.998, is 0.848, which 2 (0.593) misses) of 11
+    // blocks. Each sequence reaches only its first: busy CTAs 0, 3, ..., 189, whose
+    // second round shares the first's SMs (TheDispatchByHand): a paired wave of one block.
+    OpWork w;
+    AddSplitKvWork(w, s, 108, 4096, 16, [](int64_t) { return int64_t{100}; });
+    EXPECT_EQ(w.pair_bytes, 128 * token_bytes);
+    EXPECT_EQ(w.single_bytes, 0);
+    EXPECT_EQ(w.waves, 1);
+    EXPECT_EQ(w.combine, 1);
+    EXPECT_EQ(w.combine_splits, 3);
+    // 10 of them: 40 CTAs a split, 5 splits (200 CTAs, 0.926; 2-4 splits reach at most
+    // 0.741), busy 0, 5, ..., 195: no SM gets two, a wave at the single rate.
+    OpWork ten;
+    AddSplitKvWork(ten, s, 108, 4096, 10, [](int64_t) { return int64_t{100}; });
+    EXPECT_EQ(ten.pair_bytes, 0);
+    EXPECT_EQ(ten.single_bytes, 128 * token_bytes);
+    EXPECT_EQ(ten.waves, 1);
+    EXPECT_EQ(ten.combine_splits, 5);
   }
   {
     // A mixed batch split over its longest sequence (1,000 tokens: 8 blocks): 12 CTAs
@@ -98,6 +154,7 @@ TEST(SplitKvDecodeTest, TheGridsWorkByHand) {
     EXPECT_EQ(w.single_bytes, 128 * token_bytes);
     EXPECT_EQ(w.waves, 1);
     EXPECT_EQ(w.combine, 1);
+    EXPECT_EQ(w.combine_splits, 8);
   }
 }
 
@@ -113,6 +170,7 @@ OpFit SplitTruth() {
   f.pair_memory_efficiency = 2.0;
   f.wave_us = 5.0;
   f.combine_us = 6.0;
+  f.combine_per_split_us = 0.5;
   return f;
 }
 
@@ -154,6 +212,7 @@ TEST(SplitKvDecodeTest, TheFitRecoversAKnownSplitKvModel) {
   EXPECT_NEAR(fit.pair_memory_efficiency, 2.0, 1e-7);
   EXPECT_NEAR(fit.wave_us, 5.0, 1e-6);
   EXPECT_NEAR(fit.combine_us, 6.0, 1e-6);
+  EXPECT_NEAR(fit.combine_per_split_us, 0.5, 1e-7);
   auto e = Evaluate(*model, table);
   ASSERT_TRUE(e.ok());
   EXPECT_LT(e->ops.at("attention_decode").max_error, 1e-6);
@@ -169,6 +228,7 @@ TEST(SplitKvDecodeTest, TheFitRecoversAKnownSplitKvModel) {
   EXPECT_TRUE(b.split_kv && b.additive);
   EXPECT_EQ(b.pair_memory_efficiency, fit.pair_memory_efficiency);
   EXPECT_EQ(b.combine_us, fit.combine_us);
+  EXPECT_EQ(b.combine_per_split_us, fit.combine_per_split_us);
   EXPECT_EQ(CalibratedModelYaml(*back, {}), CalibratedModelYaml(*model, {}));
   // Rows another kernel ran (no FlashAttention backend named) are not given its grid.
   ProfileTable unnamed = table;
@@ -207,6 +267,14 @@ TEST(SplitKvDecodeTest, SplitKvKeysBelongToItsForm) {
               HasSubstr(":8: ops.attention_decode.wave_us: only the split_kv form has it"));
   EXPECT_THAT(ReadError(decode + "    form: split_kv\n    wave_us: 3\n"),
               HasSubstr("ops.attention_decode.cta_memory_efficiency: missing (split_kv form)"));
+  EXPECT_THAT(ReadError(decode + "    form: split_kv\n    cta_memory_efficiency: 1\n"
+                                 "    pair_memory_efficiency: 2\n    wave_us: 3\n"
+                                 "    combine_us: 4\n"),
+              HasSubstr("ops.attention_decode.combine_per_split_us: missing (split_kv form)"));
+  EXPECT_THAT(ReadError(decode + "    form: split_kv\n    cta_memory_efficiency: 1\n"
+                                 "    pair_memory_efficiency: 2\n    wave_us: 3\n"
+                                 "    combine_us: 4\n    combine_per_split_us: -1\n"),
+              HasSubstr(":12: ops.attention_decode.combine_per_split_us"));
   EXPECT_THAT(ReadError("  rope:\n    form: split_kv\n    fixed_us: 1\n    memory_efficiency: 1\n"),
               HasSubstr("ops.rope.form: rope is a stream op"));
 }
@@ -234,7 +302,8 @@ TEST(SplitKvDecodeTest, TheCostModelCountsTheBatchsGrid) {
   // Two sequences of 300 and 1,000 cached tokens (301 and 1,001 attended; 8 blocks):
   // 8 CTAs a split; eligible 1, 2, 3, 4, 8 splits, and 8 (64 CTAs, 0.593) is the best,
   // which 4 (0.296) does not come within 85% of: one block a split. The sequences reach
-  // 3 and 8 splits: 44 busy CTAs, one wave of one a SM, streaming one block each.
+  // 3 and 8 splits: 44 busy CTAs, all in the launch's first round, one a SM, streaming one
+  // block each; the combine merges 8 splits.
   Request a, b;
   a.prompt_len = 300;
   b.prompt_len = 1000;
@@ -247,15 +316,16 @@ TEST(SplitKvDecodeTest, TheCostModelCountsTheBatchsGrid) {
   // read and written.
   const double bytes = (301 + 1001) * 2.0 * 4 * 128 * 2 + 2 * (2.0 * 32 * 128 * 2);
   const double attention =
-      1e-6 + bytes / (bw * 1.25) + 128 * 512 / (bw / 108 * 1.5) + 5e-6 + 6e-6;
+      1e-6 + bytes / (bw * 1.25) + 128 * 512 / (bw / 108 * 1.5) + 5e-6 + 6e-6 + 8 * 0.5e-6;
   EXPECT_NEAR(cost.OpsSeconds(plan), 80 * attention, 1e-12);  // 80 layers
   // The KV split over a fixed 4,096 (32 blocks), as Vidur's profiler allocated it: 8 CTAs
   // a split; eligible 1-8, 11, 16, 32; 11 splits (88 CTAs, 0.815) are the best, and 8
   // (0.593) falls short of 85% of it: 3 blocks a split. The sequences (3 and 8 blocks)
-  // reach 1 and 3 splits: 16 busy CTAs, one wave of one a SM, streaming 3 blocks.
+  // reach 1 and 3 splits: 16 busy CTAs, one a SM, streaming 3 blocks; 11 splits combined.
   const CalibratedCostModel allocated(model, "m.yaml", d, 0, /*split_kv_length=*/4096);
   const double fixed_length =
-      1e-6 + bytes / (bw * 1.25) + 3 * 128 * 512 / (bw / 108 * 1.5) + 5e-6 + 6e-6;
+      1e-6 + bytes / (bw * 1.25) + 3 * 128 * 512 / (bw / 108 * 1.5) + 5e-6 + 6e-6 +
+      11 * 0.5e-6;
   EXPECT_NEAR(allocated.OpsSeconds(plan), 80 * fixed_length, 1e-12);
   // A GPU without its SM count cannot count the grid.
   DeploymentSpec custom = d;
