@@ -218,6 +218,7 @@ OpPeaks PeaksOf(Op op, const GpuSpec& gpu, const OpShape& shape);
 template <class IsBusy>
 int64_t MostBusyCtasOnOneSm(int32_t sms, int64_t launched, IsBusy is_busy) {
   constexpr int32_t kResident = kFlashDecodeResidentCtas;
+  if (sms <= 0 || launched <= 0) return 0;
   std::vector<int32_t> given(static_cast<size_t>(sms), 0);     // busy CTAs each SM got
   std::vector<int32_t> resident(static_cast<size_t>(sms), 0);  // of them, still running
   int64_t next = 0;

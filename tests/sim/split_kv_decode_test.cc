@@ -62,6 +62,9 @@ TEST(SplitKvDecodeTest, TheDispatchByHand) {
   EXPECT_EQ(MostBusyCtasOnOneSm(3, 10, [](int64_t c) { return c != 4; }), 3);
   // All busy: the CTAs spread evenly, ceil(7 / 2).
   EXPECT_EQ(MostBusyCtasOnOneSm(2, 7, [](int64_t) { return true; }), 4);
+  // Nothing launched, or no SMs: nothing given.
+  EXPECT_EQ(MostBusyCtasOnOneSm(108, 0, [](int64_t) { return true; }), 0);
+  EXPECT_EQ(MostBusyCtasOnOneSm(0, 5, [](int64_t) { return true; }), 0);
 }
 
 OpShape Llama70bTp2() {
