@@ -268,12 +268,13 @@ ScoredFit FitCached(const std::vector<Sample>& samples) {
 }
 
 // The split_kv form (op_model.h): fixed + bytes + the grid's CTA bytes in a paired first
-// wave and in single ones + waves + the combine kernel, one non-negative least squares.
+// wave and in single ones + waves + the combine kernel + per sequence (row), one
+// non-negative least squares.
 // Infinite objective unless both CTA rates are identified (the rows have waves of each
 // kind).
 ScoredFit FitSplitKv(const std::vector<Sample>& samples) {
   const size_t n = samples.size();
-  std::vector<std::vector<double>> columns(7, std::vector<double>(n, 0.0));
+  std::vector<std::vector<double>> columns(8, std::vector<double>(n, 0.0));
   for (size_t i = 0; i < n; ++i) {
     const OpWork& w = samples[i].work;
     columns[0][i] = 1.0;
@@ -283,8 +284,9 @@ ScoredFit FitSplitKv(const std::vector<Sample>& samples) {
     columns[4][i] = w.waves;
     columns[5][i] = w.combine;
     columns[6][i] = w.combine_splits;
+    columns[7][i] = w.rows;
   }
-  const std::vector<double> theta = SolveNonNegative(columns, samples, std::vector<bool>(7, true));
+  const std::vector<double> theta = SolveNonNegative(columns, samples, std::vector<bool>(8, true));
   ScoredFit fit;
   fit.c.additive = true;
   fit.c.fixed_s = theta[0];
@@ -294,6 +296,7 @@ ScoredFit FitSplitKv(const std::vector<Sample>& samples) {
   fit.c.s_per_wave = theta[4];
   fit.c.combine_s = theta[5];
   fit.c.combine_s_per_split = theta[6];
+  fit.c.s_per_row = theta[7];
   if (theta[2] > 0 && theta[3] > 0) fit.objective = Objective(fit.c, samples);
   return fit;
 }
@@ -693,8 +696,8 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "#                 wave_us and longest CTA's bytes at bandwidth / SMs x\n"
          "#                 pair_memory_efficiency (a first wave with two busy CTAs on an\n"
          "#                 SM) or cta_memory_efficiency (one; every later wave), +\n"
-         "#                 combine_us + combine_per_split_us x splits when split\n"
-         "#                 (sim/op_model.h)\n"
+         "#                 combine_us + combine_per_split_us x splits when split, +\n"
+         "#                 per_row_us a sequence (sim/op_model.h)\n"
          "# with the work of sim/op_model.h and the peaks of `device` (a catalog GPU; for\n"
          "# cpu, 1 GB/s and 1 GFLOP/s). An efficiency marked `fitted: false` kept the\n"
          "# datasheet roofline's value: no measurement was bound by that term.\n";

@@ -26,8 +26,8 @@
 //   split_kv    decode attention as FlashAttention's split-KV kernel grids it
 //               (op_model.h), for rows FlashAttention ran (Vidur's attention_backend) on
 //               a GPU whose SMs the catalog knows: fixed, bytes, the grid's first wave
-//               (paired or not) and later ones, per wave, and the combine kernel, one
-//               least squares;
+//               (paired or not) and later ones, per wave, the combine kernel and per
+//               sequence, one least squares;
 //   single row  a GEMM of one row is a matrix-vector product, another kernel (cuBLAS's
 //               gemv, Eigen's GEMV path): its rows get a stream fit of their own.
 // To tell a GEMM's fixed cost from its weight reads the profiles need two or more weight

@@ -20,7 +20,7 @@
 //             fixed + bytes / (bandwidth x memory_efficiency)
 //                   + pair_bytes x s_per_pair_byte + single_bytes x s_per_cta_byte
 //                   + waves x s_per_wave + combine x combine_s
-//                   + combine_splits x combine_s_per_split
+//                   + combine_splits x combine_s_per_split + rows x s_per_row
 // `fixed` is what a kernel costs whatever its size (launch, synchronisation, the tail of
 // a wave): the term a datasheet roofline lacks, which dominates small ops and high TP.
 // Only prefill attention has causal FLOPs (the new tokens attending to each other, which
@@ -73,6 +73,7 @@
 //               rate (single_bytes), their bytes beyond it running at the bandwidth (the
 //               bytes term): the A100's decode time steps at 108, 216 and 432 CTAs, not at
 //               324, where the second wave's CTAs start to pair.
+//   rows        the sequences (each one query row: its query, output and block table)
 //   combine     1 when split: the kernel that merges the splits' partial outputs, and
 //               combine_splits, the splits it merges (each row reads every split's
 //               partial output): one sequence split 16 ways takes 2-3 us longer to

@@ -174,6 +174,7 @@ OpFit SplitTruth() {
   f.wave_us = 5.0;
   f.combine_us = 6.0;
   f.combine_per_split_us = 0.5;
+  f.per_row_us = 0.2;  // a sequence's query, output and block table
   return f;
 }
 
@@ -216,6 +217,7 @@ TEST(SplitKvDecodeTest, TheFitRecoversAKnownSplitKvModel) {
   EXPECT_NEAR(fit.wave_us, 5.0, 1e-6);
   EXPECT_NEAR(fit.combine_us, 6.0, 1e-6);
   EXPECT_NEAR(fit.combine_per_split_us, 0.5, 1e-7);
+  EXPECT_NEAR(fit.per_row_us, 0.2, 1e-7);
   auto e = Evaluate(*model, table);
   ASSERT_TRUE(e.ok());
   EXPECT_LT(e->ops.at("attention_decode").max_error, 1e-6);
@@ -319,7 +321,8 @@ TEST(SplitKvDecodeTest, TheCostModelCountsTheBatchsGrid) {
   // read and written.
   const double bytes = (301 + 1001) * 2.0 * 4 * 128 * 2 + 2 * (2.0 * 32 * 128 * 2);
   const double attention =
-      1e-6 + bytes / (bw * 1.25) + 128 * 512 / (bw / 108 * 1.5) + 5e-6 + 6e-6 + 8 * 0.5e-6;
+      1e-6 + bytes / (bw * 1.25) + 128 * 512 / (bw / 108 * 1.5) + 5e-6 + 6e-6 + 8 * 0.5e-6 +
+      2 * 0.2e-6;
   EXPECT_NEAR(cost.OpsSeconds(plan), 80 * attention, 1e-12);  // 80 layers
   // The KV split over a fixed 4,096 (32 blocks), as Vidur's profiler allocated it: 8 CTAs
   // a split; eligible 1-8, 11, 16, 32; 11 splits (88 CTAs, 0.815) are the best, and 8
@@ -328,7 +331,7 @@ TEST(SplitKvDecodeTest, TheCostModelCountsTheBatchsGrid) {
   const CalibratedCostModel allocated(model, "m.yaml", d, 0, /*split_kv_length=*/4096);
   const double fixed_length =
       1e-6 + bytes / (bw * 1.25) + 3 * 128 * 512 / (bw / 108 * 1.5) + 5e-6 + 6e-6 +
-      11 * 0.5e-6;
+      11 * 0.5e-6 + 2 * 0.2e-6;
   EXPECT_NEAR(allocated.OpsSeconds(plan), 80 * fixed_length, 1e-12);
   // A GPU without its SM count cannot count the grid.
   DeploymentSpec custom = d;
