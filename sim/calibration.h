@@ -77,7 +77,8 @@ struct OpFit {
   // pair_memory_efficiency of one SM's share of the bandwidth (bandwidth / SMs; the two
   // together) when an SM was given two busy CTAs, else at cta_memory_efficiency (one
   // alone), and once more at cta_memory_efficiency for each later wave; each wave costs
-  // wave_us, the combine kernel combine_us + combine_per_split_us a split.
+  // wave_us, the combine kernel combine_us + combine_per_split_us a split, each sequence
+  // per_row_us.
   bool split_kv = false;
   double cta_memory_efficiency = 0;
   double pair_memory_efficiency = 0;

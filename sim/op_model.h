@@ -76,7 +76,7 @@
 //   rows        the sequences (each one query row: its query, output and block table)
 //   combine     1 when split: the kernel that merges the splits' partial outputs, and
 //               combine_splits, the splits it merges (each row reads every split's
-//               partial output): one sequence split 16 ways takes 2-3 us longer to
+//               partial output): one sequence split 16 ways takes about 3 us longer to
 //               combine than 2 ways
 #include <algorithm>
 #include <cmath>
