@@ -156,10 +156,16 @@ void PrintFit(const CalibratedModel& model, const Evaluation& in_sample) {
                 static_cast<long long>(f.points), f.fixed_us, f.memory_efficiency,
                 f.memory_fitted ? " " : "*", comp, s.mape, s.bias);
     if (f.split_kv) {
-      std::printf("  %-18s CTA memory efficiency %.3f alone, %.3f paired; wave %.2f us, "
+      char ramp[64] = "";
+      if (f.pair_ramp_tokens > 0) {
+        std::snprintf(ramp, sizeof ramp, " (its first %lld tokens %.3f)",
+                      static_cast<long long>(f.pair_ramp_tokens),
+                      f.pair_ramp_memory_efficiency);
+      }
+      std::printf("  %-18s CTA memory efficiency %.3f alone, %.3f paired%s; wave %.2f us, "
                   "combine %.2f us + %.3f us a split\n", "(split-KV grid)",
-                  f.cta_memory_efficiency, f.pair_memory_efficiency, f.wave_us, f.combine_us,
-                  f.combine_per_split_us);
+                  f.cta_memory_efficiency, f.pair_memory_efficiency, ramp, f.wave_us,
+                  f.combine_us, f.combine_per_split_us);
     }
     if (f.single_row_fitted) {
       std::printf("  %-18s %-9s %7lld %9.2f %7.3f  %8s\n", "(single row)", "stream",
@@ -297,6 +303,8 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       o["wave_us"] = f.wave_us;
       o["combine_us"] = f.combine_us;
       o["combine_per_split_us"] = f.combine_per_split_us;
+      o["pair_ramp_tokens"] = f.pair_ramp_tokens;
+      if (f.pair_ramp_tokens > 0) o["pair_ramp_memory_efficiency"] = f.pair_ramp_memory_efficiency;
     }
     ops[std::string(InfoOf(op).name)] = o;
   }

@@ -269,36 +269,59 @@ ScoredFit FitCached(const std::vector<Sample>& samples) {
 
 // The split_kv form (op_model.h): fixed + bytes + the grid's CTA bytes in a paired first
 // wave and in single ones + waves + the combine kernel + per sequence (row), one
-// non-negative least squares.
-// Infinite objective unless both CTA rates are identified (the rows have waves of each
-// kind).
-ScoredFit FitSplitKv(const std::vector<Sample>& samples) {
+// non-negative least squares; then the same with the paired CTAs' first tokens at a rate
+// of their own, for ramps of 1 to 16 whole 128-token blocks shorter than the longest
+// paired CTA (the ramp and the rest told apart), kept when better by more than
+// `tolerance`. Infinite objective unless both CTA rates are identified (the rows have
+// waves of each kind).
+ScoredFit FitSplitKv(const std::vector<Sample>& samples, double tolerance) {
   const size_t n = samples.size();
-  std::vector<std::vector<double>> columns(8, std::vector<double>(n, 0.0));
-  for (size_t i = 0; i < n; ++i) {
-    const OpWork& w = samples[i].work;
-    columns[0][i] = 1.0;
-    columns[1][i] = w.bytes;
-    columns[2][i] = w.pair_bytes;
-    columns[3][i] = w.single_bytes;
-    columns[4][i] = w.waves;
-    columns[5][i] = w.combine;
-    columns[6][i] = w.combine_splits;
-    columns[7][i] = w.rows;
+  double longest_pair_tokens = 0;
+  for (const Sample& s : samples) {
+    if (s.work.pair_bytes > 0 && s.work.cta_bytes_per_token > 0) {
+      longest_pair_tokens =
+          std::max(longest_pair_tokens, s.work.pair_bytes / s.work.cta_bytes_per_token);
+    }
   }
-  const std::vector<double> theta = SolveNonNegative(columns, samples, std::vector<bool>(8, true));
-  ScoredFit fit;
-  fit.c.additive = true;
-  fit.c.fixed_s = theta[0];
-  fit.c.s_per_byte = theta[1];
-  fit.c.s_per_pair_byte = theta[2];
-  fit.c.s_per_cta_byte = theta[3];
-  fit.c.s_per_wave = theta[4];
-  fit.c.combine_s = theta[5];
-  fit.c.combine_s_per_split = theta[6];
-  fit.c.s_per_row = theta[7];
-  if (theta[2] > 0 && theta[3] > 0) fit.objective = Objective(fit.c, samples);
-  return fit;
+  ScoredFit best;
+  // ramp_tokens 0: every paired byte at one rate.
+  for (int64_t blocks = 0; blocks <= 16; ++blocks) {
+    const double ramp_tokens = static_cast<double>(blocks * kFlashDecodeBlockTokens);
+    if (blocks > 0 && ramp_tokens >= longest_pair_tokens) break;
+    std::vector<std::vector<double>> columns(9, std::vector<double>(n, 0.0));
+    for (size_t i = 0; i < n; ++i) {
+      const OpWork& w = samples[i].work;
+      const double ramp = std::min(w.pair_bytes, ramp_tokens * w.cta_bytes_per_token);
+      columns[0][i] = 1.0;
+      columns[1][i] = w.bytes;
+      columns[2][i] = w.pair_bytes - ramp;
+      columns[3][i] = w.single_bytes;
+      columns[4][i] = w.waves;
+      columns[5][i] = w.combine;
+      columns[6][i] = w.combine_splits;
+      columns[7][i] = w.rows;
+      columns[8][i] = ramp;
+    }
+    std::vector<bool> active(9, true);
+    active[8] = blocks > 0;
+    const std::vector<double> theta = SolveNonNegative(columns, samples, active);
+    if (theta[2] <= 0 || theta[3] <= 0 || (blocks > 0 && theta[8] <= 0)) continue;
+    ScoredFit fit;
+    fit.c.additive = true;
+    fit.c.fixed_s = theta[0];
+    fit.c.s_per_byte = theta[1];
+    fit.c.s_per_pair_byte = theta[2];
+    fit.c.s_per_cta_byte = theta[3];
+    fit.c.s_per_wave = theta[4];
+    fit.c.combine_s = theta[5];
+    fit.c.combine_s_per_split = theta[6];
+    fit.c.s_per_row = theta[7];
+    fit.c.pair_ramp_tokens = ramp_tokens;
+    fit.c.s_per_pair_ramp_byte = theta[8];
+    fit.objective = Objective(fit.c, samples);
+    if (fit.objective < best.objective - (blocks > 0 ? tolerance : 0.0)) best = fit;
+  }
+  return best;
 }
 
 // A stream fit (fixed + bytes) of a GEMM's single-row measurements; with fewer than
@@ -396,6 +419,10 @@ OpCoefficients OpFit::On(const GpuSpec& gpu, const OpShape& shape) const {
     const double sm_bytes_per_s = peaks.bytes_per_s / gpu.sm_count;
     c.s_per_cta_byte = 1.0 / (sm_bytes_per_s * cta_memory_efficiency);
     c.s_per_pair_byte = 2.0 / (sm_bytes_per_s * pair_memory_efficiency);
+    if (pair_ramp_tokens > 0 && pair_ramp_memory_efficiency > 0) {
+      c.pair_ramp_tokens = static_cast<double>(pair_ramp_tokens);
+      c.s_per_pair_ramp_byte = 2.0 / (sm_bytes_per_s * pair_ramp_memory_efficiency);
+    }
     c.s_per_wave = wave_us * 1e-6;
     c.combine_s = combine_us * 1e-6;
     c.combine_s_per_split = combine_per_split_us * 1e-6;
@@ -518,7 +545,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     };
     if (op == Op::kAttentionDecode && gpu->sm_count > 0 &&
         std::all_of(rows.begin(), rows.end(), flash_attention)) {
-      const ScoredFit grid = FitSplitKv(samples);
+      const ScoredFit grid = FitSplitKv(samples, tolerance);
       if (grid.objective < Objective(fit.c, samples) - tolerance) {
         fit = FitResult{grid.c, grid.c.s_per_byte > 0, false};
         split_kv = true;
@@ -532,6 +559,10 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
       const double sm_bytes_per_s = peaks.bytes_per_s / gpu->sm_count;
       f.cta_memory_efficiency = 1.0 / (fit.c.s_per_cta_byte * sm_bytes_per_s);
       f.pair_memory_efficiency = 2.0 / (fit.c.s_per_pair_byte * sm_bytes_per_s);
+      if (fit.c.pair_ramp_tokens > 0) {
+        f.pair_ramp_tokens = static_cast<int64_t>(fit.c.pair_ramp_tokens);
+        f.pair_ramp_memory_efficiency = 2.0 / (fit.c.s_per_pair_ramp_byte * sm_bytes_per_s);
+      }
       f.wave_us = fit.c.s_per_wave * 1e6;
       f.combine_us = fit.c.combine_s * 1e6;
       f.combine_per_split_us = fit.c.combine_s_per_split * 1e6;
@@ -695,7 +726,9 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "#                 fixed_us + bytes / (bandwidth x memory_efficiency) + each wave's\n"
          "#                 wave_us and longest CTA's bytes at bandwidth / SMs x\n"
          "#                 pair_memory_efficiency (a first wave with two busy CTAs on an\n"
-         "#                 SM) or cta_memory_efficiency (one; every later wave), +\n"
+         "#                 SM) or cta_memory_efficiency (one; every later wave; a\n"
+         "#                 paired CTA's first pair_ramp_tokens at\n"
+         "#                 pair_ramp_memory_efficiency), +\n"
          "#                 combine_us + combine_per_split_us x splits when split, +\n"
          "#                 per_row_us a sequence (sim/op_model.h)\n"
          "# with the work of sim/op_model.h and the peaks of `device` (a catalog GPU; for\n"
@@ -727,6 +760,11 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
     if (f.split_kv) {
       out << "    cta_memory_efficiency: " << YamlNumber(f.cta_memory_efficiency) << "\n";
       out << "    pair_memory_efficiency: " << YamlNumber(f.pair_memory_efficiency) << "\n";
+      out << "    pair_ramp_tokens: " << f.pair_ramp_tokens << "\n";
+      if (f.pair_ramp_tokens > 0) {
+        out << "    pair_ramp_memory_efficiency: " << YamlNumber(f.pair_ramp_memory_efficiency)
+            << "\n";
+      }
       out << "    wave_us: " << FormatDouble(f.wave_us) << "\n";
       out << "    combine_us: " << FormatDouble(f.combine_us) << "\n";
       out << "    combine_per_split_us: " << FormatDouble(f.combine_per_split_us) << "\n";
@@ -831,7 +869,8 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
                  "compute_fitted", "causal_efficiency", "per_row_us", "points",
                  "single_row", "row_tile", "cache_bytes", "beyond_cache_memory_efficiency",
                  "cta_memory_efficiency", "pair_memory_efficiency", "wave_us", "combine_us",
-                 "combine_per_split_us", "in_sample_mape_pct"});
+                 "combine_per_split_us", "pair_ramp_tokens", "pair_ramp_memory_efficiency",
+                 "in_sample_mape_pct"});
       const OpInfo& info = InfoOf(*op);
       OpFit f;
       f.op = *op;
@@ -865,6 +904,32 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
         f.combine_us = Number(path, n["combine_us"], where + ".combine_us", 0, 1e9);
         f.combine_per_split_us =
             Number(path, n["combine_per_split_us"], where + ".combine_per_split_us", 0, 1e9);
+        // Optional: a model file without the ramp streams every paired byte at one rate.
+        if (n["pair_ramp_tokens"]) {
+          const double tokens =
+              Number(path, n["pair_ramp_tokens"], where + ".pair_ramp_tokens", 0, 1e7);
+          if (tokens != std::floor(tokens)) {
+            Fail(path, n["pair_ramp_tokens"], where + ".pair_ramp_tokens",
+                 "a whole number of tokens");
+          }
+          f.pair_ramp_tokens = static_cast<int64_t>(tokens);
+        }
+        if (f.pair_ramp_tokens > 0) {
+          if (!n["pair_ramp_memory_efficiency"]) {
+            Fail(path, n, where + ".pair_ramp_memory_efficiency",
+                 "missing (pair_ramp_tokens is not 0)");
+          }
+          f.pair_ramp_memory_efficiency =
+              Number(path, n["pair_ramp_memory_efficiency"],
+                     where + ".pair_ramp_memory_efficiency", 1e-9, kInf);
+        } else if (n["pair_ramp_memory_efficiency"]) {
+          Fail(path, n["pair_ramp_memory_efficiency"], where + ".pair_ramp_memory_efficiency",
+               "needs pair_ramp_tokens above 0");
+        }
+      } else {
+        for (const char* key : {"pair_ramp_tokens", "pair_ramp_memory_efficiency"}) {
+          if (n[key]) Fail(path, n[key], where + "." + key, "only the split_kv form has it");
+        }
       }
       for (const char* key : {"fixed_us", "memory_efficiency"}) {
         if (!n[key]) Fail(path, n, where + "." + key, "missing");

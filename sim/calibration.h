@@ -78,10 +78,13 @@ struct OpFit {
   // together) when an SM was given two busy CTAs, else at cta_memory_efficiency (one
   // alone), and once more at cta_memory_efficiency for each later wave; each wave costs
   // wave_us, the combine kernel combine_us + combine_per_split_us a split, each sequence
-  // per_row_us.
+  // per_row_us. A paired CTA's first pair_ramp_tokens stream at
+  // pair_ramp_memory_efficiency instead (0 tokens: no ramp).
   bool split_kv = false;
   double cta_memory_efficiency = 0;
   double pair_memory_efficiency = 0;
+  int64_t pair_ramp_tokens = 0;
+  double pair_ramp_memory_efficiency = 0;
   double wave_us = 0;
   double combine_us = 0;
   double combine_per_split_us = 0;

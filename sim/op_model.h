@@ -18,7 +18,8 @@
 //             when it explains the measurements better: the CPU's GEMMs)
 //   split_kv  decode attention as FlashAttention-2's split-KV kernel runs it (below):
 //             fixed + bytes / (bandwidth x memory_efficiency)
-//                   + pair_bytes x s_per_pair_byte + single_bytes x s_per_cta_byte
+//                   + ramp x s_per_pair_ramp_byte + (pair_bytes - ramp) x s_per_pair_byte
+//                   + single_bytes x s_per_cta_byte
 //                   + waves x s_per_wave + combine x combine_s
 //                   + combine_splits x combine_s_per_split + rows x s_per_row
 // `fixed` is what a kernel costs whatever its size (launch, synchronisation, the tail of
@@ -73,6 +74,12 @@
 //               rate (single_bytes), their bytes beyond it running at the bandwidth (the
 //               bytes term): the A100's decode time steps at 108, 216 and 432 CTAs, not at
 //               324, where the second wave's CTAs start to pair.
+//   ramp        of the paired wave's cta_bytes, those of its first pair_ramp_tokens
+//               (min(pair_bytes, pair_ramp_tokens x cta_bytes_per_token)), which stream
+//               at a rate of their own: on the A100 the first 768 tokens of a paired CTA
+//               take 1.5x as long a byte as the rest, and a paired batch's time grows
+//               more slowly with the context past them; without the ramp, a fit on
+//               contexts up to 1,024 over-predicts longer ones by 5.5% (with it, 2.5%).
 //   rows        the sequences (each one query row: its query, output and block table)
 //   combine     1 when split: the kernel that merges the splits' partial outputs, and
 //               combine_splits, the splits it merges (each row reads every split's
@@ -117,6 +124,7 @@ struct OpWork {
   // splits it combines. 0 for every other op.
   double pair_bytes = 0;
   double single_bytes = 0;
+  double cta_bytes_per_token = 0;  // the K and V bytes a CTA streams a token
   double waves = 0;
   double combine = 0;
   double combine_splits = 0;
@@ -191,6 +199,9 @@ struct OpCoefficients {
   // SM and in a wave of one, per wave, the combine kernel and its cost per split.
   double s_per_pair_byte = 0;
   double s_per_cta_byte = 0;
+  // The paired wave's first pair_ramp_tokens a CTA, at s_per_pair_ramp_byte (0: none).
+  double pair_ramp_tokens = 0;
+  double s_per_pair_ramp_byte = 0;
   double s_per_wave = 0;
   double combine_s = 0;
   double combine_s_per_split = 0;
@@ -300,6 +311,7 @@ void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_
                                                kFlashDecodeBlockTokens) *
                            2.0 * shape.model.HeadDim() * DTypeBytes(shape.kv_dtype);
   work.pair_bytes += paired ? cta_bytes : 0.0;
+  work.cta_bytes_per_token = 2.0 * shape.model.HeadDim() * DTypeBytes(shape.kv_dtype);
   work.single_bytes += static_cast<double>(waves - (paired ? 1 : 0)) * cta_bytes;
   work.waves += static_cast<double>(waves);
   work.combine += splits > 1 ? 1.0 : 0.0;

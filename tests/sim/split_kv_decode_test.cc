@@ -104,6 +104,7 @@ TEST(SplitKvDecodeTest, TheGridsWorkByHand) {
     OpWork w;
     AddSplitKvWork(w, s, 108, 4096, 30, [](int64_t) { return int64_t{1000}; });
     EXPECT_EQ(w.pair_bytes, 8 * 128 * token_bytes);
+    EXPECT_EQ(w.cta_bytes_per_token, token_bytes);
     EXPECT_EQ(w.single_bytes, 0);
     EXPECT_EQ(w.waves, 1);
   }
@@ -159,6 +160,30 @@ TEST(SplitKvDecodeTest, TheGridsWorkByHand) {
     EXPECT_EQ(w.combine, 1);
     EXPECT_EQ(w.combine_splits, 8);
   }
+}
+
+// A paired CTA's first pair_ramp_tokens at their own rate, the rest at the paired one;
+// nothing else changes.
+TEST(SplitKvDecodeTest, ThePairedRampByHand) {
+  OpCoefficients c;
+  c.additive = true;
+  c.s_per_pair_byte = 1e-12;
+  c.s_per_cta_byte = 2e-12;
+  c.pair_ramp_tokens = 256;
+  c.s_per_pair_ramp_byte = 3e-12;
+  OpWork w;
+  w.cta_bytes_per_token = 512;
+  w.pair_bytes = 8 * 128 * 512;  // a paired wave of 8 blocks: its first 256 tokens ramp
+  w.single_bytes = 8 * 128 * 512;
+  EXPECT_DOUBLE_EQ(OpSeconds(c, w),
+                   256 * 512 * 3e-12 + (1024 - 256) * 512 * 1e-12 + 1024 * 512 * 2e-12);
+  w.pair_bytes = 128 * 512;  // shorter than the ramp: all of it at the ramp's rate
+  EXPECT_DOUBLE_EQ(OpSeconds(c, w), 128 * 512 * 3e-12 + 1024 * 512 * 2e-12);
+  w.pair_bytes = 0;  // no paired wave: the single waves as before
+  EXPECT_DOUBLE_EQ(OpSeconds(c, w), 1024 * 512 * 2e-12);
+  c.pair_ramp_tokens = 0;  // no ramp: every paired byte at the paired rate
+  w.pair_bytes = 8 * 128 * 512;
+  EXPECT_DOUBLE_EQ(OpSeconds(c, w), 1024 * 512 * 1e-12 + 1024 * 512 * 2e-12);
 }
 
 OpFit SplitTruth() {
@@ -218,6 +243,7 @@ TEST(SplitKvDecodeTest, TheFitRecoversAKnownSplitKvModel) {
   EXPECT_NEAR(fit.combine_us, 6.0, 1e-6);
   EXPECT_NEAR(fit.combine_per_split_us, 0.5, 1e-7);
   EXPECT_NEAR(fit.per_row_us, 0.2, 1e-7);
+  EXPECT_EQ(fit.pair_ramp_tokens, 0);  // times without a ramp get none
   auto e = Evaluate(*model, table);
   ASSERT_TRUE(e.ok());
   EXPECT_LT(e->ops.at("attention_decode").max_error, 1e-6);
@@ -253,6 +279,39 @@ TEST(SplitKvDecodeTest, TheFitRecoversAKnownSplitKvModel) {
   EXPECT_FALSE(other->ops.at(Op::kAttentionDecode).split_kv);
 }
 
+// A paired CTA's first 512 tokens at a rate of their own: the fit finds the ramp's length
+// among whole blocks, its rate and the others'.
+TEST(SplitKvDecodeTest, TheFitRecoversAPairedRamp) {
+  OpFit truth = SplitTruth();
+  truth.pair_ramp_tokens = 512;
+  truth.pair_ramp_memory_efficiency = 1.2;
+  const ProfileTable table = Generate(truth);
+  auto model = FitProfiles({table});
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const OpFit& fit = model->ops.at(Op::kAttentionDecode);
+  EXPECT_EQ(fit.pair_ramp_tokens, 512);
+  EXPECT_NEAR(fit.pair_ramp_memory_efficiency, 1.2, 1e-7);
+  EXPECT_NEAR(fit.pair_memory_efficiency, 2.0, 1e-7);
+  EXPECT_NEAR(fit.cta_memory_efficiency, 1.5, 1e-7);
+  EXPECT_NEAR(fit.wave_us, 5.0, 1e-6);
+  auto e = Evaluate(*model, table);
+  ASSERT_TRUE(e.ok());
+  EXPECT_LT(e->ops.at("attention_decode").max_error, 1e-6);
+  // The model file keeps the ramp.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("servelab_split_kv_ramp_" + std::to_string(::getpid()) + ".yaml"))
+                               .string();
+  const std::string yaml = CalibratedModelYaml(*model, {});
+  EXPECT_THAT(yaml, HasSubstr("    pair_ramp_tokens: 512\n"));
+  std::ofstream(path) << yaml;
+  auto back = ReadCalibratedModel(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->ops.at(Op::kAttentionDecode).pair_ramp_tokens, 512);
+  EXPECT_EQ(back->ops.at(Op::kAttentionDecode).pair_ramp_memory_efficiency,
+            fit.pair_ramp_memory_efficiency);
+}
+
 // The message reading a model file of `ops` gives.
 std::string ReadError(const std::string& ops) {
   const std::string path = (std::filesystem::temp_directory_path() /
@@ -280,6 +339,24 @@ TEST(SplitKvDecodeTest, SplitKvKeysBelongToItsForm) {
                                  "    pair_memory_efficiency: 2\n    wave_us: 3\n"
                                  "    combine_us: 4\n    combine_per_split_us: -1\n"),
               HasSubstr(":12: ops.attention_decode.combine_per_split_us"));
+  const std::string split = decode +
+                            "    form: split_kv\n    cta_memory_efficiency: 1\n"
+                            "    pair_memory_efficiency: 2\n    wave_us: 3\n"
+                            "    combine_us: 4\n    combine_per_split_us: 1\n";
+  EXPECT_EQ(ReadError(split), "(read)");  // no ramp keys: no ramp
+  EXPECT_EQ(ReadError(split + "    pair_ramp_tokens: 0\n"), "(read)");
+  EXPECT_THAT(ReadError(split + "    pair_ramp_tokens: 256\n"),
+              HasSubstr("ops.attention_decode.pair_ramp_memory_efficiency: missing "
+                        "(pair_ramp_tokens is not 0)"));
+  EXPECT_THAT(ReadError(split + "    pair_ramp_memory_efficiency: 1\n"),
+              HasSubstr(":13: ops.attention_decode.pair_ramp_memory_efficiency: needs "
+                        "pair_ramp_tokens above 0"));
+  EXPECT_THAT(ReadError(split + "    pair_ramp_tokens: -128\n"),
+              HasSubstr(":13: ops.attention_decode.pair_ramp_tokens"));
+  EXPECT_THAT(ReadError(split + "    pair_ramp_tokens: 100.5\n"),
+              HasSubstr(":13: ops.attention_decode.pair_ramp_tokens: a whole number of tokens"));
+  EXPECT_THAT(ReadError(decode + "    form: additive\n    pair_ramp_tokens: 128\n"),
+              HasSubstr(":8: ops.attention_decode.pair_ramp_tokens: only the split_kv form has it"));
   EXPECT_THAT(ReadError("  rope:\n    form: split_kv\n    fixed_us: 1\n    memory_efficiency: 1\n"),
               HasSubstr("ops.rope.form: rope is a stream op"));
 }
