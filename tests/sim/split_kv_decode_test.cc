@@ -410,6 +410,25 @@ TEST(SplitKvDecodeTest, TheCostModelCountsTheBatchsGrid) {
       1e-6 + bytes / (bw * 1.25) + 3 * 128 * 512 / (bw / 108 * 1.5) + 5e-6 + 6e-6 +
       11 * 0.5e-6 + 2 * 0.2e-6;
   EXPECT_NEAR(allocated.OpsSeconds(plan), 80 * fixed_length, 1e-12);
+  // A paired ramp of 512 tokens changes only paired waves: these two sequences' CTAs are one
+  // a SM. 30 sequences of 1,000 attended tokens (8 blocks, 120 CTAs: no split, two a SM on
+  // some) pair: their CTAs' first 512 tokens (512 bytes each) take 2 / (SM share x 1.2)
+  // instead of 2 / (SM share x 2.0) a byte, in each of 80 layers.
+  CalibratedModel ramped = model;
+  ramped.ops[Op::kAttentionDecode].pair_ramp_tokens = 512;
+  ramped.ops[Op::kAttentionDecode].pair_ramp_memory_efficiency = 1.2;
+  const CalibratedCostModel with_ramp(ramped, "m.yaml", d, 0);
+  EXPECT_EQ(with_ramp.OpsSeconds(plan), cost.OpsSeconds(plan));
+  std::vector<Request> thirty(30);
+  StepPlan paired;
+  for (Request& r : thirty) {
+    r.prompt_len = 999;
+    r.target_output_len = 10;
+    paired.seqs.push_back(ScheduledRequest{&r, 1, 999, true, false});
+  }
+  const double share = bw / 108;
+  EXPECT_NEAR(with_ramp.OpsSeconds(paired) - cost.OpsSeconds(paired),
+              80 * 512 * 512 * (2 / (share * 1.2) - 2 / (share * 2.0)), 1e-12);
   // A GPU without its SM count cannot count the grid.
   DeploymentSpec custom = d;
   custom.gpu.name = "my-gpu";
