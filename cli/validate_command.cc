@@ -2,8 +2,6 @@
 // load of the experiment's sweep, and the simulator's errors (sim/validation.h).
 #include <unistd.h>
 
-#include <yaml-cpp/yaml.h>
-
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -26,13 +24,6 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 int Report(const Status& status) { return ReportFailure("validate", status); }
-
-// A YAML double-quoted scalar.
-std::string Quoted(const std::string& text) {
-  YAML::Emitter out;
-  out << YAML::DoubleQuoted << text;
-  return out.c_str();
-}
 
 std::string StepsCsv(const LoadValidation& v) {
   std::string csv = "tokens,seqs,decode_only,measured_ms,predicted_ms\n";
@@ -89,7 +80,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
     if (ec || !fs::is_regular_file(absolute, ec)) {
       return Report(InvalidArgument("--cost-model " + cost_model + ": not a readable file"));
     }
-    sets.push_back("cost_model={type: calibrated, path: " + Quoted(absolute.string()) + "}");
+    sets.push_back("cost_model={type: calibrated, path: " + YamlQuoted(absolute.string()) + "}");
   }
 
   LoadNotes notes;

@@ -98,6 +98,12 @@ class Emitter {
 
 }  // namespace
 
+std::string YamlQuoted(const std::string& text) {
+  YAML::Emitter out;
+  out << YAML::DoubleQuoted << text;
+  return out.c_str();
+}
+
 std::string EmitResolvedConfig(const ExperimentConfig& config) {
   YAML::Emitter out;
   out << YAML::BeginMap;

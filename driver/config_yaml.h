@@ -38,4 +38,8 @@ StatusOr<std::string> ReadExperimentFile(const std::string& path);
 // same config. Deterministic: same config, same bytes.
 std::string EmitResolvedConfig(const ExperimentConfig& config);
 
+// `text` as a YAML double-quoted scalar (quotes, backslashes and control characters
+// escaped), for files servelab writes and reads back: a path may hold any of them.
+std::string YamlQuoted(const std::string& text);
+
 }  // namespace servelab

@@ -14,6 +14,7 @@
 #include "core/percentile.h"
 #include "core/read_file.h"
 #include "core/text.h"
+#include "driver/config_yaml.h"
 #include "driver/gpu_catalog.h"
 
 namespace servelab {
@@ -736,7 +737,7 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "# datasheet roofline's value: no measurement was bound by that term.\n";
   out << "device: " << model.device << "\n";
   out << "fitted_from:\n";
-  for (const std::string& f : model.fitted_from) out << "  - \"" << f << "\"\n";
+  for (const std::string& f : model.fitted_from) out << "  - " << YamlQuoted(f) << "\n";
   if (model.has_step_overhead) out << "step_overhead_us: " << FormatDouble(model.step_overhead_us) << "\n";
   out << "ops:\n";
   for (const auto& [op, f] : model.ops) {

@@ -293,7 +293,8 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   prefill.compute_fitted = true;
   CalibratedModel model;
   model.device = "a100-80gb";
-  model.fitted_from = {"a.csv"};
+  // Profile paths as the shell allows them: quotes, a backslash, a colon, a hash.
+  model.fitted_from = {"a.csv", "runs/\"q\" \\ b: #1.csv"};
   model.ops[Op::kAttentionPrefill] = prefill;
   model.ops[Op::kRope] = Truth(Op::kRope, 2.5, 0.49, 0);
   model.ops[Op::kRope].memory_fitted = true;
@@ -303,6 +304,7 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   auto back = ReadCalibratedModel(Write(text));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->device, "a100-80gb");
+  EXPECT_EQ(back->fitted_from, model.fitted_from);
   const OpFit& p = back->ops.at(Op::kAttentionPrefill);
   EXPECT_EQ(p.fixed_us, 14.0);
   EXPECT_EQ(p.causal_efficiency, 0.2);
