@@ -1,0 +1,69 @@
+// A calibrated cost model file (MODEL.yaml, `cost_model: {type: calibrated, path: ...}`):
+// read, or refused as bad input; an accepted one, written back (CalibratedModelYaml), reads
+// to the same text; and a cost model made from it on an A100 deployment (or refused as bad
+// input) times a prefill chunk, a decode batch and a mixed step without a crash.
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/step_plan.h"
+#include "driver/gpu_catalog.h"
+#include "driver/model_catalog.h"
+#include "fuzz/fuzz_util.h"
+#include "sim/calibration.h"
+#include "sim/cost_model.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace servelab;
+  const std::string path = fuzz::WriteInput("_model.yaml", data, size);
+  auto model = ReadCalibratedModel(path);
+  if (!model.ok()) {
+    std::filesystem::remove(path);
+    if (!model.status().IsBadInput()) {
+      fuzz::Broken("a model file error that is not bad input", model.status().message());
+    }
+    return 0;
+  }
+  // What servelab writes for a model it accepted reads back to the same text.
+  const std::string written = CalibratedModelYaml(*model, {});
+  std::ofstream(path, std::ios::trunc) << written;
+  auto again = ReadCalibratedModel(path);
+  if (!again.ok()) fuzz::Broken("a written model file does not read", again.status().message());
+  if (CalibratedModelYaml(*again, {}) != written) fuzz::Broken("a written model file changes", written);
+
+  DeploymentSpec d;
+  d.model = *FindModel("llama-2-7b");
+  d.gpu = *FindGpu("a100-80gb");
+  const NamedParams named{"calibrated", {Param{"path", path, "fuzz.yaml:1"}}, "cost_model",
+                          "fuzz.yaml:1", "/"};
+  auto cost = BuiltinCostModels().Make(named, d);
+  std::filesystem::remove(path);
+  if (!cost.ok()) {
+    if (!cost.status().IsBadInput()) {
+      fuzz::Broken("a cost model error that is not bad input", cost.status().message());
+    }
+    return 0;
+  }
+  std::vector<Request> requests(3);
+  for (Request& r : requests) {
+    r.prompt_len = 2000;
+    r.target_output_len = 10;
+  }
+  StepPlan prefill, decode, mixed;
+  prefill.seqs.push_back(ScheduledRequest{&requests[0], 512, 1000, false, false});
+  prefill.num_prefill_tokens = 512;
+  for (int i = 0; i < 2; ++i) {
+    decode.seqs.push_back(ScheduledRequest{&requests[static_cast<size_t>(i) + 1], 1, 1999, true, false});
+  }
+  decode.num_decode_tokens = decode.num_emitting = 2;
+  mixed.seqs = decode.seqs;
+  mixed.seqs.push_back(prefill.seqs[0]);
+  mixed.num_prefill_tokens = 512;
+  mixed.num_decode_tokens = mixed.num_emitting = 2;
+  for (const StepPlan* plan : {&prefill, &decode, &mixed}) {
+    if ((*cost)->StepTime(*plan) < 0) fuzz::Broken("a negative step time", written);
+  }
+  return 0;
+}
