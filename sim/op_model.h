@@ -54,32 +54,36 @@
 //   splits      the heuristic's, for seqs x kv_heads CTAs a split over the KV length (the
 //               longest sequence's, vLLM's max_seqlen_k; Vidur's profiler allocated
 //               max_model_len, which its rows carry)
-//   busy CTAs   those of the splits a sequence's tokens reach (a CTA of a split past a
-//               sequence's end exits at once)
-//   cta_bytes   the K and V one CTA streams for the most whole blocks any streams:
-//               min(blocks a split, the longest's blocks) x 128 x 2 x head_dim x KV bytes
-//   most        the most busy CTAs one SM is given by the block scheduler as modelled
-//               (MostBusyCtasOnOneSm): the CTAs in grid order (split before sequence x KV
-//               head), one a SM and then a second (two are resident a SM: their shared
-//               memory); an idle CTA's slot takes the next CTA at once, SM by SM; once
-//               every slot holds a busy CTA, the rest level the SMs as slots free. Which
-//               SMs the busy CTAs land on decides the time: 10 sequences split 5 ways
-//               (busy CTAs 0, 5, ..., 195 of 200) never share an SM, 16 split 3 ways
-//               (0, 3, ..., 189 of 192: the second round lands on the first's SMs) do,
-//               and take 45-80% longer than 22 unsplit sequences (combine included).
-//   waves       ceil(most / 2). The first wave's CTAs all start at the launch: when an SM
-//               holds two busy ones the wave streams cta_bytes at the paired rate
-//               (pair_bytes), else at the single CTA's (single_bytes). A later wave's
-//               CTAs start as slots free, staggered, and add one CTA's time at the single
-//               rate (single_bytes), their bytes beyond it running at the bandwidth (the
-//               bytes term): the A100's decode time steps at 108, 216 and 432 CTAs, not at
-//               324, where the second wave's CTAs start to pair.
-//   ramp        of the paired wave's cta_bytes, those of its first pair_ramp_tokens
+//   CTA blocks  the whole 128-token blocks of K and V each CTA streams: its split's share
+//               of its sequence's (0 for a split past the sequence's end: it exits at
+//               once; such a CTA is idle, the others busy)
+//   busiest SM  the one given the most busy CTAs (then the most blocks) by the block
+//               scheduler as modelled (BusiestSmCtaBlocks): the CTAs in grid order (split
+//               before sequence x KV head), one a SM and then a second (two are resident
+//               a SM: their shared memory); an idle CTA's slot takes the next CTA at once,
+//               SM by SM; once every slot holds a busy CTA, each of the rest starts on the
+//               SM whose slot frees first (the fewest blocks given). Which SMs the busy
+//               CTAs land on decides the time: 10 sequences split 5 ways (busy CTAs 0, 5,
+//               ..., 195 of 200) never share an SM, 16 split 3 ways (0, 3, ..., 189 of
+//               192: the second round lands on the first's SMs) do, and take 45-80% longer
+//               than 22 unsplit sequences (combine included).
+//   waves       ceil(CTAs the busiest SM is given / 2). The first wave's CTAs all start at
+//               the launch: when it holds two, the shorter's blocks stream at the paired
+//               rate (pair_bytes) and the rest of the longer's at the single CTA's
+//               (single_bytes); one alone streams at the single rate. A later wave's CTAs
+//               start as slots free, staggered, and add its longest CTA's time at the
+//               single rate (single_bytes), their bytes beyond it running at the bandwidth
+//               (the bytes term): the A100's decode time steps at 108, 216 and 432 CTAs,
+//               not at 324, where the second wave's CTAs start to pair. Counting each CTA's
+//               own blocks (not the longest CTA's for all) matters when a context crosses a
+//               split's boundary: the new CTAs stream one block, and counted as full ones
+//               they over-predicted 19-21 sequences at 1,792-2,048 tokens by 18-30%.
+//   ramp        of the paired blocks, those of the first pair_ramp_tokens
 //               (min(pair_bytes, pair_ramp_tokens x cta_bytes_per_token)), which stream
 //               at a rate of their own: on the A100 the first 768 tokens of a paired CTA
 //               take 1.5x as long a byte as the rest, and a paired batch's time grows
 //               more slowly with the context past them; without the ramp, a fit on
-//               contexts up to 1,024 over-predicts longer ones by 5.5% (with it, 2.5%).
+//               contexts up to 1,024 over-predicts longer ones by 5.5% (with it, 2.3%).
 //   rows        the sequences (each one query row: its query, output and block table)
 //   combine     1 when split: the kernel that merges the splits' partial outputs, and
 //               combine_splits, the splits it merges (each row reads every split's
@@ -88,7 +92,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <queue>
+#include <tuple>
+#include <utility>
 #include <span>
 #include <string>
 #include <string_view>
@@ -156,13 +164,15 @@ OpWork PrefillWork(const OpShape& shape, double chunk, double context);
 int64_t FlashDecodeSplits(int64_t ctas, int32_t sms, int64_t kv_blocks);
 inline constexpr int64_t kFlashDecodeBlockTokens = 128;
 inline constexpr int32_t kFlashDecodeResidentCtas = 2;  // a SM at once (its shared memory)
-// The most CTAs that stream KV one SM is given when `launched` CTAs, whose grid order
-// `is_busy(cta)` says which have KV to stream, are dispatched as the header above says.
-template <class IsBusy>
-int64_t MostBusyCtasOnOneSm(int32_t sms, int64_t launched, IsBusy is_busy);
+// The busiest SM's CTAs when `launched` CTAs, of which CTA `cta` (grid order) streams
+// `blocks(cta)` whole blocks of KV (0: it exits at once), are dispatched as the header
+// above says: the blocks of each busy CTA it is given, in the order given. The busiest
+// gets the most busy CTAs, then the most blocks (then the lowest index).
+template <class Blocks>
+std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks);
 // The split-KV fields of a decode batch on `sms` SMs whose sequences attend `attended(i)`
 // tokens (cached + the new one), i < seqs; the split length is `kv_length` tokens, or the
-// longest sequence's when 0. Two passes over the sequences.
+// longest sequence's when 0. One pass over the sequences, then one over the CTAs.
 template <class Attended>
 void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_length,
                     int64_t seqs, Attended attended);
@@ -227,19 +237,27 @@ struct OpPeaks {
 };
 OpPeaks PeaksOf(Op op, const GpuSpec& gpu, const OpShape& shape);
 
-template <class IsBusy>
-int64_t MostBusyCtasOnOneSm(int32_t sms, int64_t launched, IsBusy is_busy) {
+template <class Blocks>
+std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks) {
   constexpr int32_t kResident = kFlashDecodeResidentCtas;
-  if (sms <= 0 || launched <= 0) return 0;
-  std::vector<int32_t> given(static_cast<size_t>(sms), 0);     // busy CTAs each SM got
-  std::vector<int32_t> resident(static_cast<size_t>(sms), 0);  // of them, still running
+  if (sms <= 0 || launched <= 0) return {};
+  const auto n = static_cast<size_t>(sms);
+  std::vector<int32_t> given(n, 0);     // busy CTAs each SM got
+  std::vector<int32_t> resident(n, 0);  // of them, in the launch and the refills
+  std::vector<int64_t> load(n, 0);      // their blocks
+  std::vector<std::pair<int32_t, int64_t>> placed;  // each busy CTA's SM and blocks, in order
   int64_t next = 0;
+  auto give = [&](int32_t sm, int64_t b) {
+    ++given[static_cast<size_t>(sm)];
+    load[static_cast<size_t>(sm)] += b;
+    placed.emplace_back(sm, b);
+  };
   auto place = [&](int32_t sm) {
-    if (is_busy(next)) {
-      ++given[static_cast<size_t>(sm)];
+    const int64_t b = blocks(next++);
+    if (b > 0) {
+      give(sm, b);
       ++resident[static_cast<size_t>(sm)];
     }
-    ++next;
   };
   // The launch: one CTA a SM in grid order, then a second one a SM.
   for (int32_t round = 0; round < kResident; ++round) {
@@ -262,14 +280,35 @@ int64_t MostBusyCtasOnOneSm(int32_t sms, int64_t launched, IsBusy is_busy) {
     }
     open.resize(still_open);
   }
-  // Every slot holds a busy CTA: the rest start as those finish, levelling the SMs.
-  int64_t rest = 0;
-  for (; next < launched; ++next) rest += is_busy(next) ? 1 : 0;
-  const int64_t most = *std::max_element(given.begin(), given.end());
-  int64_t room = 0;
-  for (const int32_t g : given) room += most - g;
-  if (rest <= room) return most;
-  return most + (rest - room + sms - 1) / sms;
+  // Every slot holds a busy CTA: each of the rest starts on the SM whose slot frees first,
+  // the one given the fewest blocks (then the fewest CTAs, then the lowest index).
+  if (next < launched) {
+    using Slot = std::tuple<int64_t, int32_t, int32_t>;  // blocks, CTAs, SM
+    std::priority_queue<Slot, std::vector<Slot>, std::greater<>> first_free;
+    for (int32_t sm = 0; sm < sms; ++sm) {
+      first_free.emplace(load[static_cast<size_t>(sm)], given[static_cast<size_t>(sm)], sm);
+    }
+    for (; next < launched; ++next) {
+      const int64_t b = blocks(next);
+      if (b <= 0) continue;
+      const int32_t sm = std::get<2>(first_free.top());
+      first_free.pop();
+      give(sm, b);
+      first_free.emplace(load[static_cast<size_t>(sm)], given[static_cast<size_t>(sm)], sm);
+    }
+  }
+  size_t busiest = 0;
+  for (size_t sm = 1; sm < n; ++sm) {
+    if (given[sm] > given[busiest] || (given[sm] == given[busiest] && load[sm] > load[busiest])) {
+      busiest = sm;
+    }
+  }
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(given[busiest]));
+  for (const auto& [sm, b] : placed) {
+    if (static_cast<size_t>(sm) == busiest) out.push_back(b);
+  }
+  return out;
 }
 
 template <class Attended>
@@ -290,29 +329,38 @@ void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_
   const int64_t blocks = blocks_of(kv_length > 0 ? kv_length : longest);
   const int64_t splits = FlashDecodeSplits(seqs * kv_heads * m_blocks, sms, blocks);
   const int64_t per_split = (blocks + splits - 1) / splits;  // blocks a split covers
-  // The splits sequence i's tokens reach; a CTA of a split past them has nothing to do.
-  auto busy_splits = [&](int64_t i) {
-    return std::min(splits, (blocks_of(attended(i)) + per_split - 1) / per_split);
-  };
-  int64_t busy = 0;
-  for (int64_t i = 0; i < seqs; ++i) busy += busy_splits(i) * kv_heads * m_blocks;
   const int64_t launched = seqs * kv_heads * m_blocks * splits;
-  // Grid order: the query-row tile fastest, then the split, then sequence x KV head.
-  const int64_t most =
-      busy == launched
-          ? (launched + sms - 1) / sms
-          : MostBusyCtasOnOneSm(sms, launched, [&](int64_t cta) {
-              const int64_t head_split = cta / m_blocks;
-              return head_split % splits < busy_splits(head_split / splits / kv_heads);
-            });
-  const int64_t waves = (most + kFlashDecodeResidentCtas - 1) / kFlashDecodeResidentCtas;
-  const bool paired = most >= 2;
-  const double cta_bytes = static_cast<double>(std::min(per_split, blocks_of(longest)) *
-                                               kFlashDecodeBlockTokens) *
-                           2.0 * shape.model.HeadDim() * DTypeBytes(shape.kv_dtype);
-  work.pair_bytes += paired ? cta_bytes : 0.0;
+  // The whole blocks a CTA streams: its split's share of its sequence's blocks (none for a
+  // split past the sequence's end: it exits at once). Grid order: the query-row tile
+  // fastest, then the split, then sequence x KV head.
+  auto cta_blocks = [&](int64_t cta) {
+    const int64_t head_split = cta / m_blocks;
+    const int64_t split = head_split % splits;
+    const int64_t left = blocks_of(attended(head_split / splits / kv_heads)) - split * per_split;
+    return std::clamp<int64_t>(left, 0, per_split);
+  };
+  const std::vector<int64_t> busiest = BusiestSmCtaBlocks(sms, launched, cta_blocks);
+  // The busiest SM's waves: its first two CTAs run together (the shorter's blocks at the
+  // paired rate, the rest of the longer's alone); each later wave adds its longest CTA.
+  const auto given = static_cast<int64_t>(busiest.size());
+  const int64_t waves = (given + kFlashDecodeResidentCtas - 1) / kFlashDecodeResidentCtas;
+  int64_t pair_blocks = 0, single_blocks = 0;
+  if (given >= 2) {
+    pair_blocks = std::min(busiest[0], busiest[1]);
+    single_blocks = std::max(busiest[0], busiest[1]) - pair_blocks;
+  } else if (given == 1) {
+    single_blocks = busiest[0];
+  }
+  for (int64_t wave = 1; wave < waves; ++wave) {
+    const auto first = busiest.begin() + wave * kFlashDecodeResidentCtas;
+    const auto last = busiest.begin() + std::min(given, (wave + 1) * kFlashDecodeResidentCtas);
+    single_blocks += *std::max_element(first, last);
+  }
   work.cta_bytes_per_token = 2.0 * shape.model.HeadDim() * DTypeBytes(shape.kv_dtype);
-  work.single_bytes += static_cast<double>(waves - (paired ? 1 : 0)) * cta_bytes;
+  const double block_bytes =
+      static_cast<double>(kFlashDecodeBlockTokens) * work.cta_bytes_per_token;
+  work.pair_bytes += static_cast<double>(pair_blocks) * block_bytes;
+  work.single_bytes += static_cast<double>(single_blocks) * block_bytes;
   work.waves += static_cast<double>(waves);
   work.combine += splits > 1 ? 1.0 : 0.0;
   work.combine_splits += splits > 1 ? static_cast<double>(splits) : 0.0;

@@ -41,30 +41,43 @@ TEST(SplitKvDecodeTest, TheHeuristicsSplitCountsByHand) {
   EXPECT_EQ(FlashDecodeSplits(4, 108, 1), 1);
 }
 
-// The block scheduler as modelled (op_model.h), on small grids worked by hand.
+// The block scheduler as modelled (op_model.h), on small grids worked by hand: how many
+// busy CTAs the busiest SM gets (1 block each), then a grid of CTAs of different lengths.
 TEST(SplitKvDecodeTest, TheDispatchByHand) {
   // 200 CTAs on 108 SMs, every fifth busy (10 sequences x 4 KV heads split 5 ways, each
   // reaching its first split): the launch puts CTA i on SM i for i < 108 (busy on SMs 0,
   // 5, ..., 105) and CTA 108 + i on SM i (busy 110, ..., 195 on SMs 2, 7, ..., 87): no SM
   // has two.
-  EXPECT_EQ(MostBusyCtasOnOneSm(108, 200, [](int64_t c) { return c % 5 == 0; }), 1);
+  EXPECT_EQ(BusiestSmCtaBlocks(108, 200, [](int64_t c) -> int64_t { return c % 5 == 0; }).size(), 1u);
   // 192 CTAs, every third busy (16 x 4 split 3 ways): the second round's busy CTAs 108,
   // 111, ..., 189 land on SMs 0, 3, ..., 81, beside the first round's.
-  EXPECT_EQ(MostBusyCtasOnOneSm(108, 192, [](int64_t c) { return c % 3 == 0; }), 2);
+  EXPECT_EQ(BusiestSmCtaBlocks(108, 192, [](int64_t c) -> int64_t { return c % 3 == 0; }).size(), 2u);
   // 4 SMs, 12 CTAs, busy 0, 9, 10: the launch places 0-3 and 4-7 (only SM 0 keeps one);
   // the idle ones exit and the freed slots fill SM by SM: SM 0's one slot takes 8, SM 1's
   // two take 9 and 10 (both busy), SM 2 takes 11. Filling one slot a SM at a time would
   // have put 9 and 10 on SMs 1 and 2.
-  EXPECT_EQ(MostBusyCtasOnOneSm(4, 12, [](int64_t c) { return c == 0 || c == 9 || c == 10; }), 2);
+  EXPECT_EQ(BusiestSmCtaBlocks(4, 12, [](int64_t c) -> int64_t { return c == 0 || c == 9 || c == 10; }).size(), 2u);
   // 3 SMs, CTA 4 alone idle among 10: the launch gives SMs 0 and 2 two busy CTAs, SM 1 one
   // (and idle 4); SM 1's freed slot takes busy 6; every slot then holds a busy CTA, and
   // the last three (7, 8, 9) level the SMs as slots free: one more each.
-  EXPECT_EQ(MostBusyCtasOnOneSm(3, 10, [](int64_t c) { return c != 4; }), 3);
+  EXPECT_EQ(BusiestSmCtaBlocks(3, 10, [](int64_t c) -> int64_t { return c != 4; }).size(), 3u);
   // All busy: the CTAs spread evenly, ceil(7 / 2).
-  EXPECT_EQ(MostBusyCtasOnOneSm(2, 7, [](int64_t) { return true; }), 4);
+  EXPECT_EQ(BusiestSmCtaBlocks(2, 7, [](int64_t) -> int64_t { return true; }).size(), 4u);
   // Nothing launched, or no SMs: nothing given.
-  EXPECT_EQ(MostBusyCtasOnOneSm(108, 0, [](int64_t) { return true; }), 0);
-  EXPECT_EQ(MostBusyCtasOnOneSm(0, 5, [](int64_t) { return true; }), 0);
+  EXPECT_EQ(BusiestSmCtaBlocks(108, 0, [](int64_t) -> int64_t { return true; }).size(), 0u);
+  EXPECT_EQ(BusiestSmCtaBlocks(0, 5, [](int64_t) -> int64_t { return true; }).size(), 0u);
+  // CTAs of different lengths. 3 SMs, blocks 5, 1, 1, 1, 1, 1: the launch gives every SM
+  // two; the busiest is the one given the most blocks, SM 0 (CTAs 0 and 3).
+  const int64_t six[] = {5, 1, 1, 1, 1, 1};
+  EXPECT_EQ(BusiestSmCtaBlocks(3, 6, [&](int64_t c) { return six[c]; }),
+            (std::vector<int64_t>{5, 1}));
+  // 2 SMs, blocks 4, 1, 4, 1, 1, 1: the launch gives SM 0 CTAs 0 and 2 (8 blocks), SM 1
+  // CTAs 1 and 3 (2); CTA 4 starts where a slot frees first, SM 1 (2 < 8 blocks), and so
+  // does CTA 5 (3 < 8): SM 1 gets four CTAs of one block. Levelling by CTAs would have
+  // given each SM a third.
+  const int64_t levelled[] = {4, 1, 4, 1, 1, 1};
+  EXPECT_EQ(BusiestSmCtaBlocks(2, 6, [&](int64_t c) { return levelled[c]; }),
+            (std::vector<int64_t>{1, 1, 1, 1}));
 }
 
 OpShape Llama70bTp2() {
@@ -109,8 +122,19 @@ TEST(SplitKvDecodeTest, TheGridsWorkByHand) {
     EXPECT_EQ(w.waves, 1);
   }
   {
-    // 60 of them: 240 CTAs, at most 3 a SM: a first wave of two a SM, then a second
-    // whose CTAs start as slots free, costing one CTA at the single rate.
+    // 30 sequences split over 4,096 (120 CTAs, no split), the first of 1,000 tokens (8
+    // blocks), the rest of 100 (1): the launch's second round puts CTAs 108-119 (1 block)
+    // beside CTAs 0-11; the busiest SM is one of the first sequence's, SM 0 with 8 and 1
+    // blocks: the two run together for one block, then the longer alone for 7.
+    OpWork w;
+    AddSplitKvWork(w, s, 108, 4096, 30, [](int64_t i) { return int64_t{i == 0 ? 1000 : 100}; });
+    EXPECT_EQ(w.pair_bytes, 128 * token_bytes);
+    EXPECT_EQ(w.single_bytes, 7 * 128 * token_bytes);
+    EXPECT_EQ(w.waves, 1);
+  }
+  {
+    // 60 sequences of 1,000 tokens: 240 CTAs, at most 3 a SM: a first wave of two a SM,
+    // then a second whose CTAs start as slots free, costing one CTA at the single rate.
     OpWork w;
     AddSplitKvWork(w, s, 108, 4096, 60, [](int64_t) { return int64_t{1000}; });
     EXPECT_EQ(w.pair_bytes, 8 * 128 * token_bytes);
