@@ -31,7 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::ofstream(path, std::ios::trunc) << written;
   auto again = ReadCalibratedModel(path);
   if (!again.ok()) fuzz::Broken("a written model file does not read", again.status().message());
-  if (CalibratedModelYaml(*again, {}) != written) fuzz::Broken("a written model file changes", written);
+  if (CalibratedModelYaml(*again, {}) != written) {
+    fuzz::Broken("a written model file changes", written);
+  }
 
   DeploymentSpec d;
   d.model = *FindModel("llama-2-7b");
@@ -55,7 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   prefill.seqs.push_back(ScheduledRequest{&requests[0], 512, 1000, false, false});
   prefill.num_prefill_tokens = 512;
   for (int i = 0; i < 2; ++i) {
-    decode.seqs.push_back(ScheduledRequest{&requests[static_cast<size_t>(i) + 1], 1, 1999, true, false});
+    Request* r = &requests[static_cast<size_t>(i) + 1];
+    decode.seqs.push_back(ScheduledRequest{r, 1, 1999, true, false});
   }
   decode.num_decode_tokens = decode.num_emitting = 2;
   mixed.seqs = decode.seqs;

@@ -73,12 +73,12 @@ struct OpFit {
   bool additive = false;          // roofline ops: terms summed, not max()ed (op_model.h)
   int32_t row_tile = 1;           // GEMMs: rows computed in tiles of this many (op_model.h)
   // attention_decode in the split_kv form (op_model.h): fixed + bytes at memory_efficiency
-  // + the kernel's grid terms: the longest CTA streams its K and V in the first wave at
-  // pair_memory_efficiency of one SM's share of the bandwidth (bandwidth / SMs; the two
-  // together) when an SM was given two busy CTAs, else at cta_memory_efficiency (one
-  // alone), and once more at cta_memory_efficiency for each later wave; each wave costs
-  // wave_us, the combine kernel combine_us + combine_per_split_us a split, each sequence
-  // per_row_us. A paired CTA's first pair_ramp_tokens stream at
+  // + the kernel's grid terms on its busiest SM: in the first wave its two CTAs stream the
+  // shorter's K and V at pair_memory_efficiency of one SM's share of the bandwidth
+  // (bandwidth / SMs; the two together), the rest of the longer's (or a lone CTA's) at
+  // cta_memory_efficiency, and each later wave its longest CTA's at cta_memory_efficiency;
+  // each wave costs wave_us, the combine kernel combine_us + combine_per_split_us a split,
+  // each sequence per_row_us. The paired bytes' first pair_ramp_tokens a CTA stream at
   // pair_ramp_memory_efficiency instead (0 tokens: no ramp).
   bool split_kv = false;
   double cta_memory_efficiency = 0;

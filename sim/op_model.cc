@@ -152,7 +152,8 @@ double OpSeconds(const OpCoefficients& c, const OpWork& raw) {
     return c.single_row_fixed_s + work.bytes * c.single_row_s_per_byte;
   }
   const double ramp = std::min(work.pair_bytes, c.pair_ramp_tokens * work.cta_bytes_per_token);
-  const double kernel = ramp * c.s_per_pair_ramp_byte + (work.pair_bytes - ramp) * c.s_per_pair_byte +
+  const double kernel = ramp * c.s_per_pair_ramp_byte +
+                        (work.pair_bytes - ramp) * c.s_per_pair_byte +
                         work.single_bytes * c.s_per_cta_byte + work.waves * c.s_per_wave +
                         work.combine * c.combine_s +
                         work.combine_splits * c.combine_s_per_split;

@@ -48,24 +48,33 @@ TEST(SplitKvDecodeTest, TheDispatchByHand) {
   // reaching its first split): the launch puts CTA i on SM i for i < 108 (busy on SMs 0,
   // 5, ..., 105) and CTA 108 + i on SM i (busy 110, ..., 195 on SMs 2, 7, ..., 87): no SM
   // has two.
-  EXPECT_EQ(BusiestSmCtaBlocks(108, 200, [](int64_t c) -> int64_t { return c % 5 == 0; }).size(), 1u);
+  // A busy CTA of one block.
+  auto one_block_if = [](auto busy) {
+    return [busy](int64_t c) -> int64_t { return busy(c) ? 1 : 0; };
+  };
+  EXPECT_EQ(BusiestSmCtaBlocks(108, 200, one_block_if([](int64_t c) { return c % 5 == 0; })).size(),
+            1u);
   // 192 CTAs, every third busy (16 x 4 split 3 ways): the second round's busy CTAs 108,
   // 111, ..., 189 land on SMs 0, 3, ..., 81, beside the first round's.
-  EXPECT_EQ(BusiestSmCtaBlocks(108, 192, [](int64_t c) -> int64_t { return c % 3 == 0; }).size(), 2u);
+  EXPECT_EQ(BusiestSmCtaBlocks(108, 192, one_block_if([](int64_t c) { return c % 3 == 0; })).size(),
+            2u);
   // 4 SMs, 12 CTAs, busy 0, 9, 10: the launch places 0-3 and 4-7 (only SM 0 keeps one);
   // the idle ones exit and the freed slots fill SM by SM: SM 0's one slot takes 8, SM 1's
   // two take 9 and 10 (both busy), SM 2 takes 11. Filling one slot a SM at a time would
   // have put 9 and 10 on SMs 1 and 2.
-  EXPECT_EQ(BusiestSmCtaBlocks(4, 12, [](int64_t c) -> int64_t { return c == 0 || c == 9 || c == 10; }).size(), 2u);
+  EXPECT_EQ(
+      BusiestSmCtaBlocks(4, 12, one_block_if([](int64_t c) { return c == 0 || c == 9 || c == 10; }))
+          .size(),
+      2u);
   // 3 SMs, CTA 4 alone idle among 10: the launch gives SMs 0 and 2 two busy CTAs, SM 1 one
   // (and idle 4); SM 1's freed slot takes busy 6; every slot then holds a busy CTA, and
   // the last three (7, 8, 9) level the SMs as slots free: one more each.
-  EXPECT_EQ(BusiestSmCtaBlocks(3, 10, [](int64_t c) -> int64_t { return c != 4; }).size(), 3u);
+  EXPECT_EQ(BusiestSmCtaBlocks(3, 10, one_block_if([](int64_t c) { return c != 4; })).size(), 3u);
   // All busy: the CTAs spread evenly, ceil(7 / 2).
-  EXPECT_EQ(BusiestSmCtaBlocks(2, 7, [](int64_t) -> int64_t { return true; }).size(), 4u);
+  EXPECT_EQ(BusiestSmCtaBlocks(2, 7, [](int64_t) -> int64_t { return 1; }).size(), 4u);
   // Nothing launched, or no SMs: nothing given.
-  EXPECT_EQ(BusiestSmCtaBlocks(108, 0, [](int64_t) -> int64_t { return true; }).size(), 0u);
-  EXPECT_EQ(BusiestSmCtaBlocks(0, 5, [](int64_t) -> int64_t { return true; }).size(), 0u);
+  EXPECT_EQ(BusiestSmCtaBlocks(108, 0, [](int64_t) -> int64_t { return 1; }).size(), 0u);
+  EXPECT_EQ(BusiestSmCtaBlocks(0, 5, [](int64_t) -> int64_t { return 1; }).size(), 0u);
   // CTAs of different lengths. 3 SMs, blocks 5, 1, 1, 1, 1, 1: the launch gives every SM
   // two; the busiest is the one given the most blocks, SM 0 (CTAs 0 and 3).
   const int64_t six[] = {5, 1, 1, 1, 1, 1};
@@ -380,7 +389,8 @@ TEST(SplitKvDecodeTest, SplitKvKeysBelongToItsForm) {
   EXPECT_THAT(ReadError(split + "    pair_ramp_tokens: 100.5\n"),
               HasSubstr(":13: ops.attention_decode.pair_ramp_tokens: a whole number of tokens"));
   EXPECT_THAT(ReadError(decode + "    form: additive\n    pair_ramp_tokens: 128\n"),
-              HasSubstr(":8: ops.attention_decode.pair_ramp_tokens: only the split_kv form has it"));
+              HasSubstr(":8: ops.attention_decode.pair_ramp_tokens: only the split_kv form "
+                        "has it"));
   EXPECT_THAT(ReadError("  rope:\n    form: split_kv\n    fixed_us: 1\n    memory_efficiency: 1\n"),
               HasSubstr("ops.rope.form: rope is a stream op"));
 }
