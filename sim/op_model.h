@@ -62,7 +62,8 @@
 //               before sequence x KV head), one a SM and then a second (two are resident
 //               a SM: their shared memory); an idle CTA's slot takes the next CTA at once,
 //               SM by SM; once every slot holds a busy CTA, each of the rest starts on the
-//               SM whose slot frees first (the fewest blocks given). Which SMs the busy
+//               SM whose slot frees first (the fewest blocks given; in a grid of more than
+//               4 CTAs a SM, on the SMs in turn). Which SMs the busy
 //               CTAs land on decides the time: 10 sequences split 5 ways (busy CTAs 0, 5,
 //               ..., 195 of 200) never share an SM, 16 split 3 ways (0, 3, ..., 189 of
 //               192: the second round lands on the first's SMs) do, and take 45-80% longer
@@ -281,8 +282,12 @@ std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks bl
     open.resize(still_open);
   }
   // Every slot holds a busy CTA: each of the rest starts on the SM whose slot frees first,
-  // the one given the fewest blocks (then the fewest CTAs, then the lowest index).
-  if (next < launched) {
+  // the one given the fewest blocks (then the fewest CTAs, then the lowest index). Past
+  // two full waves (more than 4 CTAs a SM launched) they go round the SMs in turn
+  // instead, a step's cost staying linear in its grid: by then the bytes term dominates.
+  const int64_t rest_begin = next;
+  const bool round_robin = launched > int64_t{2} * kResident * sms;
+  if (next < launched && !round_robin) {
     using Slot = std::tuple<int64_t, int32_t, int32_t>;  // blocks, CTAs, SM
     std::priority_queue<Slot, std::vector<Slot>, std::greater<>> first_free;
     for (int32_t sm = 0; sm < sms; ++sm) {
@@ -297,6 +302,22 @@ std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks bl
       first_free.emplace(load[static_cast<size_t>(sm)], given[static_cast<size_t>(sm)], sm);
     }
   }
+  // The i-th busy CTA of the rest, in turn: SM i % sms.
+  auto for_each_in_turn = [&](auto visit) {
+    size_t sm = 0;
+    for (int64_t cta = rest_begin; cta < launched; ++cta) {
+      const int64_t b = blocks(cta);
+      if (b <= 0) continue;
+      visit(sm, b);
+      if (++sm == n) sm = 0;
+    }
+  };
+  if (round_robin) {
+    for_each_in_turn([&](size_t sm, int64_t b) {
+      ++given[sm];
+      load[sm] += b;
+    });
+  }
   size_t busiest = 0;
   for (size_t sm = 1; sm < n; ++sm) {
     if (given[sm] > given[busiest] || (given[sm] == given[busiest] && load[sm] > load[busiest])) {
@@ -307,6 +328,11 @@ std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks bl
   out.reserve(static_cast<size_t>(given[busiest]));
   for (const auto& [sm, b] : placed) {
     if (static_cast<size_t>(sm) == busiest) out.push_back(b);
+  }
+  if (round_robin) {
+    for_each_in_turn([&](size_t sm, int64_t b) {
+      if (sm == busiest) out.push_back(b);
+    });
   }
   return out;
 }
@@ -324,8 +350,13 @@ void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_
   auto blocks_of = [](int64_t tokens) {
     return (tokens + kFlashDecodeBlockTokens - 1) / kFlashDecodeBlockTokens;
   };
+  std::vector<int64_t> seq_blocks(static_cast<size_t>(seqs));
   int64_t longest = 0;
-  for (int64_t i = 0; i < seqs; ++i) longest = std::max<int64_t>(longest, attended(i));
+  for (int64_t i = 0; i < seqs; ++i) {
+    const int64_t tokens = attended(i);
+    longest = std::max<int64_t>(longest, tokens);
+    seq_blocks[static_cast<size_t>(i)] = blocks_of(tokens);
+  }
   const int64_t blocks = blocks_of(kv_length > 0 ? kv_length : longest);
   const int64_t splits = FlashDecodeSplits(seqs * kv_heads * m_blocks, sms, blocks);
   const int64_t per_split = (blocks + splits - 1) / splits;  // blocks a split covers
@@ -333,11 +364,12 @@ void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_
   // The whole blocks a CTA streams: its split's share of its sequence's blocks (none for a
   // split past the sequence's end: it exits at once). Grid order: the query-row tile
   // fastest, then the split, then sequence x KV head.
+  const int64_t ctas_a_seq = kv_heads * m_blocks * splits;
   auto cta_blocks = [&](int64_t cta) {
-    const int64_t head_split = cta / m_blocks;
-    const int64_t split = head_split % splits;
-    const int64_t left = blocks_of(attended(head_split / splits / kv_heads)) - split * per_split;
-    return std::clamp<int64_t>(left, 0, per_split);
+    const int64_t seq_blocks_left = seq_blocks[static_cast<size_t>(cta / ctas_a_seq)];
+    if (splits == 1) return std::min(seq_blocks_left, per_split);
+    const int64_t split = (cta / m_blocks) % splits;
+    return std::clamp<int64_t>(seq_blocks_left - split * per_split, 0, per_split);
   };
   const std::vector<int64_t> busiest = BusiestSmCtaBlocks(sms, launched, cta_blocks);
   // The busiest SM's waves: its first two CTAs run together (the shorter's blocks at the

@@ -87,6 +87,12 @@ TEST(SplitKvDecodeTest, TheDispatchByHand) {
   const int64_t levelled[] = {4, 1, 4, 1, 1, 1};
   EXPECT_EQ(BusiestSmCtaBlocks(2, 6, [&](int64_t c) { return levelled[c]; }),
             (std::vector<int64_t>{1, 1, 1, 1}));
+  // More than 4 CTAs a SM: the rest go round the SMs in turn. 2 SMs, 10 CTAs of blocks 1,
+  // 1, 1, 1, then 4, 1, 4, 1, 4, 1: CTAs 4, 6, 8 to SM 0, 5, 7, 9 to SM 1; five each, SM 0
+  // with more blocks. (Where a slot frees first, CTA 6 would have gone to SM 1.)
+  const int64_t in_turn[] = {1, 1, 1, 1, 4, 1, 4, 1, 4, 1};
+  EXPECT_EQ(BusiestSmCtaBlocks(2, 10, [&](int64_t c) { return in_turn[c]; }),
+            (std::vector<int64_t>{1, 1, 4, 4, 4}));
 }
 
 OpShape Llama70bTp2() {
