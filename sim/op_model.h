@@ -168,9 +168,16 @@ inline constexpr int32_t kFlashDecodeResidentCtas = 2;  // a SM at once (its sha
 // The busiest SM's CTAs when `launched` CTAs, of which CTA `cta` (grid order) streams
 // `blocks(cta)` whole blocks of KV (0: it exits at once), are dispatched as the header
 // above says: the blocks of each busy CTA it is given, in the order given. The busiest
-// gets the most busy CTAs, then the most blocks (then the lowest index).
+// gets the most busy CTAs, then the most blocks (then the lowest index). `run_length(cta)`
+// says how many CTAs from `cta` on stream as many blocks (at least 1; a sequence's CTAs
+// when unsplit): they are placed at once where the grid goes round the SMs in turn.
+template <class Blocks, class RunLength>
+std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks,
+                                        RunLength run_length);
 template <class Blocks>
-std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks);
+std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks) {
+  return BusiestSmCtaBlocks(sms, launched, blocks, [](int64_t) { return int64_t{1}; });
+}
 // The split-KV fields of a decode batch on `sms` SMs whose sequences attend `attended(i)`
 // tokens (cached + the new one), i < seqs; the split length is `kv_length` tokens, or the
 // longest sequence's when 0. One pass over the sequences, then one over the CTAs.
@@ -238,12 +245,13 @@ struct OpPeaks {
 };
 OpPeaks PeaksOf(Op op, const GpuSpec& gpu, const OpShape& shape);
 
-template <class Blocks>
-std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks) {
+template <class Blocks, class RunLength>
+std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks,
+                                        RunLength run_length) {
   constexpr int32_t kResident = kFlashDecodeResidentCtas;
   if (sms <= 0 || launched <= 0) return {};
   const auto n = static_cast<size_t>(sms);
-  std::vector<int32_t> given(n, 0);     // busy CTAs each SM got
+  std::vector<int64_t> given(n, 0);     // busy CTAs each SM got
   std::vector<int32_t> resident(n, 0);  // of them, in the launch and the refills
   std::vector<int64_t> load(n, 0);      // their blocks
   std::vector<std::pair<int32_t, int64_t>> placed;  // each busy CTA's SM and blocks, in order
@@ -288,7 +296,7 @@ std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks bl
   const int64_t rest_begin = next;
   const bool round_robin = launched > int64_t{2} * kResident * sms;
   if (next < launched && !round_robin) {
-    using Slot = std::tuple<int64_t, int32_t, int32_t>;  // blocks, CTAs, SM
+    using Slot = std::tuple<int64_t, int64_t, int32_t>;  // blocks, CTAs, SM
     std::priority_queue<Slot, std::vector<Slot>, std::greater<>> first_free;
     for (int32_t sm = 0; sm < sms; ++sm) {
       first_free.emplace(load[static_cast<size_t>(sm)], given[static_cast<size_t>(sm)], sm);
@@ -302,21 +310,52 @@ std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks bl
       first_free.emplace(load[static_cast<size_t>(sm)], given[static_cast<size_t>(sm)], sm);
     }
   }
-  // The i-th busy CTA of the rest, in turn: SM i % sms.
-  auto for_each_in_turn = [&](auto visit) {
+  // The rest's busy CTAs in turn, the i-th on SM i % sms: visit(first SM, CTAs, blocks)
+  // for each run of CTAs with the same blocks.
+  auto for_each_run_in_turn = [&](auto visit) {
     size_t sm = 0;
-    for (int64_t cta = rest_begin; cta < launched; ++cta) {
+    for (int64_t cta = rest_begin; cta < launched;) {
       const int64_t b = blocks(cta);
+      const int64_t run = std::clamp<int64_t>(run_length(cta), 1, launched - cta);
+      cta += run;
       if (b <= 0) continue;
-      visit(sm, b);
-      if (++sm == n) sm = 0;
+      visit(sm, run, b);
+      sm = (sm + static_cast<size_t>(run % sms)) % n;
     }
   };
+  // Whether SM `sm` is among the `count` SMs from `first` on, round the SMs.
+  auto in_turn = [&](size_t sm, size_t first, size_t count) {
+    return (sm + n - first) % n < count;
+  };
   if (round_robin) {
-    for_each_in_turn([&](size_t sm, int64_t b) {
-      ++given[sm];
-      load[sm] += b;
+    // Every SM gets run / sms of a run, and the next run % sms SMs one more: a difference
+    // array over the SMs, each run costing O(1).
+    std::vector<int64_t> more_given(n + 1, 0), more_load(n + 1, 0);
+    int64_t all_given = 0, all_load = 0;
+    auto add = [&](size_t from, size_t to, int64_t b) {  // SMs [from, to)
+      ++more_given[from];
+      --more_given[to];
+      more_load[from] += b;
+      more_load[to] -= b;
+    };
+    for_each_run_in_turn([&](size_t first, int64_t run, int64_t b) {
+      all_given += run / sms;
+      all_load += run / sms * b;
+      const auto part = static_cast<size_t>(run % sms);
+      if (first + part <= n) {
+        add(first, first + part, b);
+      } else {
+        add(first, n, b);
+        add(0, first + part - n, b);
+      }
     });
+    int64_t running_given = 0, running_load = 0;
+    for (size_t sm = 0; sm < n; ++sm) {
+      running_given += more_given[sm];
+      running_load += more_load[sm];
+      given[sm] += all_given + running_given;
+      load[sm] += all_load + running_load;
+    }
   }
   size_t busiest = 0;
   for (size_t sm = 1; sm < n; ++sm) {
@@ -330,8 +369,10 @@ std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks bl
     if (static_cast<size_t>(sm) == busiest) out.push_back(b);
   }
   if (round_robin) {
-    for_each_in_turn([&](size_t sm, int64_t b) {
-      if (sm == busiest) out.push_back(b);
+    for_each_run_in_turn([&](size_t first, int64_t run, int64_t b) {
+      const bool one_more = in_turn(busiest, first, static_cast<size_t>(run % sms));
+      const int64_t times = run / sms + (one_more ? 1 : 0);
+      out.insert(out.end(), static_cast<size_t>(times), b);
     });
   }
   return out;
@@ -371,7 +412,11 @@ void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_
     const int64_t split = (cta / m_blocks) % splits;
     return std::clamp<int64_t>(seq_blocks_left - split * per_split, 0, per_split);
   };
-  const std::vector<int64_t> busiest = BusiestSmCtaBlocks(sms, launched, cta_blocks);
+  // Unsplit, a sequence's CTAs stream as many blocks: one run.
+  auto run_length = [&](int64_t cta) {
+    return splits == 1 ? ctas_a_seq - cta % ctas_a_seq : m_blocks - cta % m_blocks;
+  };
+  const std::vector<int64_t> busiest = BusiestSmCtaBlocks(sms, launched, cta_blocks, run_length);
   // The busiest SM's waves: its first two CTAs run together (the shorter's blocks at the
   // paired rate, the rest of the longer's alone); each later wave adds its longest CTA.
   const auto given = static_cast<int64_t>(busiest.size());

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "core/params.h"
 #include "driver/gpu_catalog.h"
@@ -93,6 +94,36 @@ TEST(SplitKvDecodeTest, TheDispatchByHand) {
   const int64_t in_turn[] = {1, 1, 1, 1, 4, 1, 4, 1, 4, 1};
   EXPECT_EQ(BusiestSmCtaBlocks(2, 10, [&](int64_t c) { return in_turn[c]; }),
             (std::vector<int64_t>{1, 1, 4, 4, 4}));
+}
+
+// Placing a run of CTAs with the same blocks at once gives what placing them one by one
+// gives, on grids of random runs (idle ones among them), in both regimes (slots freeing
+// first, and in turn past 4 CTAs a SM).
+TEST(SplitKvDecodeTest, RunsPlaceAsTheirCtasDo) {
+  std::mt19937_64 random(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int32_t sms = std::uniform_int_distribution<int32_t>(1, 12)(random);
+    std::vector<int64_t> run_start, run_blocks;
+    int64_t launched = 0;
+    const int64_t runs = std::uniform_int_distribution<int64_t>(1, 40)(random);
+    for (int64_t r = 0; r < runs; ++r) {
+      run_start.push_back(launched);
+      run_blocks.push_back(std::uniform_int_distribution<int64_t>(-1, 6)(random));
+      launched += std::uniform_int_distribution<int64_t>(1, 30)(random);
+    }
+    auto run_of = [&](int64_t cta) {
+      return static_cast<size_t>(std::upper_bound(run_start.begin(), run_start.end(), cta) -
+                                 run_start.begin() - 1);
+    };
+    auto blocks = [&](int64_t cta) { return std::max<int64_t>(0, run_blocks[run_of(cta)]); };
+    auto run_length = [&](int64_t cta) {
+      const size_t r = run_of(cta);
+      return (r + 1 < run_start.size() ? run_start[r + 1] : launched) - cta;
+    };
+    EXPECT_EQ(BusiestSmCtaBlocks(sms, launched, blocks, run_length),
+              BusiestSmCtaBlocks(sms, launched, blocks))
+        << "trial " << trial << ": " << sms << " SMs, " << launched << " CTAs";
+  }
 }
 
 OpShape Llama70bTp2() {
