@@ -284,23 +284,27 @@ ScoredFit FitSplitKv(const std::vector<Sample>& samples, double tolerance) {
           std::max(longest_pair_tokens, s.work.pair_bytes / s.work.cta_bytes_per_token);
     }
   }
+  // Columns 2 (paired bytes past the ramp) and 8 (the ramp's) change with the ramp.
+  std::vector<std::vector<double>> columns(9, std::vector<double>(n, 0.0));
+  for (size_t i = 0; i < n; ++i) {
+    const OpWork& w = samples[i].work;
+    columns[0][i] = 1.0;
+    columns[1][i] = w.bytes;
+    columns[3][i] = w.single_bytes;
+    columns[4][i] = w.waves;
+    columns[5][i] = w.combine;
+    columns[6][i] = w.combine_splits;
+    columns[7][i] = w.rows;
+  }
   ScoredFit best;
   // ramp_tokens 0: every paired byte at one rate.
   for (int64_t blocks = 0; blocks <= 16; ++blocks) {
     const double ramp_tokens = static_cast<double>(blocks * kFlashDecodeBlockTokens);
     if (blocks > 0 && ramp_tokens >= longest_pair_tokens) break;
-    std::vector<std::vector<double>> columns(9, std::vector<double>(n, 0.0));
     for (size_t i = 0; i < n; ++i) {
       const OpWork& w = samples[i].work;
       const double ramp = std::min(w.pair_bytes, ramp_tokens * w.cta_bytes_per_token);
-      columns[0][i] = 1.0;
-      columns[1][i] = w.bytes;
       columns[2][i] = w.pair_bytes - ramp;
-      columns[3][i] = w.single_bytes;
-      columns[4][i] = w.waves;
-      columns[5][i] = w.combine;
-      columns[6][i] = w.combine_splits;
-      columns[7][i] = w.rows;
       columns[8][i] = ramp;
     }
     std::vector<bool> active(9, true);
