@@ -24,7 +24,8 @@ OpFit RooflineFit(Op op, const RooflineDefaults& d) {
 
 CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std::string& path,
                                          const DeploymentSpec& d, double step_overhead_ms,
-                                         int64_t split_kv_length)
+                                         int64_t split_kv_length,
+                                         const ExpertRoutingOptions& routing)
     : split_kv_length_(split_kv_length) {
   shape_.model = d.model;
   shape_.tensor_parallel = d.tensor_parallel;
@@ -69,6 +70,60 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   description_ = "calibrated on " + model.device + " (" + path + "); fitted: " +
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
                  "; roofline: " + (roofline.empty() ? std::string("none") : Join(roofline, ", "));
+  if (!d.model.IsMoe()) return;
+  moe_ = true;
+  dense_layers_ = d.model.NumDenseLayers();
+  moe_layers_ = d.model.NumMoeLayers();
+  for (const Op op : per_layer_rows_) {
+    if (op != Op::kGateUpProj && op != Op::kSiluAndMul && op != Op::kDownProj &&
+        op != Op::kAllReduce) {
+      attention_side_rows_.push_back(op);
+    }
+  }
+  const int32_t ep = d.expert_parallel;
+  routing_ = ExpertRouting(d.model.num_experts, d.model.num_experts_per_tok, ep, routing);
+  // Every expert's width splits over the TP group, or under expert parallelism each GPU
+  // holds whole experts (as the roofline has it); a shared expert splits over TP.
+  expert_shape_ = shape_;
+  expert_shape_.model.intermediate_size = d.model.ExpertWidth();
+  if (ep > 1) expert_shape_.tensor_parallel = 1;
+  shared_expert_ = d.model.shared_expert_intermediate_size > 0;
+  shared_shape_ = shape_;
+  shared_shape_.model.intermediate_size = d.model.shared_expert_intermediate_size;
+  const RooflineDefaults defaults_for_router;
+  router_ = RooflineFit(Op::kQkvProj, defaults_for_router).On(d.gpu, shape_);
+  std::string moe = "; mixture of experts: router (roofline), ";
+  if (shared_expert_) moe += "shared expert (gate_up_proj, silu_and_mul, down_proj), ";
+  moe += "routed experts as grouped gate_up_proj and down_proj GEMMs with silu_and_mul";
+  if (ep > 1 && d.gpu.interconnect_gbps > 0) {
+    // The roofline's: every GPU sends its 1/ep of the rows, (ep - 1)/ep of them to other
+    // GPUs, a hidden vector each, and gets the results back; two collectives.
+    const RooflineOptions r;
+    const double link_s_per_byte = 1.0 / (d.gpu.interconnect_gbps * 1e9 * r.interconnect_efficiency);
+    const double e = ep;
+    all_to_all_s_per_row_ = 2.0 * (e - 1.0) / (e * e) * d.model.hidden_size *
+                            DTypeBytes(d.activation_dtype) * link_s_per_byte;
+    all_to_all_latency_s_ = 2.0 * r.allreduce_latency_us * 1e-6;
+    moe += ", all-to-all over " + std::to_string(ep) + " GPUs (roofline)";
+  }
+  description_ += moe;
+}
+
+double CalibratedCostModel::MoeMlpSeconds(double tokens) const {
+  double s = OpSeconds(router_, RouterWork(shape_, tokens));
+  if (shared_expert_) {
+    for (const Op op : {Op::kGateUpProj, Op::kSiluAndMul, Op::kDownProj}) {
+      s += OpSeconds(Of(op), RowsWork(op, shared_shape_, tokens));
+    }
+  }
+  const double rows = routing_.BusiestGpuRows(tokens);
+  const double touched = routing_.Touched(tokens) / routing_.expert_parallel();
+  for (const Op op : {Op::kGateUpProj, Op::kDownProj}) {
+    const OpCoefficients& c = Of(op);
+    s += OpSeconds(c, GroupedExpertWork(op, expert_shape_, rows, touched,
+                                        routing_.BusiestGpuPaddedRows(tokens, c.row_tile)));
+  }
+  return s + OpSeconds(Of(Op::kSiluAndMul), RowsWork(Op::kSiluAndMul, expert_shape_, rows));
 }
 
 double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
@@ -93,11 +148,31 @@ double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
                    [&](int64_t i) { return CostedContextLen(plan.seqs[static_cast<size_t>(i)]); });
   }
   double layer = OpSeconds(Of(all_single ? Op::kAttentionDecode : Op::kAttentionPrefill), attention);
-  for (const Op op : per_layer_rows_) {
-    const double calls = op == Op::kAllReduce ? 2.0 : 1.0;
-    layer += calls * OpSeconds(Of(op), RowsWork(op, shape_, tokens));
+  double step = 0;
+  if (!moe_) {
+    for (const Op op : per_layer_rows_) {
+      const double calls = op == Op::kAllReduce ? 2.0 : 1.0;
+      layer += calls * OpSeconds(Of(op), RowsWork(op, shape_, tokens));
+    }
+    step = layers_ * layer;
+  } else {
+    // Every layer: attention and one all-reduce; a dense layer's MLP and its all-reduce; a
+    // MoE layer's MLP and its all-reduce, or under expert parallelism its all-to-all.
+    for (const Op op : attention_side_rows_) layer += OpSeconds(Of(op), RowsWork(op, shape_, tokens));
+    const double allreduce = shape_.tensor_parallel > 1
+                                 ? OpSeconds(Of(Op::kAllReduce), RowsWork(Op::kAllReduce, shape_, tokens))
+                                 : 0.0;
+    double dense_mlp = 0;
+    for (const Op op : {Op::kGateUpProj, Op::kSiluAndMul, Op::kDownProj}) {
+      dense_mlp += dense_layers_ > 0 ? OpSeconds(Of(op), RowsWork(op, shape_, tokens)) : 0.0;
+    }
+    const double moe_collective =
+        routing_.expert_parallel() > 1
+            ? tokens * routing_.per_token() * all_to_all_s_per_row_ + all_to_all_latency_s_
+            : allreduce;
+    step = layers_ * (layer + allreduce) + dense_layers_ * (dense_mlp + allreduce) +
+           moe_layers_ * (MoeMlpSeconds(tokens) + moe_collective);
   }
-  double step = layers_ * layer;
   for (const Op op : per_step_rows_) step += OpSeconds(Of(op), RowsWork(op, shape_, tokens));
   if (emitting > 0) {
     for (const Op op : per_step_emit_) step += OpSeconds(Of(op), RowsWork(op, shape_, emitting));
@@ -113,12 +188,6 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
                                                              const DeploymentSpec& deployment) {
   const std::string path = params.GetPath("path");
   SERVELAB_RETURN_IF_ERROR(params.Error());
-  if (deployment.model.IsMoe()) {
-    return InvalidArgument("cost_model: the calibrated model has no mixture-of-experts "
-                           "ops yet (" + deployment.model.name + " has " +
-                           std::to_string(deployment.model.num_experts) +
-                           " experts a layer); use the roofline");
-  }
   if (deployment.model.IsMla()) {
     return InvalidArgument("cost_model: the calibrated model has no latent-attention ops yet (" +
                            deployment.model.name + " caches a " +
@@ -150,9 +219,16 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
     return InvalidArgument(where + ": " + params.Named().path + ".split_kv_length: " + path +
                            " has no split_kv decode fit for it to apply to");
   }
+  // Read (so known and recorded) for MoE models, or when given.
+  ExpertRoutingOptions routing;
+  if (deployment.model.IsMoe() || params.Has("expert_imbalance") || params.Has("routing_skew")) {
+    auto read = ReadExpertRoutingOptions(params);
+    if (!read.ok()) return read.status();
+    routing = *read;
+  }
   SERVELAB_RETURN_IF_ERROR(params.Finish());
   return std::unique_ptr<CostModel>(std::make_unique<CalibratedCostModel>(
-      *model, path, deployment, step_overhead_ms, split_kv_length));
+      *model, path, deployment, step_overhead_ms, split_kv_length, routing));
 }
 
 }  // namespace servelab

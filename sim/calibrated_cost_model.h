@@ -15,6 +15,17 @@
 //              deployment GPU's SMs (hardware.gpu.sm_count; required then);
 //   per step:  embedding (T), final_norm, lm_head and sampling (E emitting rows), the
 //              (pp - 1) stage transfers of the roofline, and a fixed step overhead.
+//   mixture of experts (sim/expert_routing.h): a MoE layer's MLP is the router (the
+//              roofline's GEMM, replicated over the TP group), a shared expert if the
+//              model has one (gate_up_proj, silu_and_mul, down_proj at its width over T
+//              rows), and the routed experts as vLLM's fused MoE runs them: one grouped
+//              GEMM for gate|up and one for down, each with gate_up_proj's or down_proj's
+//              coefficients (one fixed cost a kernel, the weights of the experts touched,
+//              every expert's rows in whole tiles of the fit's row tile), silu_and_mul
+//              over the token x expert rows between them; under expert parallelism, the
+//              busiest GPU's rows and experts, and the all-to-all around the layer
+//              instead of its all-reduce (the roofline's). Dense layers (DeepSeek's first
+//              ones) keep the dense MLP.
 //
 // An op the model fitted takes its fit, on the deployment's GPU peaks (efficiencies and
 // fixed costs carry over from the GPU it was fitted on); the others take the datasheet
@@ -29,6 +40,7 @@
 //                     splits: 0 (default) the batch's longest sequence (vLLM's
 //                     max_seqlen_k), or a fixed allocation (Vidur's profiler gave it
 //                     max_model_len)
+//   expert_imbalance, routing_skew   MoE models: as the roofline's (ExpertRoutingOptions)
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,6 +48,7 @@
 
 #include "sim/calibration.h"
 #include "sim/cost_model.h"
+#include "sim/expert_routing.h"
 
 namespace servelab {
 
@@ -43,7 +56,7 @@ class CalibratedCostModel final : public CostModel {
  public:
   CalibratedCostModel(const CalibratedModel& model, const std::string& path,
                       const DeploymentSpec& deployment, double step_overhead_ms,
-                      int64_t split_kv_length = 0);
+                      int64_t split_kv_length = 0, const ExpertRoutingOptions& routing = {});
 
   std::string_view Name() const override { return "calibrated"; }
   TimeNs StepTime(const StepPlan& plan) const override;
@@ -53,6 +66,8 @@ class CalibratedCostModel final : public CostModel {
 
  private:
   const OpCoefficients& Of(Op op) const { return coefficients_[static_cast<size_t>(op)]; }
+  // One MoE layer's MLP over `tokens` tokens (the header's note), without its all-to-all.
+  double MoeMlpSeconds(double tokens) const;
 
   OpShape shape_;
   int32_t layers_ = 0;
@@ -63,6 +78,18 @@ class CalibratedCostModel final : public CostModel {
   std::vector<Op> per_step_rows_;   // T-scaled: embedding
   std::vector<Op> per_step_emit_;   // E-scaled: final_norm, lm_head, sampling
   double transfer_s_per_token_ = 0, transfer_latency_s_ = 0;
+  // Mixture of experts: the layers of each kind; the per-layer ops outside the MLP and its
+  // all-reduce; the routed experts' routing and shape (intermediate_size their width,
+  // tensor_parallel 1 under expert parallelism: whole experts), the shared expert's; the
+  // router at the roofline's rates; the all-to-all of one MoE layer (EP).
+  bool moe_ = false;
+  double dense_layers_ = 0, moe_layers_ = 0;
+  std::vector<Op> attention_side_rows_;
+  ExpertRouting routing_;
+  OpShape expert_shape_, shared_shape_;
+  bool shared_expert_ = false;
+  OpCoefficients router_;
+  double all_to_all_s_per_row_ = 0, all_to_all_latency_s_ = 0;
   double overhead_s_ = 0;
   std::string description_;
 };

@@ -76,6 +76,24 @@ OpWork RowsWork(Op op, const OpShape& shape, double t) {
   return {};
 }
 
+OpWork RouterWork(const OpShape& shape, double tokens) {
+  const Dims d = DimsOf(shape);
+  return Gemm(tokens, d.h, shape.model.num_experts, d.w, d.a, d.a);
+}
+
+OpWork GroupedExpertWork(Op op, const OpShape& expert_shape, double rows, double touched,
+                         double padded_rows) {
+  SERVELAB_CHECK_MSG(op == Op::kGateUpProj || op == Op::kDownProj,
+                     "grouped experts run gate_up_proj and down_proj");
+  const Dims d = DimsOf(expert_shape);
+  const double k = op == Op::kGateUpProj ? d.h : d.inter;
+  const double n = op == Op::kGateUpProj ? 2 * d.inter : d.h;
+  OpWork work;
+  work.bytes = touched * k * n * d.w + rows * (k + n) * d.a;
+  work.flops = 2.0 * padded_rows * k * n;
+  return work;
+}
+
 OpWork DecodeWork(const OpShape& shape, double context) {
   const Dims d = DimsOf(shape);
   const double attended = context + 1.0;

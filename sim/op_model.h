@@ -157,6 +157,17 @@ struct OpWork {
 // An op that scales with the step's tokens or emitting rows (everything but attention):
 // `rows` is T, or E for lm_head and sampling.
 OpWork RowsWork(Op op, const OpShape& shape, double rows);
+// A mixture-of-experts layer's GEMMs, per GPU. The router, [T, h] x [h, E], is replicated
+// over the TP group. The routed experts run as one grouped GEMM for gate|up and one for
+// down (`op`: kGateUpProj or kDownProj; vLLM's fused MoE kernels), over `rows` token x
+// expert rows of `touched` experts, computing `padded_rows` (each expert's rows rounded up
+// to whole row tiles, ExpertRouting::BusiestGpuPaddedRows): bytes touched K N w +
+// rows (K + N) a, FLOPs 2 padded_rows K N, with K, N the expert's (`expert_shape`: its
+// intermediate_size is the expert's width, its tensor_parallel what splits that width).
+// The rows are already in tiles: no row tile applies again.
+OpWork RouterWork(const OpShape& shape, double tokens);
+OpWork GroupedExpertWork(Op op, const OpShape& expert_shape, double rows, double touched,
+                         double padded_rows);
 // Attention, one sequence.
 OpWork DecodeWork(const OpShape& shape, double context);
 OpWork PrefillWork(const OpShape& shape, double chunk, double context);

@@ -18,45 +18,6 @@ Status Invalid(const std::string& what) {
 
 }  // namespace
 
-double ExpectedExpertsTouched(int32_t experts, int32_t per_token, double tokens) {
-  if (experts <= 0 || tokens <= 0) return 0;
-  const double e = experts;
-  return e * (1.0 - std::pow(1.0 - per_token / e, tokens));
-}
-
-RoutingSkew SkewedRouting(int32_t experts, int32_t per_token, double s, int32_t ep) {
-  RoutingSkew r;
-  std::vector<double> p(static_cast<size_t>(experts));
-  double sum = 0;
-  for (int32_t i = 0; i < experts; ++i) sum += p[static_cast<size_t>(i)] = std::pow(i + 1.0, -s);
-  for (int32_t i = 0; i < experts; ++i) {
-    r.pick_probability.push_back(per_token * p[static_cast<size_t>(i)] / sum);
-  }
-  // A token picks per_token distinct experts: no expert above probability 1, the excess
-  // spread over the rest in proportion, so that the probabilities still sum to per_token.
-  std::vector<double>& q = r.pick_probability;
-  for (int32_t round = 0; round < experts; ++round) {
-    double capped = 0, rest = 0;
-    for (const double x : q) (x >= 1.0 ? capped : rest) += x >= 1.0 ? 1.0 : x;
-    if (std::none_of(q.begin(), q.end(), [](double x) { return x > 1.0; })) break;
-    const double scale = rest > 0 ? (per_token - capped) / rest : 0.0;
-    for (double& x : q) x = x >= 1.0 ? 1.0 : x * scale;
-  }
-  std::vector<double> gpu(static_cast<size_t>(std::max(1, ep)), 0.0);
-  for (int32_t i = 0; i < experts; ++i) gpu[static_cast<size_t>(i % std::max(1, ep))] += q[static_cast<size_t>(i)];
-  r.busiest_gpu_share =
-      std::max(1.0, *std::max_element(gpu.begin(), gpu.end()) * static_cast<double>(gpu.size()) / per_token);
-  return r;
-}
-
-double ExpertImbalance(int32_t ep, double rows) {
-  if (ep <= 1 || rows <= 0) return 1.0;
-  const double e = ep;
-  const double normal = 1.0 + std::sqrt(2.0 * std::log(e) * (1.0 - 1.0 / e) * e / rows);
-  const double whole_rows = std::ceil(rows / e) * e / rows;  // the busiest has a whole row
-  return std::min(e, std::max(normal, whole_rows));
-}
-
 int32_t StageBoundariesCrossingNodes(int32_t tp, int32_t pp, int32_t gpus_per_node) {
   int32_t crossing = 0;
   for (int64_t s = 0; s + 1 < pp; ++s) {
@@ -179,20 +140,13 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
   // with expert parallelism, each GPU holds num_experts / ep whole experts; the router is
   // replicated and a shared expert splits over the TP group either way.
   expert_parallel_ = d.expert_parallel;
-  expert_imbalance_ = config.expert_imbalance;
-  if (m.IsMoe() && config.routing_skew > 0) {
-    const RoutingSkew skew =
-        SkewedRouting(m.num_experts, m.num_experts_per_tok, config.routing_skew, d.expert_parallel);
-    for (const double q : skew.pick_probability) {
-      log_not_picked_.push_back(q >= 1.0 ? -std::numeric_limits<double>::infinity() : std::log1p(-q));
-    }
-    skew_imbalance_ = skew.busiest_gpu_share;
+  if (m.IsMoe()) {
+    routing_ = ExpertRouting(m.num_experts, m.num_experts_per_tok, d.expert_parallel,
+                             ExpertRoutingOptions{config.expert_imbalance, config.routing_skew});
   }
   const double expert = d.expert_parallel > 1 ? m.ExpertWidth() : m.ExpertWidth() / tp;
   const double shared = m.shared_expert_intermediate_size / tp;
   if (m.IsMoe()) {
-    experts_ = m.num_experts;
-    experts_per_token_ = m.num_experts_per_tok;
     moe_dense_gemms_ = {gemm(h, m.num_experts), gemm(h, 2.0 * shared), gemm(shared, h)};
     const Gemm up = gemm(h, 2.0 * expert), down = gemm(expert, h);
     expert_compute_s_per_row_ = up.compute_s_per_token + down.compute_s_per_token;
@@ -353,14 +307,6 @@ RooflineCostModel::Batch RooflineCostModel::BatchOf(const StepPlan& plan) const 
   return batch;
 }
 
-double RooflineCostModel::ExpertsTouched(double tokens) const {
-  if (log_not_picked_.empty()) return ExpectedExpertsTouched(experts_, experts_per_token_, tokens);
-  // Expert i is touched unless each of the tokens passes it over: 1 - (1 - q_i)^T.
-  double touched = 0;
-  for (const double l : log_not_picked_) touched += 1.0 - std::exp(tokens * l);
-  return touched;
-}
-
 RooflineBreakdown RooflineCostModel::Breakdown(const StepPlan& plan) const {
   return BreakdownOf(BatchOf(plan));
 }
@@ -408,14 +354,8 @@ RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
                num_dense_layers_ * (time(dense_mlp_gemms_[0]) + time(dense_mlp_gemms_[1]));
     // Per GPU: all rows at 1/tp of every expert, or (EP) the busiest GPU's rows and its
     // share of the experts touched.
-    const double rows = tokens * experts_per_token_;
-    const double ep = expert_parallel_;
-    // Configured, or the larger of the skew's and the random draw's.
-    const double imbalance = expert_imbalance_ > 0
-                                 ? expert_imbalance_
-                                 : std::max(skew_imbalance_, ExpertImbalance(expert_parallel_, rows));
-    const double gpu_rows = expert_parallel_ > 1 ? rows / ep * imbalance : rows;
-    const double touched = ExpertsTouched(tokens) / ep;
+    const double gpu_rows = routing_.BusiestGpuRows(tokens);
+    const double touched = routing_.Touched(tokens) / expert_parallel_;
     const double experts_s =
         std::max(gpu_rows * expert_compute_s_per_row_,
                  touched * expert_weight_s_ + gpu_rows * expert_act_s_per_row_);
@@ -432,7 +372,7 @@ RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
   b.communication_s = tokens * (allreduce_s_per_token_ + transfer_s_per_token_) +
                       allreduce_latency_s_ + transfer_latency_s_;
   if (expert_parallel_ > 1) {
-    b.communication_s += num_moe_layers_ * (tokens * experts_per_token_ * all_to_all_s_per_row_ +
+    b.communication_s += num_moe_layers_ * (tokens * routing_.per_token() * all_to_all_s_per_row_ +
                                             all_to_all_latency_s_);
   }
   return b;
@@ -455,15 +395,10 @@ StatusOr<std::unique_ptr<CostModel>> MakeRooflineCostModel(ParamReader& params,
   o.allreduce_latency_us =
       params.GetDouble("allreduce_latency_us", o.allreduce_latency_us, Bounds{0, 1e9});
   o.step_overhead_ms = params.GetDouble("step_overhead_ms", o.step_overhead_ms, Bounds{0, 1e6});
-  o.expert_imbalance = params.GetDouble("expert_imbalance", o.expert_imbalance, Bounds{0, 64});
-  o.routing_skew = params.GetDouble("routing_skew", o.routing_skew, Bounds{0, 4});
-  if (o.expert_imbalance > 0 && o.expert_imbalance < 1) {
-    std::string where;
-    for (const Param& p : params.Named().params) where = p.key == "expert_imbalance" ? p.where : where;
-    return InvalidArgument(where + ": " + params.Named().path +
-                           ".expert_imbalance: the busiest GPU carries at least the mean load: 0 "
-                           "(derived from uniform routing) or >= 1");
-  }
+  auto routing = ReadExpertRoutingOptions(params);
+  if (!routing.ok()) return routing.status();
+  o.expert_imbalance = routing->expert_imbalance;
+  o.routing_skew = routing->routing_skew;
   SERVELAB_RETURN_IF_ERROR(params.Finish());
   SERVELAB_RETURN_IF_ERROR(RooflineCostModel::Validate(deployment));
   return std::unique_ptr<CostModel>(std::make_unique<RooflineCostModel>(o, deployment));

@@ -47,6 +47,7 @@
 
 #include "core/status.h"
 #include "sim/cost_model.h"
+#include "sim/expert_routing.h"
 
 namespace servelab {
 
@@ -67,18 +68,6 @@ struct RooflineOptions {
   double routing_skew = 0;
 };
 
-// Expert popularity under a Zipf routing skew `s` over `experts` (RooflineOptions::
-// routing_skew): each expert's probability to be one of a token's `per_token` picks,
-// per_token x p_i with p_i = (i + 1)^-s / sum_j (j + 1)^-s, capped at 1 with the excess
-// spread over the others in proportion (they sum to per_token); and, with experts
-// placed round-robin on `ep` GPUs (expert i on GPU i mod ep), the busiest GPU's share of
-// the picks over the mean share.
-struct RoutingSkew {
-  std::vector<double> pick_probability;
-  double busiest_gpu_share = 1;  // >= 1
-};
-RoutingSkew SkewedRouting(int32_t experts, int32_t per_token, double s, int32_t ep);
-
 // Where one step's time goes, in seconds. total_s() is what StepTime rounds to ns.
 struct RooflineBreakdown {
   double gemm_s = 0;           // the projection GEMMs (qkv, o, the MLP or the experts), all layers
@@ -96,11 +85,6 @@ struct RooflineBreakdown {
 // Dense tensor peak, TFLOP/s, that math in `dtype` runs at on `gpu` (rule above).
 double TensorPeakTflops(const GpuSpec& gpu, DType dtype);
 
-// The expected number of distinct experts `tokens` tokens touch when each picks
-// `per_token` of `experts` uniformly: E (1 - (1 - k/E)^T). A MoE layer reads the weights
-// of those experts only (Mixtral-8x7B at batch 1: 2 of 8; at 64 tokens: all 8).
-double ExpectedExpertsTouched(int32_t experts, int32_t per_token, double tokens);
-
 // Of a replica's pp - 1 stage boundaries, those between two nodes when its tp x pp GPUs
 // fill nodes of `gpus_per_node` in order, stage s on GPUs [s tp, (s + 1) tp): TP 4, PP 8
 // on 8-GPU nodes crosses 3 (after stages 1, 3 and 5).
@@ -108,12 +92,6 @@ int32_t StageBoundariesCrossingNodes(int32_t tp, int32_t pp, int32_t gpus_per_no
 // Whether some stage's TP group spans two nodes (TP 16 on 8-GPU nodes; TP 3 on 4-GPU
 // nodes, whose second group takes GPUs 3, 4, 5).
 bool TensorGroupsCrossNodes(int32_t tp, int32_t pp, int32_t gpus_per_node);
-
-// Under expert parallelism over `ep` GPUs, the busiest GPU's rows over the mean when
-// `rows` token x expert rows land uniformly at random: the normal approximation of the
-// largest of `ep` binomial loads, 1 + sqrt(2 ln(ep) (1 - 1/ep) ep / rows), and at least
-// a whole row (ceil(rows / ep) over the mean), at most ep. 1 for ep = 1.
-double ExpertImbalance(int32_t ep, double rows);
 
 class RooflineCostModel : public CostModel {
  public:
@@ -178,14 +156,8 @@ class RooflineCostModel : public CostModel {
   // the routed experts, each token-row (a token x one of its experts) costed at the
   // expert GEMMs' rates, the weights of the experts touched read once.
   std::array<Gemm, 3> moe_dense_gemms_;  // router, shared gate|up, shared down
-  int32_t experts_ = 0, experts_per_token_ = 0;
+  ExpertRouting routing_;             // MoE: RooflineOptions' expert_imbalance, routing_skew
   int32_t expert_parallel_ = 1;
-  double expert_imbalance_ = 0;       // RooflineOptions::expert_imbalance
-  // Skewed routing (RooflineOptions::routing_skew > 0): log(1 - pick probability) of each
-  // expert, and the busiest EP GPU's share from the skew alone.
-  std::vector<double> log_not_picked_;
-  double skew_imbalance_ = 1;
-  double ExpertsTouched(double tokens) const;
   double all_to_all_s_per_row_ = 0;   // EP: one MoE layer's dispatch + combine, per row
   double all_to_all_latency_s_ = 0;   // EP: one MoE layer's two collectives
   bool tp_crosses_nodes_ = false;     // the TP (= EP) group is larger than a node

@@ -16,6 +16,7 @@
 #include "driver/gpu_catalog.h"
 #include "driver/model_catalog.h"
 #include "sim/calibration.h"
+#include "sim/roofline_cost_model.h"
 #include "sim/sim_backend.h"
 
 namespace servelab {
@@ -187,6 +188,119 @@ TEST_F(CalibratedCostModelTest, FittedAllReducesAreChargedTwicePerLayer) {
   const double one = 9e-6 + 300.0 * 4096 * 2 / (300e9 * 0.7);
   EXPECT_NEAR(cost.OpsSeconds(plan), 32 * 2 * one, 1e-12);
   EXPECT_THAT(cost.Describe(), HasSubstr("allreduce"));
+}
+
+// A decode batch of `seqs` sequences at `context` tokens each, over requests `owned`
+// keeps.
+StepPlan DecodeBatch(std::deque<Request>& owned, int32_t seqs, int32_t context) {
+  StepPlan plan;
+  for (int32_t i = 0; i < seqs; ++i) {
+    Request& r = owned.emplace_back();
+    r.id = static_cast<int64_t>(owned.size());
+    r.prompt_len = context - 1;
+    r.target_output_len = 100;
+    r.num_computed_tokens = context - 1;
+    plan.seqs.push_back(ScheduledRequest{&r, 1, context - 1, true, false});
+  }
+  return plan;
+}
+
+DeploymentSpec MoeDeployment(const ModelSpec& model, int32_t tp, int32_t ep = 1) {
+  DeploymentSpec d;
+  d.model = model;
+  d.gpu = *FindGpu("a100-80gb");
+  d.tensor_parallel = tp;
+  d.expert_parallel = ep;
+  return d;
+}
+
+// A Mixtral-shaped model with a shared expert (Qwen2-MoE's) and two dense first layers
+// (DeepSeek's), to count every part of a MoE step.
+ModelSpec SharedExpertModel() {
+  ModelSpec m = *FindModel("mixtral-8x7b");
+  m.name = "moe-shared";
+  m.shared_expert_intermediate_size = 4096;
+  m.first_k_dense_replace = 2;
+  return m;
+}
+
+// Every op from the roofline's form (a model file that fits only an op servelab's step
+// does not run): a MoE decode step then costs what the roofline costs it, the router,
+// the shared expert, the experts touched, the dense first layers and the all-reduces
+// counted alike, to rounding. (Decode steps: the roofline counts the final norm over
+// every token, the calibrated model over the emitting rows, as the runners do.)
+TEST_F(CalibratedCostModelTest, MixtureOfExpertsOnTheRooflinesFormIsTheRoofline) {
+  const std::string path =
+      Write("none.yaml", "device: a100-80gb\nops:\n  residual_add: {fixed_us: 0, "
+                         "memory_efficiency: .inf}\n");
+  auto model = ReadCalibratedModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  std::deque<Request> owned;
+  for (const auto& [spec, tp] : {std::pair{*FindModel("mixtral-8x7b"), 2},
+                                 std::pair{*FindModel("qwen3-30b-a3b"), 1},
+                                 std::pair{SharedExpertModel(), 4}}) {
+    const DeploymentSpec d = MoeDeployment(spec, tp);
+    const CalibratedCostModel calibrated(*model, path, d, 0.5);
+    const RooflineCostModel roofline(RooflineOptions{}, d);
+    for (const int32_t seqs : {1, 3, 16, 64, 256}) {
+      const StepPlan plan = DecodeBatch(owned, seqs, 700);
+      const double expected = roofline.Breakdown(plan).total_s();
+      EXPECT_NEAR(calibrated.OpsSeconds(plan) + 0.5e-3, expected, 1e-12 * expected)
+          << spec.name << " at TP " << tp << ", " << seqs << " sequences";
+    }
+    EXPECT_THAT(calibrated.Describe(), HasSubstr("mixture of experts: router (roofline)"));
+  }
+}
+
+// Under expert parallelism each GPU computes SiLU x mul for its own rows only: the one
+// place the calibrated model's MoE step differs from the roofline's, which counts every
+// row's (its elementwise bytes do not split by GPU); the all-to-all is the roofline's.
+TEST_F(CalibratedCostModelTest, ExpertParallelGpusActivateTheirOwnRows) {
+  const std::string path =
+      Write("none.yaml", "device: a100-80gb\nops:\n  residual_add: {fixed_us: 0, "
+                         "memory_efficiency: .inf}\n");
+  auto model = ReadCalibratedModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const ModelSpec mixtral = *FindModel("mixtral-8x7b");
+  const DeploymentSpec d = MoeDeployment(mixtral, 4, 4);
+  const CalibratedCostModel calibrated(*model, path, d, 0.5);
+  const RooflineCostModel roofline(RooflineOptions{}, d);
+  EXPECT_THAT(calibrated.Describe(), HasSubstr("all-to-all over 4 GPUs (roofline)"));
+  std::deque<Request> owned;
+  for (const int32_t seqs : {1, 32, 200}) {
+    const StepPlan plan = DecodeBatch(owned, seqs, 300);
+    const ExpertRouting routing(8, 2, 4, {});
+    // SiLU x mul of a whole expert (14,336 wide): read 2 x, write 1 x, bf16, at 85% of
+    // 2,039 GB/s, for the busiest GPU's rows instead of all of them, in 32 layers.
+    const double silu_s_per_row = 3.0 * 14336 * 2 / (2039e9 * 0.85);
+    const double difference =
+        32 * (routing.BusiestGpuRows(seqs) - 2.0 * seqs) * silu_s_per_row;
+    const double expected = roofline.Breakdown(plan).total_s() + difference;
+    EXPECT_NEAR(calibrated.OpsSeconds(plan) + 0.5e-3, expected, 1e-12 * expected) << seqs;
+  }
+}
+
+// By hand: one Mixtral token at TP 1 with gate_up_proj fitted compute-bound in tiles of
+// 64 rows (fixed 5 us, 50% of the 312 TFLOP/s bf16 peak, bytes free) and every other op
+// free but the router (the roofline's): the token's two experts each compute a whole
+// tile, 2 x 64 rows of [4096] x [4096, 2 x 14,336].
+TEST_F(CalibratedCostModelTest, GroupedExpertsComputeWholeTilesPerExpert) {
+  std::string ops = FreeOps();
+  const std::string free_gate_up =
+      "  gate_up_proj: {fixed_us: 0, memory_efficiency: .inf, compute_efficiency: .inf}\n";
+  ops.replace(ops.find(free_gate_up), free_gate_up.size(),
+              "  gate_up_proj: {fixed_us: 5, memory_efficiency: .inf, compute_efficiency: 0.5, "
+              "row_tile: 64}\n");
+  const std::string path = Write("tiles.yaml", "device: a100-80gb\nops:\n" + ops);
+  auto model = ReadCalibratedModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const CalibratedCostModel cost(*model, path, MoeDeployment(*FindModel("mixtral-8x7b"), 1), 0);
+  std::deque<Request> owned;
+  const StepPlan plan = DecodeBatch(owned, 1, 10);
+  const double experts = 5e-6 + 2.0 * (2 * 64) * 4096 * (2 * 14336) / (312e12 * 0.5);
+  // The router, [1, 4096] x [4096, 8]: its bytes at 85% of 2,039 GB/s.
+  const double router = (4096.0 * 8 * 2 + (4096 + 8) * 2) / (2039e9 * 0.85);
+  EXPECT_NEAR(cost.OpsSeconds(plan), 32 * (experts + router), 1e-9 * 32 * experts);
 }
 
 TEST_F(CalibratedCostModelTest, PathIsRequiredAndResolvedAgainstTheExperiment) {

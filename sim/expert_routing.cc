@@ -1,0 +1,145 @@
+#include "sim/expert_routing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace servelab {
+
+double ExpectedExpertsTouched(int32_t experts, int32_t per_token, double tokens) {
+  if (experts <= 0 || tokens <= 0) return 0;
+  const double e = experts;
+  return e * (1.0 - std::pow(1.0 - per_token / e, tokens));
+}
+
+RoutingSkew SkewedRouting(int32_t experts, int32_t per_token, double s, int32_t ep) {
+  RoutingSkew r;
+  std::vector<double> p(static_cast<size_t>(experts));
+  double sum = 0;
+  for (int32_t i = 0; i < experts; ++i) sum += p[static_cast<size_t>(i)] = std::pow(i + 1.0, -s);
+  for (int32_t i = 0; i < experts; ++i) {
+    r.pick_probability.push_back(per_token * p[static_cast<size_t>(i)] / sum);
+  }
+  // A token picks per_token distinct experts: no expert above probability 1, the excess
+  // spread over the rest in proportion, so that the probabilities still sum to per_token.
+  std::vector<double>& q = r.pick_probability;
+  for (int32_t round = 0; round < experts; ++round) {
+    double capped = 0, rest = 0;
+    for (const double x : q) (x >= 1.0 ? capped : rest) += x >= 1.0 ? 1.0 : x;
+    if (std::none_of(q.begin(), q.end(), [](double x) { return x > 1.0; })) break;
+    const double scale = rest > 0 ? (per_token - capped) / rest : 0.0;
+    for (double& x : q) x = x >= 1.0 ? 1.0 : x * scale;
+  }
+  std::vector<double> gpu(static_cast<size_t>(std::max(1, ep)), 0.0);
+  for (int32_t i = 0; i < experts; ++i) gpu[static_cast<size_t>(i % std::max(1, ep))] += q[static_cast<size_t>(i)];
+  r.busiest_gpu_share =
+      std::max(1.0, *std::max_element(gpu.begin(), gpu.end()) * static_cast<double>(gpu.size()) / per_token);
+  return r;
+}
+
+double ExpertImbalance(int32_t ep, double rows) {
+  if (ep <= 1 || rows <= 0) return 1.0;
+  const double e = ep;
+  const double normal = 1.0 + std::sqrt(2.0 * std::log(e) * (1.0 - 1.0 / e) * e / rows);
+  const double whole_rows = std::ceil(rows / e) * e / rows;  // the busiest has a whole row
+  return std::min(e, std::max(normal, whole_rows));
+}
+
+StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params) {
+  ExpertRoutingOptions o;
+  o.expert_imbalance = params.GetDouble("expert_imbalance", o.expert_imbalance, Bounds{0, 64});
+  o.routing_skew = params.GetDouble("routing_skew", o.routing_skew, Bounds{0, 4});
+  if (o.expert_imbalance > 0 && o.expert_imbalance < 1) {
+    std::string where;
+    for (const Param& p : params.Named().params) where = p.key == "expert_imbalance" ? p.where : where;
+    return InvalidArgument(where + ": " + params.Named().path +
+                           ".expert_imbalance: the busiest GPU carries at least the mean load: 0 "
+                           "(derived from uniform routing) or >= 1");
+  }
+  return o;
+}
+
+ExpertRouting::ExpertRouting(int32_t experts, int32_t per_token, int32_t ep,
+                             const ExpertRoutingOptions& options)
+    : experts_(experts),
+      per_token_(per_token),
+      ep_(std::max(1, ep)),
+      expert_imbalance_(options.expert_imbalance) {
+  if (options.routing_skew > 0) {
+    const RoutingSkew skew = SkewedRouting(experts, per_token, options.routing_skew, ep_);
+    pick_probability_ = skew.pick_probability;
+    for (const double q : skew.pick_probability) {
+      log_not_picked_.push_back(q >= 1.0 ? -std::numeric_limits<double>::infinity() : std::log1p(-q));
+    }
+    skew_imbalance_ = skew.busiest_gpu_share;
+  }
+}
+
+double ExpertRouting::Touched(double tokens) const {
+  if (log_not_picked_.empty()) return ExpectedExpertsTouched(experts_, per_token_, tokens);
+  // Expert i is touched unless each of the tokens passes it over: 1 - (1 - q_i)^T.
+  double touched = 0;
+  for (const double l : log_not_picked_) touched += 1.0 - std::exp(tokens * l);
+  return touched;
+}
+
+double ExpertRouting::Imbalance(double rows) const {
+  // Configured, or the larger of the skew's and the random draw's.
+  return expert_imbalance_ > 0 ? expert_imbalance_
+                               : std::max(skew_imbalance_, ExpertImbalance(ep_, rows));
+}
+
+double ExpertRouting::BusiestGpuRows(double tokens) const {
+  const double rows = tokens * per_token_;
+  return ep_ > 1 ? rows / ep_ * Imbalance(rows) : rows;
+}
+
+double ExpertRouting::ExpertTiles(double q, double tokens, double tile) {
+  if (q <= 0 || tokens <= 0) return 0;
+  if (q >= 1.0) return std::ceil(tokens / tile);  // every token: X = T
+  const double mean = tokens * q;
+  const double sd = std::sqrt(tokens * q * (1.0 - q));
+  const double last = std::min(tokens, std::ceil(mean + 10.0 * sd + 10.0));
+  if (last <= 512) {
+    // Few rows: the sum over the binomial's pmf, by its recurrence from P(X = 0), to 10
+    // standard deviations past the mean.
+    double pmf = std::exp(tokens * std::log1p(-q));
+    double tiles = 0;
+    for (double x = 1; x <= last; ++x) {
+      pmf *= (tokens - x + 1.0) / x * q / (1.0 - q);
+      tiles += pmf * std::ceil(x / tile);
+    }
+    return tiles;
+  }
+  // E[ceil(X / tile)] = sum over j >= 0 of P(X > j tile): P(X > 0) = 1 - (1 - q)^T, the
+  // rest from the normal approximation of the binomial with a continuity correction; the
+  // terms more than 8 standard deviations below the mean are 1, those above it 0.
+  const double touched = -std::expm1(tokens * std::log1p(-q));
+  const double first = std::max(1.0, std::floor((mean - 8.0 * sd) / tile));
+  double tiles = touched + (first - 1.0);
+  for (double j = first;; ++j) {
+    const double x = j * tile;
+    tiles += 0.5 * std::erfc((x + 0.5 - mean) / (sd * std::sqrt(2.0)));
+    if (x > mean + 8.0 * sd) break;
+  }
+  return tiles;
+}
+
+double ExpertRouting::BusiestGpuPaddedRows(double tokens, int32_t tile) const {
+  if (tile <= 1) return BusiestGpuRows(tokens);
+  const double t = tile;
+  double tiles = 0;
+  if (pick_probability_.empty()) {
+    tiles = experts_ * ExpertTiles(static_cast<double>(per_token_) / experts_, tokens, t);
+  } else {
+    for (const double q : pick_probability_) tiles += ExpertTiles(q, tokens, t);
+  }
+  const double padded = tiles * t;
+  if (ep_ == 1) return padded;
+  // Its share, and the rows its imbalance adds (each into an expert already touched).
+  const double rows = tokens * per_token_;
+  return padded / ep_ + (Imbalance(rows) - 1.0) * rows / ep_;
+}
+
+}  // namespace servelab

@@ -1,0 +1,101 @@
+// How a MoE layer's tokens land on its experts: the rows a grouped GEMM computes once each
+// expert's rows are rounded up to whole tiles, against the exact binomial expectation and
+// hand-computed cases.
+#include "sim/expert_routing.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace servelab {
+namespace {
+
+// E[ceil(X / tile)] for X ~ Binomial(tokens, q), summed exactly over the pmf (in logs).
+double ExactTiles(double q, int64_t tokens, int32_t tile) {
+  double sum = 0;
+  for (int64_t x = 1; x <= tokens; ++x) {
+    const double log_pmf = std::lgamma(tokens + 1.0) - std::lgamma(x + 1.0) -
+                           std::lgamma(tokens - x + 1.0) + x * std::log(q) +
+                           (tokens - x) * std::log1p(-q);
+    sum += std::exp(log_pmf) * std::ceil(static_cast<double>(x) / tile);
+  }
+  return sum;
+}
+
+// Tile 1: the padded rows are the rows, with and without expert parallelism.
+TEST(ExpertRoutingTest, TileOneIsTheRows) {
+  for (const int32_t ep : {1, 4}) {
+    const ExpertRouting routing(8, 2, ep, {});
+    for (const double tokens : {1.0, 3.0, 64.0, 1000.0}) {
+      EXPECT_EQ(routing.BusiestGpuPaddedRows(tokens, 1), routing.BusiestGpuRows(tokens));
+    }
+  }
+  EXPECT_EQ(ExpertRouting(8, 2, 1, {}).BusiestGpuRows(100), 200.0);
+}
+
+// One token picks k experts, each one row short of a tile: k whole tiles.
+TEST(ExpertRoutingTest, ADecodeOfOneTokenComputesATileForEachOfItsExperts) {
+  for (const int32_t tile : {16, 64, 128}) {
+    EXPECT_NEAR(ExpertRouting(8, 2, 1, {}).BusiestGpuPaddedRows(1, tile), 2.0 * tile, 1e-6 * tile);
+    EXPECT_NEAR(ExpertRouting(128, 8, 1, {}).BusiestGpuPaddedRows(1, tile), 8.0 * tile,
+                1e-6 * tile);
+  }
+}
+
+// Against the exact expectation over the binomial, where a tile holds a few, many or a
+// fraction of an expert's rows: within 1% (the pmf's sum where an expert's rows are few,
+// the normal approximation where they are many).
+TEST(ExpertRoutingTest, PaddedRowsMatchTheExactBinomialExpectation) {
+  struct Layer {
+    int32_t experts, per_token;
+  };
+  for (const Layer layer : {Layer{8, 2}, Layer{60, 4}, Layer{64, 6}, Layer{128, 8}}) {
+    for (const int32_t tile : {2, 16, 64, 128}) {
+      for (const int64_t tokens : {1, 5, 16, 64, 256, 1000, 4096, 8192}) {
+        const double q = static_cast<double>(layer.per_token) / layer.experts;
+        const double exact = layer.experts * tile * ExactTiles(q, tokens, tile);
+        const double padded =
+            ExpertRouting(layer.experts, layer.per_token, 1, {}).BusiestGpuPaddedRows(tokens, tile);
+        EXPECT_NEAR(padded, exact, 0.01 * exact)
+            << layer.experts << " experts, top " << layer.per_token << ", tile " << tile << ", "
+            << tokens << " tokens";
+        EXPECT_GE(padded, 0.99 * tokens * layer.per_token);  // at least the rows
+      }
+    }
+  }
+}
+
+// Mixtral at 4,096 tokens: each of 8 experts gets X ~ Binomial(4096, 1/4) rows, mean 1,024
+// = 16 tiles of 64, sd 27.7: 16 tiles when X <= 1,024, 17 when above (P = 1/2 - P(X =
+// 1,024) / 2 = 0.4928), so 8 x 16.4928 x 64 = 8,444 rows.
+TEST(ExpertRoutingTest, ManyRowsPadTheirLastTile) {
+  EXPECT_NEAR(ExpertRouting(8, 2, 1, {}).BusiestGpuPaddedRows(4096, 64), 8444.3, 1.0);
+}
+
+// Expert parallelism over 4 GPUs with a configured imbalance of 1.5: the busiest GPU
+// computes its quarter of every padded row and the half of a quarter of the rows more
+// that its imbalance brings.
+TEST(ExpertRoutingTest, TheBusiestGpuTakesItsShareAndItsImbalance) {
+  ExpertRoutingOptions options;
+  options.expert_imbalance = 1.5;
+  const ExpertRouting ep(8, 2, 4, options);
+  const ExpertRouting one(8, 2, 1, {});
+  EXPECT_DOUBLE_EQ(ep.BusiestGpuRows(400), 800.0 / 4 * 1.5);
+  EXPECT_DOUBLE_EQ(ep.BusiestGpuPaddedRows(400, 64),
+                   one.BusiestGpuPaddedRows(400, 64) / 4 + 0.5 * 800.0 / 4);
+  EXPECT_DOUBLE_EQ(ep.Touched(400), one.Touched(400));  // over all GPUs
+}
+
+// Skewed routing: the popular experts hold more rows, so fewer experts are touched and
+// fewer tiles are wasted at a small batch than under uniform routing, for the same rows.
+TEST(ExpertRoutingTest, SkewTouchesFewerExpertsThanUniformRouting) {
+  ExpertRoutingOptions skewed;
+  skewed.routing_skew = 1.5;
+  const ExpertRouting skew(64, 2, 1, skewed), uniform(64, 2, 1, {});
+  EXPECT_LT(skew.Touched(16), uniform.Touched(16));
+  EXPECT_LT(skew.BusiestGpuPaddedRows(16, 64), uniform.BusiestGpuPaddedRows(16, 64));
+  EXPECT_EQ(skew.BusiestGpuRows(16), uniform.BusiestGpuRows(16));
+}
+
+}  // namespace
+}  // namespace servelab
