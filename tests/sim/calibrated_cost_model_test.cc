@@ -303,6 +303,34 @@ TEST_F(CalibratedCostModelTest, GroupedExpertsComputeWholeTilesPerExpert) {
   EXPECT_NEAR(cost.OpsSeconds(plan), 32 * (experts + router), 1e-9 * 32 * experts);
 }
 
+// A MoE experiment runs on a calibrated model with the roofline's routing parameters,
+// checked alike; latent attention is still the roofline's alone.
+TEST_F(CalibratedCostModelTest, MoeExperimentsTakeTheRoutingParameters) {
+  Write("free.yaml", "device: a100-80gb\nops:\n" + FreeOps());
+  auto experiment = [&](const std::string& model, const std::string& extra) {
+    auto c = ParseExperiment("name: t\nmodel: " + model +
+                                 "\nhardware: {gpu: h100-80gb, tensor_parallel: 2, "
+                                 "expert_parallel: 2}\nworkload: {num_requests: 20}\n"
+                                 "cost_model: {type: calibrated, path: free.yaml" + extra + "}\n",
+                             "exp.yaml", dir_.string());
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    return *c;
+  };
+  ExperimentConfig skewed = experiment("mixtral-8x7b", ", routing_skew: 1.2");
+  ASSERT_TRUE(ResolveCostModel(skewed).ok());
+  EXPECT_THAT(EmitResolvedConfig(skewed), HasSubstr("routing_skew: 1.2"));
+  ExperimentConfig bad = experiment("mixtral-8x7b", ", expert_imbalance: 0.5");
+  const Status imbalance = ResolveCostModel(bad);
+  ASSERT_FALSE(imbalance.ok());
+  EXPECT_TRUE(imbalance.IsBadInput());
+  EXPECT_THAT(imbalance.message(), HasSubstr("exp.yaml:5: cost_model.expert_imbalance: the busiest "
+                                             "GPU carries at least the mean load"));
+  ExperimentConfig latent = experiment("deepseek-v3", "");
+  const Status mla = ResolveCostModel(latent);
+  ASSERT_FALSE(mla.ok());
+  EXPECT_THAT(mla.message(), HasSubstr("no latent-attention ops yet"));
+}
+
 TEST_F(CalibratedCostModelTest, PathIsRequiredAndResolvedAgainstTheExperiment) {
   auto missing = BuiltinCostModels().Make(NamedParams{"calibrated", {}, "cost_model", "e.yaml:4", ""},
                                          DeploymentSpec{});
