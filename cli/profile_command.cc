@@ -31,9 +31,10 @@ constexpr const char* kProfileHelp =
     "per op (the CPU runner times each) and per whole step, the median, p10 and p90 of\n"
     "--repeats runs after --warmup. Writes PROFILE.csv in servelab's profile layout\n"
     "(device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,\n"
-    "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats; per-layer ops per\n"
-    "layer), for `servelab calibrate`. Exit status: 0 success, 2 bad input, 1 a runtime\n"
-    "failure.\n";
+    "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats,num_experts,\n"
+    "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size; per-layer\n"
+    "ops per layer; a mixture of experts' MLP as one op, moe_mlp), for `servelab\n"
+    "calibrate`. Exit status: 0 success, 2 bad input, 1 a runtime failure.\n";
 
 int ProfileCommand(const std::vector<std::string>& args) {
   po::options_description options("servelab profile EXPERIMENT.yaml [options]");

@@ -7,7 +7,7 @@
 namespace servelab {
 namespace {
 
-constexpr std::array<OpInfo, 17> kOps = {{
+constexpr std::array<OpInfo, 18> kOps = {{
     {Op::kEmbedding, "embedding", OpForm::kStream, OpScope::kPerStep, true},
     {Op::kInputNorm, "input_norm", OpForm::kStream, OpScope::kPerLayer, true},
     {Op::kQkvProj, "qkv_proj", OpForm::kRoofline, OpScope::kPerLayer, true},
@@ -20,6 +20,7 @@ constexpr std::array<OpInfo, 17> kOps = {{
     {Op::kGateUpProj, "gate_up_proj", OpForm::kRoofline, OpScope::kPerLayer, true},
     {Op::kSiluAndMul, "silu_and_mul", OpForm::kStream, OpScope::kPerLayer, true},
     {Op::kDownProj, "down_proj", OpForm::kRoofline, OpScope::kPerLayer, true},
+    {Op::kMoeMlp, "moe_mlp", OpForm::kRoofline, OpScope::kPerLayer, false},
     {Op::kResidualAdd, "residual_add", OpForm::kStream, OpScope::kPerLayer, false},
     {Op::kAllReduce, "allreduce", OpForm::kStream, OpScope::kPerLayer, true},
     {Op::kFinalNorm, "final_norm", OpForm::kStream, OpScope::kPerStep, true},

@@ -24,6 +24,7 @@ enum class Op : uint8_t {
   kGateUpProj,
   kSiluAndMul,
   kDownProj,
+  kMoeMlp,
   kResidualAdd,
   kAllReduce,
   kFinalNorm,
@@ -40,7 +41,9 @@ struct OpInfo {
   OpForm form;
   OpScope scope;
   // Part of servelab's own step (the runners and the roofline run it); false for ops
-  // other engines run separately (Vidur's residual add), counted only when fitted.
+  // other engines run separately (Vidur's residual add), counted only when fitted, and
+  // for moe_mlp, a mixture-of-experts layer's whole MLP (router, experts, shared expert),
+  // which replaces gate_up_proj, silu_and_mul and down_proj in such layers only.
   bool canonical;
 };
 

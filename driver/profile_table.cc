@@ -132,6 +132,50 @@ Status ForEachDataLine(LineFile& file, Read&& read) {
   return Status::Ok();
 }
 
+// The MoE columns of a servelab row, where the header has them: num_experts 0 (a dense
+// model: no other expert column above 0) or 1 to 4,096 with experts_per_token 1 to it,
+// widths 0 (the expert: intermediate_size; no shared expert) to 2^22.
+Status ReadExperts(const Cells& cells, const std::string& path, ProfileRow& r,
+                   std::optional<size_t> experts, std::optional<size_t> per_token,
+                   std::optional<size_t> expert_width, std::optional<size_t> shared_width) {
+  struct Field {
+    std::optional<size_t> column;
+    std::string_view name;
+    int32_t& out;
+    int64_t most;
+  };
+  const Field fields[] = {
+      {experts, "num_experts", r.shape.num_experts, int64_t{1} << 12},
+      {per_token, "experts_per_token", r.shape.num_experts_per_tok, int64_t{1} << 12},
+      {expert_width, "expert_intermediate_size", r.shape.moe_intermediate_size, int64_t{1} << 22},
+      {shared_width, "shared_expert_intermediate_size", r.shape.shared_expert_intermediate_size,
+       int64_t{1} << 22},
+  };
+  for (const Field& f : fields) {
+    if (!f.column) continue;
+    int64_t v = 0;
+    SERVELAB_RETURN_IF_ERROR(cells.Count(*f.column, f.name, v));
+    if (v > f.most) {
+      return LineError(path, r.line, "at most " + std::to_string(f.most) + ", got " +
+                                         std::to_string(v), f.name);
+    }
+    f.out = static_cast<int32_t>(v);
+  }
+  const ModelSpec& m = r.shape;
+  if (m.num_experts == 0 && (m.num_experts_per_tok > 0 || m.moe_intermediate_size > 0 ||
+                             m.shared_expert_intermediate_size > 0)) {
+    return LineError(path, r.line, "expert sizes without experts (num_experts is 0)",
+                     "num_experts");
+  }
+  if (m.num_experts > 0 && (m.num_experts_per_tok < 1 || m.num_experts_per_tok > m.num_experts)) {
+    return LineError(path, r.line,
+                     "a token picks 1 to num_experts (" + std::to_string(m.num_experts) +
+                         ") experts, got " + std::to_string(m.num_experts_per_tok),
+                     "experts_per_token");
+  }
+  return Status::Ok();
+}
+
 Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
                     ProfileTable& table) {
   auto c = Find(header,
@@ -141,6 +185,12 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
                 file.path());
   if (!c.ok()) return c.status();
   const Columns& col = *c;
+  // A mixture of experts' shape (optional: profiles of dense models written before these
+  // columns lack them).
+  const auto experts = OptionalColumn(header, "num_experts");
+  const auto per_token = OptionalColumn(header, "experts_per_token");
+  const auto expert_width = OptionalColumn(header, "expert_intermediate_size");
+  const auto shared_width = OptionalColumn(header, "shared_expert_intermediate_size");
   std::vector<std::string> ops = OpNames();
   ops.push_back("step");
   return ForEachDataLine(file, [&](const Cells& cells) -> Status {
@@ -182,6 +232,12 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
     SERVELAB_RETURN_IF_ERROR(cells.Number(col.at("p90_ms"), "p90_ms", r.p90_ms));
     SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("repeats"), "repeats", v));
     r.repeats = static_cast<int32_t>(v);
+    SERVELAB_RETURN_IF_ERROR(ReadExperts(cells, file.path(), r, experts, per_token, expert_width,
+                                         shared_width));
+    if (r.op == "moe_mlp" && !r.shape.IsMoe()) {
+      return LineError(file.path(), r.line, "moe_mlp needs a mixture of experts' shape",
+                       "num_experts");
+    }
     table.rows.push_back(std::move(r));
     return Status::Ok();
   });
@@ -347,7 +403,8 @@ StatusOr<ProfileTable> ReadProfile(const std::string& path, const std::string& d
 
 std::string ProfileCsvHeader() {
   return "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,"
-         "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats\n";
+         "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats,num_experts,"
+         "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size\n";
 }
 
 void WriteProfileRow(std::ostream& out, const ProfileRow& r) {
@@ -358,7 +415,8 @@ void WriteProfileRow(std::ostream& out, const ProfileRow& r) {
       << r.shape.intermediate_size << ',' << r.shape.vocab_size << ','
       << r.shape.num_hidden_layers << ',' << r.op << ','
       << r.tokens << ',' << r.batch << ',' << r.context << ',' << r.tp << ',' << times << ','
-      << r.repeats << '\n';
+      << r.repeats << ',' << r.shape.num_experts << ',' << r.shape.num_experts_per_tok << ','
+      << r.shape.moe_intermediate_size << ',' << r.shape.shared_expert_intermediate_size << '\n';
 }
 
 }  // namespace servelab

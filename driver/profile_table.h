@@ -4,7 +4,10 @@
 //
 //   servelab  CSV  device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,
 //                  vocab_size,layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,
-//                  repeats
+//                  repeats,num_experts,experts_per_token,expert_intermediate_size,
+//                  shared_expert_intermediate_size
+//             (the last four, a mixture of experts' shape, may be absent: a dense model;
+//             an expert width of 0 is intermediate_size)
 //             device: a catalog GPU ("a100-80gb") or "cpu"; op: an op of core/op.h or
 //             "step" (a whole step); times per layer (per-layer ops) or per step, per GPU.
 //             A decode row has tokens = batch sequences of one new token after `context`
@@ -40,7 +43,7 @@ namespace servelab {
 struct ProfileRow {
   std::string device;
   ModelSpec shape;  // hidden_size, heads, kv heads, head_dim, intermediate_size, vocab_size,
-                    // num_hidden_layers
+                    // num_hidden_layers; experts, per token, their widths
   std::string op;   // an OpInfo name, or "step"
   int64_t tokens = 0;
   int64_t batch = 1;

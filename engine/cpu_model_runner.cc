@@ -136,10 +136,6 @@ CpuModelRunner::Laps::Laps(OpTimer* timer) : timer_(timer) {
   if (timer_ != nullptr) last_ns_ = NowNs();
 }
 
-void CpuModelRunner::Laps::Skip() {
-  if (timer_ != nullptr) last_ns_ = NowNs();
-}
-
 void CpuModelRunner::Laps::Lap(Op op) {
   if (timer_ == nullptr) return;
   const int64_t now = NowNs();
@@ -189,7 +185,7 @@ void CpuModelRunner::Layer(int32_t index, int32_t num_tokens, Laps& laps) {
   laps.Lap(Op::kPostAttentionNorm);
   if (spec.IsMoe()) {
     MixtureOfExperts(w, num_tokens);
-    laps.Skip();  // a MoE layer's MLP has no op of its own (ProfilesOps)
+    laps.Lap(Op::kMoeMlp);  // the router, the experts it picks, the shared expert
     return;
   }
   SwiGlu(hidden_.data(), num_tokens, w.mlp, hidden_, &laps);  // [T, h]

@@ -51,9 +51,8 @@ class CpuModelRunner final : public ModelRunner {
   Status Execute(const StepPlan& plan, const TokenStore& tokens,
                  std::vector<float>& logits) override;
   void SetOpTimer(OpTimer* timer) override { timer_ = timer; }
-  // Not for a mixture of experts: its router and experts have no ops (core/op.h) or work
-  // formulas (sim/op_model.h) yet, so its steps are profiled whole.
-  bool ProfilesOps() const override { return !weights_->config.spec.IsMoe(); }
+  // A mixture of experts' MLP is one op, moe_mlp (core/op.h).
+  bool ProfilesOps() const override { return true; }
 
   // One layer's device K or V cache: [num_blocks, block_size, kv_heads, head_dim] f32.
   std::span<const float> KCache(int32_t layer) const { return k_cache_[layer]; }
@@ -68,7 +67,6 @@ class CpuModelRunner final : public ModelRunner {
    public:
     explicit Laps(OpTimer* timer);
     void Lap(Op op);
-    void Skip();  // the time since the previous lap is charged to no op
 
    private:
     OpTimer* timer_;

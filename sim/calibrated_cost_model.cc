@@ -41,14 +41,23 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   std::vector<std::string> fitted, roofline;
   for (const OpInfo& info : AllOps()) {
     auto it = model.ops.find(info.op);
-    const bool has_fit = it != model.ops.end();
+    // moe_mlp: in MoE layers only (below).
+    const bool has_fit = it != model.ops.end() && (info.op != Op::kMoeMlp || d.model.IsMoe());
     const bool counted = has_fit || (info.canonical && info.op != Op::kSampling);
+    // A MoE model whose MLP is moe_mlp runs the dense MLP's ops in its dense layers only.
+    const bool dense_mlp_op = info.op == Op::kGateUpProj || info.op == Op::kSiluAndMul ||
+                              info.op == Op::kDownProj;
+    const bool unused = dense_mlp_op && d.model.IsMoe() && d.model.NumDenseLayers() == 0 &&
+                        model.ops.count(Op::kMoeMlp) > 0;
     if (counted) {
       coefficients_[static_cast<size_t>(info.op)] =
           has_fit ? it->second.On(fitted_gpu, shape_) : RooflineFit(info.op, defaults).On(d.gpu, shape_);
-      (has_fit ? fitted : roofline).emplace_back(info.name);
+      if (!unused) (has_fit ? fitted : roofline).emplace_back(info.name);
     }
-    if (!counted || info.op == Op::kAttentionDecode || info.op == Op::kAttentionPrefill) continue;
+    if (!counted || info.op == Op::kAttentionDecode || info.op == Op::kAttentionPrefill ||
+        info.op == Op::kMoeMlp) {
+      continue;
+    }
     if (info.op == Op::kAllReduce && d.tensor_parallel == 1) continue;
     if (info.scope == OpScope::kPerLayer) {
       per_layer_rows_.push_back(info.op);
@@ -90,11 +99,16 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   shared_expert_ = d.model.shared_expert_intermediate_size > 0;
   shared_shape_ = shape_;
   shared_shape_.model.intermediate_size = d.model.shared_expert_intermediate_size;
-  const RooflineDefaults defaults_for_router;
-  router_ = RooflineFit(Op::kQkvProj, defaults_for_router).On(d.gpu, shape_);
-  std::string moe = "; mixture of experts: router (roofline), ";
-  if (shared_expert_) moe += "shared expert (gate_up_proj, silu_and_mul, down_proj), ";
-  moe += "routed experts as grouped gate_up_proj and down_proj GEMMs with silu_and_mul";
+  router_ = RooflineFit(Op::kQkvProj, defaults).On(d.gpu, shape_);
+  moe_mlp_fitted_ = model.ops.count(Op::kMoeMlp) > 0;
+  std::string moe = "; mixture of experts: ";
+  if (moe_mlp_fitted_) {
+    moe += "moe_mlp (the whole MLP, fitted)";
+  } else {
+    moe += "router (roofline), ";
+    if (shared_expert_) moe += "shared expert (gate_up_proj, silu_and_mul, down_proj), ";
+    moe += "routed experts as grouped gate_up_proj and down_proj GEMMs with silu_and_mul";
+  }
   if (ep > 1 && d.gpu.interconnect_gbps > 0) {
     // The roofline's: every GPU sends its 1/ep of the rows, (ep - 1)/ep of them to other
     // GPUs, a hidden vector each, and gets the results back; two collectives.
@@ -110,6 +124,7 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
 }
 
 double CalibratedCostModel::MoeMlpSeconds(double tokens) const {
+  if (moe_mlp_fitted_) return OpSeconds(Of(Op::kMoeMlp), MoeMlpWork(shape_, tokens, routing_));
   double s = OpSeconds(router_, RouterWork(shape_, tokens));
   if (shared_expert_) {
     for (const Op op : {Op::kGateUpProj, Op::kSiluAndMul, Op::kDownProj}) {

@@ -25,7 +25,9 @@
 //              over the token x expert rows between them; under expert parallelism, the
 //              busiest GPU's rows and experts, and the all-to-all around the layer
 //              instead of its all-reduce (the roofline's). Dense layers (DeepSeek's first
-//              ones) keep the dense MLP.
+//              ones) keep the dense MLP. A model that fits moe_mlp (the engine's profile
+//              of a MoE model: the whole MLP as the runner ran it, with a cost per expert
+//              run) takes that for every MoE layer's MLP instead.
 //
 // An op the model fitted takes its fit, on the deployment's GPU peaks (efficiencies and
 // fixed costs carry over from the GPU it was fitted on); the others take the datasheet
@@ -88,6 +90,7 @@ class CalibratedCostModel final : public CostModel {
   ExpertRouting routing_;
   OpShape expert_shape_, shared_shape_;
   bool shared_expert_ = false;
+  bool moe_mlp_fitted_ = false;  // the model fits moe_mlp: it replaces the parts below
   OpCoefficients router_;
   double all_to_all_s_per_row_ = 0, all_to_all_latency_s_ = 0;
   double overhead_s_ = 0;

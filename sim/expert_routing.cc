@@ -96,7 +96,7 @@ double ExpertRouting::BusiestGpuRows(double tokens) const {
 }
 
 double ExpertRouting::ExpertTiles(double q, double tokens, double tile) {
-  if (q <= 0 || tokens <= 0) return 0;
+  if (!(q > 0) || !(tokens > 0) || !std::isfinite(tokens)) return 0;
   if (q >= 1.0) return std::ceil(tokens / tile);  // every token: X = T
   const double mean = tokens * q;
   const double sd = std::sqrt(tokens * q * (1.0 - q));
@@ -127,7 +127,7 @@ double ExpertRouting::ExpertTiles(double q, double tokens, double tile) {
 }
 
 double ExpertRouting::BusiestGpuPaddedRows(double tokens, int32_t tile) const {
-  if (tile <= 1) return BusiestGpuRows(tokens);
+  if (tile <= 1 || experts_ <= 0) return BusiestGpuRows(tokens);
   const double t = tile;
   double tiles = 0;
   if (pick_probability_.empty()) {

@@ -70,9 +70,11 @@ OpWork RowsWork(Op op, const OpShape& shape, double t) {
     case Op::kSampling: return Bytes(4.0 * t * d.vocab);
     case Op::kAllReduce: return Bytes(2.0 * (d.tp - 1) / d.tp * t * d.h * d.a);
     case Op::kAttentionDecode:
-    case Op::kAttentionPrefill: break;
+    case Op::kAttentionPrefill:
+    case Op::kMoeMlp: break;
   }
-  SERVELAB_CHECK_MSG(false, "attention work depends on contexts: DecodeWork, PrefillWork");
+  SERVELAB_CHECK_MSG(false, "attention work depends on contexts (DecodeWork, PrefillWork), "
+                            "moe_mlp's on the routing (MoeMlpWork)");
   return {};
 }
 
@@ -91,6 +93,30 @@ OpWork GroupedExpertWork(Op op, const OpShape& expert_shape, double rows, double
   OpWork work;
   work.bytes = touched * k * n * d.w + rows * (k + n) * d.a;
   work.flops = 2.0 * padded_rows * k * n;
+  return work;
+}
+
+OpWork MoeMlpWork(const OpShape& shape, double tokens, const ExpertRouting& routing) {
+  const Dims d = DimsOf(shape);
+  OpWork work = RouterWork(shape, tokens);
+  const double shared = shape.model.shared_expert_intermediate_size / d.tp;
+  if (shared > 0) {
+    work += Gemm(tokens, d.h, 2 * shared, d.w, d.a, d.a);
+    work += Bytes(3.0 * tokens * shared * d.a);
+    work += Gemm(tokens, shared, d.h, d.w, d.a, d.a);
+  }
+  const double ep = routing.expert_parallel();
+  const double width = shape.model.ExpertWidth() / (ep > 1 ? 1.0 : d.tp);
+  const double rows = routing.BusiestGpuRows(tokens);
+  const double touched = routing.Touched(tokens) / ep;
+  OpWork experts;
+  experts.bytes = touched * 3.0 * d.h * width * d.w +
+                  rows * ((d.h + 2 * width) + 3.0 * width + (width + d.h)) * d.a;
+  experts.flops = 2.0 * rows * 3.0 * d.h * width;
+  work += experts;
+  work.single_row = false;
+  work.gemm_rows = 0;
+  work.experts = touched;
   return work;
 }
 
@@ -144,6 +170,10 @@ int64_t FlashDecodeSplits(int64_t ctas, int32_t sms, int64_t kv_blocks) {
 OpWork ProfiledWork(Op op, const OpShape& shape, double tokens, double batch, double context) {
   if (op == Op::kAttentionDecode) return DecodeWork(shape, context) * batch;
   if (op == Op::kAttentionPrefill) return PrefillWork(shape, tokens, context);
+  if (op == Op::kMoeMlp) {
+    const ExpertRouting uniform(shape.model.num_experts, shape.model.num_experts_per_tok, 1, {});
+    return MoeMlpWork(shape, tokens, uniform);
+  }
   return RowsWork(op, shape, ScalesWithEmittingRows(op) ? batch : tokens);
 }
 
@@ -174,7 +204,8 @@ double OpSeconds(const OpCoefficients& c, const OpWork& raw) {
                         (work.pair_bytes - ramp) * c.s_per_pair_byte +
                         work.single_bytes * c.s_per_cta_byte + work.waves * c.s_per_wave +
                         work.combine * c.combine_s +
-                        work.combine_splits * c.combine_s_per_split;
+                        work.combine_splits * c.combine_s_per_split +
+                        work.experts * c.s_per_expert;
   if (c.additive) {
     return c.fixed_s + c.MemorySeconds(work.bytes) + work.flops * c.s_per_flop +
            work.causal_flops * c.s_per_causal_flop + work.rows * c.s_per_row + kernel;

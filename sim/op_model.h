@@ -39,6 +39,10 @@
 //       rope: 2T(q + kv) a; kv_cache_write: 2T kv (a + c); silu_and_mul: 3TI a;
 //       embedding: Th (w + a); final_norm: 2Th a; sampling: 4EV; allreduce (ring, once
 //       per call, two per layer): 2 (tp - 1) / tp x Th a over the link bandwidth
+//   moe_mlp  a mixture of experts' MLP (MoeMlpWork): the router's, the shared expert's and
+//       the routed experts' GEMMs and SiLU x mul (expected over uniform routing), and
+//       `experts` the experts run, each charged s_per_expert beside the other terms (the
+//       CPU runner calls one GEMM an expert; a fused kernel fits it near 0)
 //   attention_decode  one new token over `context` cached ones, per sequence:
 //       flops 4 q (context + 1), bytes (context + 1) 2 kv c + 2 q a; a batch sums them
 //   attention_prefill  a chunk of n new tokens after `context` cached ones: flops
@@ -106,6 +110,7 @@
 #include "core/model_spec.h"
 #include "core/op.h"
 #include "driver/gpu_spec.h"
+#include "sim/expert_routing.h"
 #include "sim/memory.h"
 
 namespace servelab {
@@ -137,6 +142,9 @@ struct OpWork {
   double waves = 0;
   double combine = 0;
   double combine_splits = 0;
+  // moe_mlp: the experts it runs (touched, on the busiest GPU), each a kernel or a GEMM
+  // call of its own where the engine runs them one by one. 0 for every other op.
+  double experts = 0;
   OpWork& operator+=(const OpWork& o) {
     bytes += o.bytes;
     flops += o.flops;
@@ -168,6 +176,12 @@ OpWork RowsWork(Op op, const OpShape& shape, double rows);
 OpWork RouterWork(const OpShape& shape, double tokens);
 OpWork GroupedExpertWork(Op op, const OpShape& expert_shape, double rows, double touched,
                          double padded_rows);
+// moe_mlp, a MoE layer's whole MLP as one op over `tokens` tokens, per GPU: the router,
+// a shared expert (a dense SwiGLU at its width, split over TP) and the routed experts
+// (gate|up, SiLU x mul, down over the busiest GPU's token x expert rows, the weights of
+// its experts touched; widths split over TP, or whole experts under expert parallelism),
+// the GEMMs' FLOPs over their rows (no tiles), and `experts` the experts it runs.
+OpWork MoeMlpWork(const OpShape& shape, double tokens, const ExpertRouting& routing);
 // Attention, one sequence.
 OpWork DecodeWork(const OpShape& shape, double context);
 OpWork PrefillWork(const OpShape& shape, double chunk, double context);
@@ -198,7 +212,8 @@ void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_
 // One profile row's work: `tokens` rows, or `batch` emitting rows for final_norm, lm_head
 // and sampling (a prefill chunk emits one row, a decode batch one per sequence); for
 // attention_decode, `batch` sequences at `context`; attention_prefill: one chunk of
-// `tokens` after `context`.
+// `tokens` after `context`; moe_mlp: `tokens` tokens routed uniformly (the engine's
+// profile runs one GPU: no expert parallelism).
 OpWork ProfiledWork(Op op, const OpShape& shape, double tokens, double batch, double context);
 
 // An op's coefficients in seconds: per kernel, per byte, per FLOP, per causal FLOP, per
@@ -234,6 +249,8 @@ struct OpCoefficients {
   double s_per_wave = 0;
   double combine_s = 0;
   double combine_s_per_split = 0;
+  // moe_mlp: per expert run (OpWork::experts), beside the terms above.
+  double s_per_expert = 0;
   // The memory term of `bytes`.
   double MemorySeconds(double bytes) const {
     if (cache_bytes <= 0 || bytes <= cache_bytes) return bytes * s_per_byte;

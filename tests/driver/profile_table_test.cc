@@ -160,6 +160,65 @@ TEST_F(ProfileTableTest, ServelabLayoutRoundTrips) {
   EXPECT_EQ(b.repeats, 9);
 }
 
+// A mixture of experts' shape travels in the last four columns; a profile without them
+// (written before they existed) is of a dense model.
+TEST_F(ProfileTableTest, ExpertColumnsRoundTripAndMayBeAbsent) {
+  ProfileRow r;
+  r.device = "cpu";
+  r.shape.hidden_size = 256;
+  r.shape.num_attention_heads = 4;
+  r.shape.num_key_value_heads = 2;
+  r.shape.intermediate_size = 704;
+  r.shape.vocab_size = 8000;
+  r.shape.num_hidden_layers = 4;
+  r.shape.num_experts = 6;
+  r.shape.num_experts_per_tok = 2;
+  r.shape.moe_intermediate_size = 320;
+  r.shape.shared_expert_intermediate_size = 640;
+  r.op = "moe_mlp";
+  r.tokens = 16;
+  r.median_ms = 0.5;
+  std::ostringstream csv;
+  csv << ProfileCsvHeader();
+  WriteProfileRow(csv, r);
+  EXPECT_THAT(csv.str(), HasSubstr(",moe_mlp,16,1,0,1,0.500000,0.000000,0.000000,0,6,2,320,640\n"));
+  auto t = ReadProfile(Write("moe.csv", csv.str()));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const ModelSpec& m = t->rows.at(0).shape;
+  EXPECT_EQ(m.num_experts, 6);
+  EXPECT_EQ(m.num_experts_per_tok, 2);
+  EXPECT_EQ(m.ExpertWidth(), 320);
+  EXPECT_EQ(m.shared_expert_intermediate_size, 640);
+  auto dense = ReadProfile(Write(
+      "old.csv", "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,"
+                 "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats\n"
+                 "cpu,256,4,2,64,704,8000,4,rope,8,1,0,1,0.01,0.01,0.01,3\n"));
+  ASSERT_TRUE(dense.ok()) << dense.status().message();
+  EXPECT_FALSE(dense->rows.at(0).shape.IsMoe());
+}
+
+TEST_F(ProfileTableTest, ExpertColumnsAreChecked) {
+  const std::string row = "cpu,256,4,2,64,704,8000,4,";
+  auto picks = ReadProfile(Write("a.csv", ProfileCsvHeader() + row +
+                                              "moe_mlp,8,1,0,1,1,1,1,3,4,5,0,0\n"));
+  EXPECT_THAT(picks.status().message(),
+              HasSubstr("a.csv:2: a token picks 1 to num_experts (4) experts, got 5, column "
+                        "'experts_per_token'"));
+  auto widths = ReadProfile(Write("b.csv", ProfileCsvHeader() + row +
+                                               "rope,8,1,0,1,1,1,1,3,0,0,256,0\n"));
+  EXPECT_THAT(widths.status().message(),
+              HasSubstr("b.csv:2: expert sizes without experts (num_experts is 0), column "
+                        "'num_experts'"));
+  auto dense_moe = ReadProfile(Write("c.csv", ProfileCsvHeader() + row +
+                                                  "moe_mlp,8,1,0,1,1,1,1,3,0,0,0,0\n"));
+  EXPECT_THAT(dense_moe.status().message(),
+              HasSubstr("c.csv:2: moe_mlp needs a mixture of experts' shape"));
+  auto huge = ReadProfile(Write("d.csv", ProfileCsvHeader() + row +
+                                             "moe_mlp,8,1,0,1,1,1,1,3,100000,2,0,0\n"));
+  EXPECT_THAT(huge.status().message(),
+              HasSubstr("d.csv:2: at most 4096, got 100000, column 'num_experts'"));
+}
+
 TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {
   auto number = ReadProfile(Write("vidur_a100_bad.csv", VidurMlp("fast")));
   ASSERT_FALSE(number.ok());

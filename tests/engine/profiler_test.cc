@@ -102,6 +102,44 @@ TEST_F(ProfilerTest, TimesEveryOpOverTheSchedulersGrid) {
   EXPECT_EQ(prefill, 5);
 }
 
+// A mixture of experts: its MLP is timed as one op, moe_mlp, in place of the dense MLP's
+// three, and the profile rows carry its experts.
+TEST_F(ProfilerTest, AMixtureOfExpertsTimesItsMlpAsOneOp) {
+  auto c = ParseExperiment(
+      "name: p\nbackend: engine\n"
+      "engine: {model_path: moe, create_model: true, kv_cache_gib: 0.01}\n"
+      "model: {base: mixtral-8x7b, name: m, hidden_size: 64, num_hidden_layers: 2,\n"
+      "        num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 96,\n"
+      "        vocab_size: 97, max_position_embeddings: 512}\n"
+      "hardware: {gpu: a10}\n"
+      "scheduler: {max_num_seqs: 2, max_num_batched_tokens: 4}\n",
+      (dir_ / "exp.yaml").string(), dir_.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ProfileOptions options;
+  options.warmup = 0;
+  options.repeats = 1;
+  options.max_context = 40;
+  auto rows = ProfileEngine(*c, options);
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  std::map<std::tuple<int64_t, int64_t, int64_t>, double> parts, whole;
+  int moe = 0;
+  for (const ProfileRow& r : *rows) {
+    EXPECT_EQ(r.shape.num_experts, 8);
+    EXPECT_EQ(r.shape.num_experts_per_tok, 2);
+    EXPECT_NE(r.op, "gate_up_proj");
+    EXPECT_NE(r.op, "down_proj");
+    const auto key = std::make_tuple(r.tokens, r.batch, r.context);
+    if (r.op == "step") {
+      whole[key] = r.median_ms;
+      continue;
+    }
+    moe += r.op == "moe_mlp" ? 1 : 0;
+    parts[key] += r.median_ms * (InfoOf(*OpByName(r.op)).scope == OpScope::kPerLayer ? 2 : 1);
+  }
+  EXPECT_EQ(moe, static_cast<int>(whole.size()));  // one a configuration
+  for (const auto& [key, step] : whole) EXPECT_LE(parts[key], step * (1 + 1e-9));
+}
+
 TEST_F(ProfilerTest, BadInputIsSaid) {
   ProfileOptions options;
   auto sim = ProfileEngine(Config("sim"), options);

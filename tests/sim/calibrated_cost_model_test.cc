@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -301,6 +302,32 @@ TEST_F(CalibratedCostModelTest, GroupedExpertsComputeWholeTilesPerExpert) {
   // The router, [1, 4096] x [4096, 8]: its bytes at 85% of 2,039 GB/s.
   const double router = (4096.0 * 8 * 2 + (4096 + 8) * 2) / (2039e9 * 0.85);
   EXPECT_NEAR(cost.OpsSeconds(plan), 32 * (experts + router), 1e-9 * 32 * experts);
+}
+
+// A model that fits moe_mlp (the engine's profile of a MoE model) costs every MoE layer's
+// MLP with it, its cost per expert run times the experts the step touches, instead of the
+// parts; a dense model never runs it.
+TEST_F(CalibratedCostModelTest, AFittedMoeMlpIsTheWholeMlpOfMoeLayers) {
+  const std::string path = Write(
+      "moe.yaml", "device: a100-80gb\nops:\n" + FreeOps() +
+                      "  moe_mlp: {fixed_us: 7, memory_efficiency: .inf, compute_efficiency: .inf,"
+                      " per_expert_us: 3}\n");
+  auto model = ReadCalibratedModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const CalibratedCostModel moe(*model, path, MoeDeployment(*FindModel("mixtral-8x7b"), 1), 0);
+  std::deque<Request> owned;
+  // One token: 2 of 8 experts. 16 tokens: 8 (1 - (3/4)^16) of them.
+  EXPECT_NEAR(moe.OpsSeconds(DecodeBatch(owned, 1, 50)), 32 * (7 + 3 * 2.0) * 1e-6, 1e-15);
+  const double touched = 8 * (1 - std::pow(0.75, 16));
+  EXPECT_NEAR(moe.OpsSeconds(DecodeBatch(owned, 16, 50)), 32 * (7 + 3 * touched) * 1e-6, 1e-15);
+  EXPECT_THAT(moe.Describe(), HasSubstr("mixture of experts: moe_mlp (the whole MLP, fitted)"));
+  EXPECT_THAT(moe.Describe(), Not(HasSubstr("gate_up_proj")));  // no dense layer runs it
+  DeploymentSpec dense;
+  dense.model = *FindModel("llama-2-7b");
+  dense.gpu = *FindGpu("a100-80gb");
+  const CalibratedCostModel llama(*model, path, dense, 0);
+  EXPECT_EQ(llama.OpsSeconds(DecodeBatch(owned, 4, 50)), 0.0);
+  EXPECT_THAT(llama.Describe(), Not(HasSubstr("moe_mlp")));
 }
 
 // A MoE experiment runs on a calibrated model with the roofline's routing parameters,

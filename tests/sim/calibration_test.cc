@@ -285,6 +285,74 @@ class ModelFileTest : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
+// moe_mlp, a MoE layer's whole MLP, generated on the CPU by a known model with a cost per
+// expert run (the CPU runner's one GEMM call an expert) over three MoE shapes, tokens 1 to
+// 512: the fit recovers every coefficient, the per-expert one included.
+TEST(CalibrationTest, RecoversAMixtureOfExpertsMlpWithItsCostPerExpert) {
+  OpFit truth = Truth(Op::kMoeMlp, 20.0, 9.0, 25.0);
+  truth.per_expert_us = 35.0;
+  ModelSpec base = *FindModel("mixtral-8x7b");
+  base.hidden_size = 256;
+  base.num_attention_heads = 4;
+  base.num_key_value_heads = 2;
+  struct Moe {
+    int32_t experts, per_token, width, shared;
+  };
+  ProfileTable table;
+  table.path = "moe.csv";
+  const GpuSpec cpu = *DeviceSpec("cpu");
+  for (const Moe m : {Moe{8, 2, 512, 0}, Moe{16, 4, 256, 0}, Moe{6, 2, 384, 768}}) {
+    ModelSpec shape = base;
+    shape.num_experts = m.experts;
+    shape.num_experts_per_tok = m.per_token;
+    shape.moe_intermediate_size = m.width;
+    shape.shared_expert_intermediate_size = m.shared;
+    for (int64_t tokens = 1; tokens <= 512; tokens = tokens < 8 ? tokens + 1 : tokens * 3 / 2) {
+      ProfileRow r;
+      r.device = "cpu";
+      r.shape = shape;
+      r.op = "moe_mlp";
+      r.tokens = tokens;
+      OpShape s;
+      s.model = shape;
+      r.median_ms =
+          1e3 * OpSeconds(truth.On(cpu, s), ProfiledWork(Op::kMoeMlp, s, double(tokens), 1, 0));
+      table.rows.push_back(r);
+    }
+  }
+  auto model = FitProfiles({table});
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const OpFit& fit = model->ops.at(Op::kMoeMlp);
+  EXPECT_NEAR(fit.fixed_us, 20.0, 1e-5);
+  EXPECT_NEAR(fit.per_expert_us, 35.0, 1e-6);
+  EXPECT_NEAR(fit.memory_efficiency, 9.0, 1e-7);
+  EXPECT_NEAR(fit.compute_efficiency, 25.0, 1e-7);
+  // One token picks 2 of 8 experts: 20 + 2 x 35 us beside its bytes and FLOPs.
+  OpShape mixtral_like;
+  mixtral_like.model = table.rows.front().shape;
+  const OpWork one = ProfiledWork(Op::kMoeMlp, mixtral_like, 1, 1, 0);
+  EXPECT_NEAR(one.experts, 2.0, 1e-12);
+  auto e = Evaluate(*model, table);
+  ASSERT_TRUE(e.ok());
+  EXPECT_LT(e->ops.at("moe_mlp").max_error, 1e-6);
+  // A whole step of a MoE shape counts moe_mlp in every layer and not a dense MLP op the
+  // model also fits (from a dense profile); a dense shape's step the other way round.
+  model->ops[Op::kGateUpProj] = Truth(Op::kGateUpProj, 50.0, 1.0, 1.0);
+  ProfileRow step = table.rows.front();
+  step.op = "step";
+  step.shape.num_hidden_layers = 3;
+  OpShape s;
+  s.model = step.shape;
+  const double mlp = OpSeconds(fit.On(cpu, s), ProfiledWork(Op::kMoeMlp, s, double(step.tokens), 1, 0));
+  EXPECT_NEAR(PredictOps(*model, cpu, step), 3 * mlp, 1e-12);
+  step.shape.num_experts = 0;
+  step.shape.num_experts_per_tok = 0;
+  s.model = step.shape;
+  const double gate_up = OpSeconds(model->ops.at(Op::kGateUpProj).On(cpu, s),
+                                   RowsWork(Op::kGateUpProj, s, double(step.tokens)));
+  EXPECT_NEAR(PredictOps(*model, cpu, step), 3 * gate_up, 1e-12);
+}
+
 TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   OpFit prefill = Truth(Op::kAttentionPrefill, 14.0, 0.8, 0.45);
   prefill.causal_efficiency = 0.2;
@@ -300,6 +368,8 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   model.ops[Op::kRope].memory_fitted = true;
   model.ops[Op::kRope].cache_bytes = 3.5e7;
   model.ops[Op::kRope].beyond_cache_memory_efficiency = 0.41;
+  model.ops[Op::kMoeMlp] = Truth(Op::kMoeMlp, 30.0, 8.5, 21.0);
+  model.ops[Op::kMoeMlp].per_expert_us = 41.5;
   const std::string text = CalibratedModelYaml(model, {});
   auto back = ReadCalibratedModel(Write(text));
   ASSERT_TRUE(back.ok()) << back.status().message();
@@ -313,6 +383,7 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   EXPECT_EQ(back->ops.at(Op::kRope).memory_efficiency, 0.49);
   EXPECT_EQ(back->ops.at(Op::kRope).cache_bytes, 3.5e7);
   EXPECT_EQ(back->ops.at(Op::kRope).beyond_cache_memory_efficiency, 0.41);
+  EXPECT_EQ(back->ops.at(Op::kMoeMlp).per_expert_us, 41.5);
   EXPECT_EQ(CalibratedModelYaml(*back, {}), text);
 }
 
@@ -330,6 +401,10 @@ TEST_F(ModelFileTest, BadFilesNameLineAndKey) {
   EXPECT_THAT(missing.status().message(), HasSubstr("ops.qkv_proj.compute_efficiency: missing"));
   auto device = ReadCalibratedModel(Write("device: a101\nops:\n  rope: {fixed_us: 1, memory_efficiency: 1}\n"));
   EXPECT_THAT(device.status().message(), HasSubstr("m.yaml:1: device: device 'a101'"));
+  auto experts = ReadCalibratedModel(Write(
+      "device: cpu\nops:\n  rope: {fixed_us: 1, memory_efficiency: 1, per_expert_us: 3}\n"));
+  EXPECT_THAT(experts.status().message(),
+              HasSubstr("m.yaml:3: ops.rope.per_expert_us: only moe_mlp runs experts"));
   auto syntax = ReadCalibratedModel(Write("device: [a100\n"));
   EXPECT_THAT(syntax.status().message(), HasSubstr("YAML syntax error"));
   EXPECT_EQ(ReadCalibratedModel((dir_ / "none.yaml").string()).status().code(), StatusCode::kNotFound);
