@@ -168,7 +168,8 @@ void PrintFit(const CalibratedModel& model, const Evaluation& in_sample) {
                   f.combine_us, f.combine_per_split_us);
     }
     if (op == Op::kMoeMlp) {
-      std::printf("  %-18s %.2f us an expert run\n", "(per expert)", f.per_expert_us);
+      std::printf("  %-18s %.2f us an expert run; one-row experts' memory efficiency %.3f\n",
+                  "(per expert)", f.per_expert_us, f.single_row_expert_memory_efficiency);
     }
     if (f.single_row_fitted) {
       std::printf("  %-18s %-9s %7lld %9.2f %7.3f  %8s\n", "(single row)", "stream",
@@ -309,7 +310,10 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       o["pair_ramp_tokens"] = f.pair_ramp_tokens;
       if (f.pair_ramp_tokens > 0) o["pair_ramp_memory_efficiency"] = f.pair_ramp_memory_efficiency;
     }
-    if (op == Op::kMoeMlp) o["per_expert_us"] = f.per_expert_us;
+    if (op == Op::kMoeMlp) {
+      o["per_expert_us"] = f.per_expert_us;
+      o["single_row_expert_memory_efficiency"] = f.single_row_expert_memory_efficiency;
+    }
     ops[std::string(InfoOf(op).name)] = o;
   }
   json["ops"] = ops;

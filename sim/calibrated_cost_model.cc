@@ -45,9 +45,7 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
     const bool has_fit = it != model.ops.end() && (info.op != Op::kMoeMlp || d.model.IsMoe());
     const bool counted = has_fit || (info.canonical && info.op != Op::kSampling);
     // A MoE model whose MLP is moe_mlp runs the dense MLP's ops in its dense layers only.
-    const bool dense_mlp_op = info.op == Op::kGateUpProj || info.op == Op::kSiluAndMul ||
-                              info.op == Op::kDownProj;
-    const bool unused = dense_mlp_op && d.model.IsMoe() && d.model.NumDenseLayers() == 0 &&
+    const bool unused = IsDenseMlp(info.op) && d.model.IsMoe() && d.model.NumDenseLayers() == 0 &&
                         model.ops.count(Op::kMoeMlp) > 0;
     if (counted) {
       coefficients_[static_cast<size_t>(info.op)] =
@@ -79,15 +77,17 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   description_ = "calibrated on " + model.device + " (" + path + "); fitted: " +
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
                  "; roofline: " + (roofline.empty() ? std::string("none") : Join(roofline, ", "));
-  if (!d.model.IsMoe()) return;
+  if (d.model.IsMoe()) SetUpMixtureOfExperts(model, d, routing);
+}
+
+void CalibratedCostModel::SetUpMixtureOfExperts(const CalibratedModel& model,
+                                                const DeploymentSpec& d,
+                                                const ExpertRoutingOptions& routing) {
   moe_ = true;
   dense_layers_ = d.model.NumDenseLayers();
   moe_layers_ = d.model.NumMoeLayers();
   for (const Op op : per_layer_rows_) {
-    if (op != Op::kGateUpProj && op != Op::kSiluAndMul && op != Op::kDownProj &&
-        op != Op::kAllReduce) {
-      attention_side_rows_.push_back(op);
-    }
+    if (!IsDenseMlp(op) && op != Op::kAllReduce) attention_side_rows_.push_back(op);
   }
   const int32_t ep = d.expert_parallel;
   routing_ = ExpertRouting(d.model.num_experts, d.model.num_experts_per_tok, ep, routing);
@@ -99,7 +99,7 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   shared_expert_ = d.model.shared_expert_intermediate_size > 0;
   shared_shape_ = shape_;
   shared_shape_.model.intermediate_size = d.model.shared_expert_intermediate_size;
-  router_ = RooflineFit(Op::kQkvProj, defaults).On(d.gpu, shape_);
+  router_ = RooflineFit(Op::kQkvProj, RooflineDefaults{}).On(d.gpu, shape_);
   moe_mlp_fitted_ = model.ops.count(Op::kMoeMlp) > 0;
   std::string moe = "; mixture of experts: ";
   if (moe_mlp_fitted_) {
@@ -127,7 +127,7 @@ double CalibratedCostModel::MoeMlpSeconds(double tokens) const {
   if (moe_mlp_fitted_) return OpSeconds(Of(Op::kMoeMlp), MoeMlpWork(shape_, tokens, routing_));
   double s = OpSeconds(router_, RouterWork(shape_, tokens));
   if (shared_expert_) {
-    for (const Op op : {Op::kGateUpProj, Op::kSiluAndMul, Op::kDownProj}) {
+    for (const Op op : kDenseMlpOps) {
       s += OpSeconds(Of(op), RowsWork(op, shared_shape_, tokens));
     }
   }
@@ -178,7 +178,7 @@ double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
                                  ? OpSeconds(Of(Op::kAllReduce), RowsWork(Op::kAllReduce, shape_, tokens))
                                  : 0.0;
     double dense_mlp = 0;
-    for (const Op op : {Op::kGateUpProj, Op::kSiluAndMul, Op::kDownProj}) {
+    for (const Op op : kDenseMlpOps) {
       dense_mlp += dense_layers_ > 0 ? OpSeconds(Of(op), RowsWork(op, shape_, tokens)) : 0.0;
     }
     const double moe_collective =

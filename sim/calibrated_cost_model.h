@@ -68,6 +68,9 @@ class CalibratedCostModel final : public CostModel {
 
  private:
   const OpCoefficients& Of(Op op) const { return coefficients_[static_cast<size_t>(op)]; }
+  // The MoE layers' parts (the header's note), after the ops' coefficients are set.
+  void SetUpMixtureOfExperts(const CalibratedModel& model, const DeploymentSpec& d,
+                             const ExpertRoutingOptions& routing);
   // One MoE layer's MLP over `tokens` tokens (the header's note), without its all-to-all.
   double MoeMlpSeconds(double tokens) const;
 

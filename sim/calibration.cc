@@ -100,11 +100,12 @@ struct FitResult {
 FitResult Alternate(OpForm form, const std::vector<Sample>& samples, const Coefficients& start,
                     std::vector<bool> memory_bound) {
   const size_t n = samples.size();
-  bool has_causal = false, has_rows = false, has_experts = false;
+  bool has_causal = false, has_rows = false, has_experts = false, has_single = false;
   for (const Sample& s : samples) {
     has_causal = has_causal || s.work.causal_flops > 0;
     has_rows = has_rows || s.work.rows > 0;
     has_experts = has_experts || s.work.experts > 0;
+    has_single = has_single || s.work.single_row_expert_bytes > 0;
   }
   FitResult best{start, false, false};
   double best_objective = std::numeric_limits<double>::infinity();
@@ -128,8 +129,8 @@ FitResult Alternate(OpForm form, const std::vector<Sample>& samples, const Coeff
       any_compute = any_compute || !memory_bound[i];
     }
     // Columns: fixed, bytes (memory-bound rows), flops and causal flops (compute-bound
-    // rows), rows and experts run (every row).
-    std::vector<std::vector<double>> columns(6, std::vector<double>(n, 0.0));
+    // rows), rows, experts run and one-row experts' bytes (every row).
+    std::vector<std::vector<double>> columns(7, std::vector<double>(n, 0.0));
     for (size_t i = 0; i < n; ++i) {
       const OpWork& w = samples[i].work;
       columns[0][i] = 1.0;
@@ -138,11 +139,12 @@ FitResult Alternate(OpForm form, const std::vector<Sample>& samples, const Coeff
       columns[3][i] = memory_bound[i] ? 0.0 : w.causal_flops;
       columns[4][i] = w.rows;
       columns[5][i] = w.experts;
+      columns[6][i] = w.single_row_expert_bytes;
     }
     const std::vector<double> theta =
         SolveNonNegative(columns, samples,
                          {true, any_memory, any_compute, any_compute && has_causal, has_rows,
-                          has_experts});
+                          has_experts, has_single});
     Coefficients next = c;
     next.fixed_s = theta[0];
     // A term dropped or unbound keeps its previous (at first, the roofline's) value.
@@ -153,6 +155,7 @@ FitResult Alternate(OpForm form, const std::vector<Sample>& samples, const Coeff
     if (compute_ok && has_causal && theta[3] > 0) next.s_per_causal_flop = theta[3];
     next.s_per_row = has_rows ? theta[4] : 0.0;
     next.s_per_expert = has_experts ? theta[5] : 0.0;
+    next.s_per_single_row_expert_byte = has_single ? theta[6] : 0.0;
     x_fitted = x_fitted || memory_ok;
     y_fitted = y_fitted || compute_ok;
     const double objective = Objective(next, samples);
@@ -206,8 +209,8 @@ FitResult FitOp(OpForm form, const std::vector<Sample>& samples, const Coefficie
 // The additive form: one non-negative least squares over every term.
 FitResult FitAdditive(const std::vector<Sample>& samples, const Coefficients& start) {
   const size_t n = samples.size();
-  std::vector<std::vector<double>> columns(6, std::vector<double>(n, 0.0));
-  bool has_causal = false, has_rows = false, has_experts = false;
+  std::vector<std::vector<double>> columns(7, std::vector<double>(n, 0.0));
+  bool has_causal = false, has_rows = false, has_experts = false, has_single = false;
   for (size_t i = 0; i < n; ++i) {
     const OpWork& w = samples[i].work;
     columns[0][i] = 1.0;
@@ -216,12 +219,14 @@ FitResult FitAdditive(const std::vector<Sample>& samples, const Coefficients& st
     columns[3][i] = w.causal_flops;
     columns[4][i] = w.rows;
     columns[5][i] = w.experts;
+    columns[6][i] = w.single_row_expert_bytes;
     has_causal = has_causal || w.causal_flops > 0;
     has_rows = has_rows || w.rows > 0;
     has_experts = has_experts || w.experts > 0;
+    has_single = has_single || w.single_row_expert_bytes > 0;
   }
-  const std::vector<double> theta =
-      SolveNonNegative(columns, samples, {true, true, true, has_causal, has_rows, has_experts});
+  const std::vector<double> theta = SolveNonNegative(
+      columns, samples, {true, true, true, has_causal, has_rows, has_experts, has_single});
   Coefficients c = start;
   c.additive = true;
   c.fixed_s = theta[0];
@@ -231,6 +236,7 @@ FitResult FitAdditive(const std::vector<Sample>& samples, const Coefficients& st
   c.s_per_causal_flop = has_causal ? theta[3] : 0.0;
   c.s_per_row = has_rows ? theta[4] : 0.0;
   c.s_per_expert = has_experts ? theta[5] : 0.0;
+  c.s_per_single_row_expert_byte = has_single ? theta[6] : 0.0;
   return FitResult{c, theta[1] > 0, theta[2] > 0};
 }
 
@@ -441,6 +447,9 @@ OpCoefficients OpFit::On(const GpuSpec& gpu, const OpShape& shape) const {
     c.combine_s_per_split = combine_per_split_us * 1e-6;
   }
   c.s_per_expert = per_expert_us * 1e-6;
+  if (single_row_expert_memory_efficiency > 0) {
+    c.s_per_single_row_expert_byte = 1.0 / (peaks.bytes_per_s * single_row_expert_memory_efficiency);
+  }
   if (single_row_fitted) {
     c.has_single_row = true;
     c.single_row_fixed_s = single_row_fixed_us * 1e-6;
@@ -476,8 +485,8 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
   const RooflineDefaults& d = options.defaults;
   for (const auto& [op, rows] : by_op) {
     const OpInfo& info = InfoOf(op);
-    // moe_mlp also has its cost per expert run.
-    const int32_t coefficients = (info.form == OpForm::kRoofline ? 3 : 2) + (op == Op::kMoeMlp ? 1 : 0);
+    // moe_mlp also has its cost per expert run and its one-row experts' rate.
+    const int32_t coefficients = (info.form == OpForm::kRoofline ? 3 : 2) + (op == Op::kMoeMlp ? 2 : 0);
     std::set<double> sizes;
     std::vector<Sample> samples, single_row;
     OpShape first = ShapeOf(*rows.front());
@@ -621,6 +630,10 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
       f.per_row_us = fit.c.s_per_row * 1e6;  // attention only (other ops have no rows)
     }
     f.per_expert_us = fit.c.s_per_expert * 1e6;  // moe_mlp only (other ops run no experts)
+    if (fit.c.s_per_single_row_expert_byte > 0) {
+      f.single_row_expert_memory_efficiency =
+          1.0 / (fit.c.s_per_single_row_expert_byte * peaks.bytes_per_s);
+    }
     model.ops[op] = f;
   }
   if (model.ops.empty()) return InvalidArgument("no op measurements to fit");
@@ -642,8 +655,7 @@ double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const Profil
   double layer = 0, step = 0;
   for (const auto& [op, fit] : model.ops) {
     // A MoE layer's MLP is moe_mlp, a dense one's its three ops.
-    const bool dense_mlp = op == Op::kGateUpProj || op == Op::kSiluAndMul || op == Op::kDownProj;
-    if (row.shape.IsMoe() ? dense_mlp : op == Op::kMoeMlp) continue;
+    if (row.shape.IsMoe() ? IsDenseMlp(op) : op == Op::kMoeMlp) continue;
     const OpCoefficients c = fit.On(gpu, shape);
     if (op == Op::kAttentionDecode || op == Op::kAttentionPrefill) {
       if ((op == Op::kAttentionDecode) != decode) continue;
@@ -752,7 +764,9 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "#                 alone; each later wave's longest), +\n"
          "#                 combine_us + combine_per_split_us x splits when split, +\n"
          "#                 per_row_us a sequence (sim/op_model.h)\n"
-         "#   moe_mlp:      a MoE layer's MLP, its form + per_expert_us an expert run\n"
+         "#   moe_mlp:      a MoE layer's MLP, its form + per_expert_us an expert run +\n"
+         "#                 its one-row experts' bytes / (bandwidth x\n"
+         "#                 single_row_expert_memory_efficiency)\n"
          "# with the work of sim/op_model.h and the peaks of `device` (a catalog GPU; for\n"
          "# cpu, 1 GB/s and 1 GFLOP/s). An efficiency marked `fitted: false` kept the\n"
          "# datasheet roofline's value: no measurement was bound by that term.\n";
@@ -779,7 +793,13 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
       out << "    per_row_us: " << FormatDouble(f.per_row_us) << "\n";
     }
     if (f.row_tile > 1) out << "    row_tile: " << f.row_tile << "\n";
-    if (op == Op::kMoeMlp) out << "    per_expert_us: " << FormatDouble(f.per_expert_us) << "\n";
+    if (op == Op::kMoeMlp) {
+      out << "    per_expert_us: " << FormatDouble(f.per_expert_us) << "\n";
+      if (f.single_row_expert_memory_efficiency > 0) {
+        out << "    single_row_expert_memory_efficiency: "
+            << YamlNumber(f.single_row_expert_memory_efficiency) << "\n";
+      }
+    }
     if (f.split_kv) {
       out << "    cta_memory_efficiency: " << YamlNumber(f.cta_memory_efficiency) << "\n";
       out << "    pair_memory_efficiency: " << YamlNumber(f.pair_memory_efficiency) << "\n";
@@ -893,7 +913,7 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
                  "single_row", "row_tile", "cache_bytes", "beyond_cache_memory_efficiency",
                  "cta_memory_efficiency", "pair_memory_efficiency", "wave_us", "combine_us",
                  "combine_per_split_us", "pair_ramp_tokens", "pair_ramp_memory_efficiency",
-                 "per_expert_us", "in_sample_mape_pct"});
+                 "per_expert_us", "single_row_expert_memory_efficiency", "in_sample_mape_pct"});
       const OpInfo& info = InfoOf(*op);
       OpFit f;
       f.op = *op;
@@ -987,6 +1007,12 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
           Fail(path, n["per_expert_us"], where + ".per_expert_us", "only moe_mlp runs experts");
         }
         f.per_expert_us = Number(path, n["per_expert_us"], where + ".per_expert_us", 0, 1e9);
+      }
+      if (n["single_row_expert_memory_efficiency"]) {
+        const std::string at = where + ".single_row_expert_memory_efficiency";
+        if (*op != Op::kMoeMlp) Fail(path, n["single_row_expert_memory_efficiency"], at, "only moe_mlp runs experts");
+        f.single_row_expert_memory_efficiency =
+            Number(path, n["single_row_expert_memory_efficiency"], at, 1e-9, kInf);
       }
       if (n["points"]) f.points = static_cast<int64_t>(Number(path, n["points"], where + ".points", 0, 1e15));
       if (n["row_tile"]) {

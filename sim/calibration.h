@@ -30,8 +30,9 @@
 //               sequence, one least squares;
 //   single row  a GEMM of one row is a matrix-vector product, another kernel (cuBLAS's
 //               gemv, Eigen's GEMV path): its rows get a stream fit of their own;
-//   per expert  moe_mlp, a mixture of experts' MLP, has one more column beside fixed,
-//               bytes and FLOPs: the experts it runs (op_model.h), at per_expert_us each.
+//   per expert  moe_mlp, a mixture of experts' MLP, has two more columns beside fixed,
+//               bytes and FLOPs: the experts it runs (op_model.h), at per_expert_us each,
+//               and the bytes of those given one row, at their own memory efficiency.
 // To tell a GEMM's fixed cost from its weight reads the profiles need two or more weight
 // sizes (model shapes, or TP degrees): with one, the two are collinear, and a fit that
 // folds weight reads into `fixed` does not transfer to another shape.
@@ -90,8 +91,10 @@ struct OpFit {
   double wave_us = 0;
   double combine_us = 0;
   double combine_per_split_us = 0;
-  // moe_mlp: each expert it runs costs this beside its other terms (OpWork::experts).
+  // moe_mlp: each expert it runs costs this beside its other terms (OpWork::experts), and
+  // the bytes of its experts given one row stream at this efficiency (0: none fitted).
   double per_expert_us = 0;
+  double single_row_expert_memory_efficiency = 0;
   // Stream ops: bytes past cache_bytes run at beyond_cache_memory_efficiency (0: one tier).
   double cache_bytes = 0;
   double beyond_cache_memory_efficiency = 0;

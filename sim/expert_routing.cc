@@ -126,6 +126,21 @@ double ExpertRouting::ExpertTiles(double q, double tokens, double tile) {
   return tiles;
 }
 
+double ExpertRouting::BusiestGpuSingleRowExperts(double tokens) const {
+  if (experts_ <= 0 || !(tokens > 0)) return 0;
+  auto one_row = [tokens](double q) {
+    if (q >= 1.0) return tokens == 1.0 ? 1.0 : 0.0;
+    return tokens * q * std::exp((tokens - 1.0) * std::log1p(-q));
+  };
+  double single = 0;
+  if (pick_probability_.empty()) {
+    single = experts_ * one_row(static_cast<double>(per_token_) / experts_);
+  } else {
+    for (const double q : pick_probability_) single += one_row(q);
+  }
+  return single / ep_;
+}
+
 double ExpertRouting::BusiestGpuPaddedRows(double tokens, int32_t tile) const {
   if (tile <= 1 || experts_ <= 0) return BusiestGpuRows(tokens);
   const double t = tile;

@@ -74,6 +74,10 @@ class ExpertRouting {
   // 1% of the exact sum there; exact for tile 1). The busiest GPU's are its share of them
   // plus the rows its imbalance adds (each into an expert already touched).
   double BusiestGpuPaddedRows(double tokens, int32_t tile) const;
+  // The experts given exactly one row, on the busiest GPU: an engine that runs each expert
+  // on its own runs those as matrix-vector products (the CPU runner's GEMV path). Per
+  // expert P(X = 1) = T q (1 - q)^(T - 1); over the GPU's share of the experts.
+  double BusiestGpuSingleRowExperts(double tokens) const;
 
  private:
   double Imbalance(double rows) const;

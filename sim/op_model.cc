@@ -109,14 +109,18 @@ OpWork MoeMlpWork(const OpShape& shape, double tokens, const ExpertRouting& rout
   const double width = shape.model.ExpertWidth() / (ep > 1 ? 1.0 : d.tp);
   const double rows = routing.BusiestGpuRows(tokens);
   const double touched = routing.Touched(tokens) / ep;
+  const double single = std::min(routing.BusiestGpuSingleRowExperts(tokens), touched);
+  // One expert's weights (gate, up, down) and one of its rows' activations.
+  const double weights = 3.0 * d.h * width * d.w;
+  const double row_bytes = ((d.h + 2 * width) + 3.0 * width + (width + d.h)) * d.a;
   OpWork experts;
-  experts.bytes = touched * 3.0 * d.h * width * d.w +
-                  rows * ((d.h + 2 * width) + 3.0 * width + (width + d.h)) * d.a;
-  experts.flops = 2.0 * rows * 3.0 * d.h * width;
+  experts.bytes = (touched - single) * weights + std::max(0.0, rows - single) * row_bytes;
+  experts.flops = 2.0 * std::max(0.0, rows - single) * 3.0 * d.h * width;
   work += experts;
   work.single_row = false;
   work.gemm_rows = 0;
   work.experts = touched;
+  work.single_row_expert_bytes = single * (weights + row_bytes);
   return work;
 }
 
@@ -182,6 +186,10 @@ bool IsGemm(Op op) {
          op == Op::kDownProj || op == Op::kLmHead;
 }
 
+bool IsDenseMlp(Op op) {
+  return std::find(kDenseMlpOps.begin(), kDenseMlpOps.end(), op) != kDenseMlpOps.end();
+}
+
 bool ScalesWithEmittingRows(Op op) {
   return op == Op::kFinalNorm || op == Op::kLmHead || op == Op::kSampling;
 }
@@ -205,7 +213,8 @@ double OpSeconds(const OpCoefficients& c, const OpWork& raw) {
                         work.single_bytes * c.s_per_cta_byte + work.waves * c.s_per_wave +
                         work.combine * c.combine_s +
                         work.combine_splits * c.combine_s_per_split +
-                        work.experts * c.s_per_expert;
+                        work.experts * c.s_per_expert +
+                        work.single_row_expert_bytes * c.s_per_single_row_expert_byte;
   if (c.additive) {
     return c.fixed_s + c.MemorySeconds(work.bytes) + work.flops * c.s_per_flop +
            work.causal_flops * c.s_per_causal_flop + work.rows * c.s_per_row + kernel;

@@ -42,7 +42,9 @@
 //   moe_mlp  a mixture of experts' MLP (MoeMlpWork): the router's, the shared expert's and
 //       the routed experts' GEMMs and SiLU x mul (expected over uniform routing), and
 //       `experts` the experts run, each charged s_per_expert beside the other terms (the
-//       CPU runner calls one GEMM an expert; a fused kernel fits it near 0)
+//       CPU runner calls one GEMM an expert; a fused kernel fits it near 0), and the
+//       bytes of the experts given one row at a rate of their own (the CPU runner's GEMV
+//       path streams them 3-4x faster than its blocked GEMM packs a few rows' weights)
 //   attention_decode  one new token over `context` cached ones, per sequence:
 //       flops 4 q (context + 1), bytes (context + 1) 2 kv c + 2 q a; a batch sums them
 //   attention_prefill  a chunk of n new tokens after `context` cached ones: flops
@@ -95,6 +97,7 @@
 //               partial output): one sequence split 16 ways takes about 3 us longer to
 //               combine than 2 ways
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -145,6 +148,9 @@ struct OpWork {
   // moe_mlp: the experts it runs (touched, on the busiest GPU), each a kernel or a GEMM
   // call of its own where the engine runs them one by one. 0 for every other op.
   double experts = 0;
+  // moe_mlp: the weight and activation bytes of the experts given one row each, which an
+  // engine running experts one by one reads as matrix-vector products (not in `bytes`).
+  double single_row_expert_bytes = 0;
   OpWork& operator+=(const OpWork& o) {
     bytes += o.bytes;
     flops += o.flops;
@@ -180,7 +186,8 @@ OpWork GroupedExpertWork(Op op, const OpShape& expert_shape, double rows, double
 // a shared expert (a dense SwiGLU at its width, split over TP) and the routed experts
 // (gate|up, SiLU x mul, down over the busiest GPU's token x expert rows, the weights of
 // its experts touched; widths split over TP, or whole experts under expert parallelism),
-// the GEMMs' FLOPs over their rows (no tiles), and `experts` the experts it runs.
+// the GEMMs' FLOPs over their rows (no tiles), and `experts` the experts it runs; the
+// experts given one row apart, in single_row_expert_bytes (ExpertRouting's expectation).
 OpWork MoeMlpWork(const OpShape& shape, double tokens, const ExpertRouting& routing);
 // Attention, one sequence.
 OpWork DecodeWork(const OpShape& shape, double context);
@@ -249,8 +256,10 @@ struct OpCoefficients {
   double s_per_wave = 0;
   double combine_s = 0;
   double combine_s_per_split = 0;
-  // moe_mlp: per expert run (OpWork::experts), beside the terms above.
+  // moe_mlp: per expert run (OpWork::experts) and per byte of its one-row experts
+  // (OpWork::single_row_expert_bytes), beside the terms above.
   double s_per_expert = 0;
+  double s_per_single_row_expert_byte = 0;
   // The memory term of `bytes`.
   double MemorySeconds(double bytes) const {
     if (cache_bytes <= 0 || bytes <= cache_bytes) return bytes * s_per_byte;
@@ -261,6 +270,11 @@ struct OpCoefficients {
 OpWork TileQuantized(const OpWork& work, int32_t row_tile);
 // Whether `op` is a GEMM (its single-row work can have a kernel of its own).
 bool IsGemm(Op op);
+// A dense MLP's ops in step order, which a mixture of experts' layers replace with
+// moe_mlp; whether `op` is one of them.
+inline constexpr std::array<Op, 3> kDenseMlpOps = {Op::kGateUpProj, Op::kSiluAndMul,
+                                                   Op::kDownProj};
+bool IsDenseMlp(Op op);
 // Whether a profile row's rows are emitting rows (`batch`), not tokens.
 bool ScalesWithEmittingRows(Op op);
 double OpSeconds(const OpCoefficients& c, const OpWork& work);

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The simulator validated against the CPU engine, end to end: profile two model shapes
 # on the engine, fit one cost model to both, then validate it at three loads on one of
-# them and on a third shape the fit never saw. About 4 minutes on 2 cores.
+# them and on a third shape the fit never saw; then a mixture of experts, profiled,
+# fitted and validated the same way. About 7 minutes on 2 cores.
 #
 #   bash experiments/validation/run.sh        (after the build: scripts/run.sh builds)
 #
-# Writes results/validation/: profile_a.csv, profile_b.csv, cpu_model/ (MODEL.yaml,
-# calibration.json, calibration.png), cpu_profiled_a/ and cpu_unseen_shape/ (each
-# validation.md, validation.csv, validation_cdf.png and per load the engine's and the
-# simulator's result folders).
+# Writes results/validation/: profile_a.csv, profile_b.csv, profile_moe.csv, cpu_model/
+# and moe_model/ (MODEL.yaml, calibration.json, calibration.png), cpu_profiled_a/,
+# cpu_unseen_shape/ and cpu_moe/ (each validation.md, validation.csv, validation_cdf.png
+# and per load the engine's and the simulator's result folders).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 servelab=${SERVELAB:-./build/servelab}
@@ -21,3 +22,10 @@ for experiment in cpu_profiled_a cpu_unseen_shape; do
   "$servelab" validate "experiments/validation/$experiment.yaml" \
     --cost-model "$out/cpu_model/MODEL.yaml" --out "$out/$experiment"
 done
+# A mixture of experts: its own profile (its MLP as one op, moe_mlp) fitted with the two
+# dense ones (three weight sizes for the attention GEMMs and the LM head).
+"$servelab" profile experiments/validation/cpu_moe.yaml --out "$out/profile_moe.csv"
+"$servelab" calibrate "$out/profile_a.csv" "$out/profile_b.csv" "$out/profile_moe.csv" \
+  --out "$out/moe_model/MODEL.yaml"
+"$servelab" validate experiments/validation/cpu_moe.yaml --cost-model "$out/moe_model/MODEL.yaml" \
+  --out "$out/cpu_moe"

@@ -286,11 +286,13 @@ class ModelFileTest : public ::testing::Test {
 };
 
 // moe_mlp, a MoE layer's whole MLP, generated on the CPU by a known model with a cost per
-// expert run (the CPU runner's one GEMM call an expert) over three MoE shapes, tokens 1 to
-// 512: the fit recovers every coefficient, the per-expert one included.
+// expert run (the CPU runner's one GEMM call an expert) and a rate of its own for the
+// experts given one row (its GEMV path) over three MoE shapes, tokens 1 to 512: the fit
+// recovers every coefficient.
 TEST(CalibrationTest, RecoversAMixtureOfExpertsMlpWithItsCostPerExpert) {
   OpFit truth = Truth(Op::kMoeMlp, 20.0, 9.0, 25.0);
   truth.per_expert_us = 35.0;
+  truth.single_row_expert_memory_efficiency = 30.0;
   ModelSpec base = *FindModel("mixtral-8x7b");
   base.hidden_size = 256;
   base.num_attention_heads = 4;
@@ -325,13 +327,18 @@ TEST(CalibrationTest, RecoversAMixtureOfExpertsMlpWithItsCostPerExpert) {
   const OpFit& fit = model->ops.at(Op::kMoeMlp);
   EXPECT_NEAR(fit.fixed_us, 20.0, 1e-5);
   EXPECT_NEAR(fit.per_expert_us, 35.0, 1e-6);
+  EXPECT_NEAR(fit.single_row_expert_memory_efficiency, 30.0, 1e-6);
   EXPECT_NEAR(fit.memory_efficiency, 9.0, 1e-7);
   EXPECT_NEAR(fit.compute_efficiency, 25.0, 1e-7);
-  // One token picks 2 of 8 experts: 20 + 2 x 35 us beside its bytes and FLOPs.
+  // One token picks 2 of 8 experts, each given its one row: 20 + 2 x 35 us beside the
+  // router's bytes and FLOPs, the experts' weights (3 x 256 x 512 a piece, f32) and the
+  // row's activations all at the one-row rate.
   OpShape mixtral_like;
   mixtral_like.model = table.rows.front().shape;
   const OpWork one = ProfiledWork(Op::kMoeMlp, mixtral_like, 1, 1, 0);
   EXPECT_NEAR(one.experts, 2.0, 1e-12);
+  EXPECT_NEAR(one.single_row_expert_bytes,
+              2 * (3.0 * 256 * 512 * 2 + ((256 + 1024) + 3 * 512 + (512 + 256)) * 2), 1e-6);
   auto e = Evaluate(*model, table);
   ASSERT_TRUE(e.ok());
   EXPECT_LT(e->ops.at("moe_mlp").max_error, 1e-6);

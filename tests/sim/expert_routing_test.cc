@@ -86,6 +86,16 @@ TEST(ExpertRoutingTest, TheBusiestGpuTakesItsShareAndItsImbalance) {
   EXPECT_DOUBLE_EQ(ep.Touched(400), one.Touched(400));  // over all GPUs
 }
 
+// The experts given exactly one row: one token's k picks each; two tokens over 8 experts,
+// 2 a token: each expert has one row with probability 2 (1/4)(3/4), 3 of them.
+TEST(ExpertRoutingTest, OneRowExpertsByHand) {
+  const ExpertRouting mixtral(8, 2, 1, {});
+  EXPECT_NEAR(mixtral.BusiestGpuSingleRowExperts(1), 2.0, 1e-12);
+  EXPECT_NEAR(mixtral.BusiestGpuSingleRowExperts(2), 3.0, 1e-12);
+  EXPECT_NEAR(mixtral.BusiestGpuSingleRowExperts(100), 8 * 100 * 0.25 * std::pow(0.75, 99), 1e-15);
+  EXPECT_NEAR(ExpertRouting(8, 2, 4, {}).BusiestGpuSingleRowExperts(2), 0.75, 1e-12);
+}
+
 // Skewed routing: the popular experts hold more rows, so fewer experts are touched and
 // fewer tiles are wasted at a small batch than under uniform routing, for the same rows.
 TEST(ExpertRoutingTest, SkewTouchesFewerExpertsThanUniformRouting) {
