@@ -1,10 +1,12 @@
 // A calibrated cost model file (MODEL.yaml, `cost_model: {type: calibrated, path: ...}`):
 // read, or refused as bad input; an accepted one, written back (CalibratedModelYaml), reads
-// to the same text; and a cost model made from it on an A100 deployment (or refused as bad
-// input) times a prefill chunk, a decode batch and a mixed step without a crash.
+// to the same text; and a cost model made from it on an A100 deployment of a dense model
+// and of a mixture of experts (Mixtral, TP 2 with its experts over both GPUs), or refused
+// as bad input, times a prefill chunk, a decode batch and a mixed step without a crash.
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,19 +37,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::Broken("a written model file changes", written);
   }
 
-  DeploymentSpec d;
-  d.model = *FindModel("llama-2-7b");
-  d.gpu = *FindGpu("a100-80gb");
+  DeploymentSpec dense, moe;
+  dense.model = *FindModel("llama-2-7b");
+  dense.gpu = *FindGpu("a100-80gb");
+  moe = dense;
+  moe.model = *FindModel("mixtral-8x7b");
+  moe.tensor_parallel = moe.expert_parallel = 2;
   const NamedParams named{"calibrated", {Param{"path", path, "fuzz.yaml:1"}}, "cost_model",
                           "fuzz.yaml:1", "/"};
-  auto cost = BuiltinCostModels().Make(named, d);
-  std::filesystem::remove(path);
-  if (!cost.ok()) {
-    if (!cost.status().IsBadInput()) {
-      fuzz::Broken("a cost model error that is not bad input", cost.status().message());
+  std::vector<std::unique_ptr<CostModel>> costs;
+  for (const DeploymentSpec& d : {dense, moe}) {
+    auto cost = BuiltinCostModels().Make(named, d);
+    if (!cost.ok()) {
+      if (!cost.status().IsBadInput()) {
+        fuzz::Broken("a cost model error that is not bad input", cost.status().message());
+      }
+      continue;
     }
-    return 0;
+    costs.push_back(std::move(*cost));
   }
+  std::filesystem::remove(path);
   std::vector<Request> requests(3);
   for (Request& r : requests) {
     r.prompt_len = 2000;
@@ -65,8 +74,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mixed.seqs.push_back(prefill.seqs[0]);
   mixed.num_prefill_tokens = 512;
   mixed.num_decode_tokens = mixed.num_emitting = 2;
-  for (const StepPlan* plan : {&prefill, &decode, &mixed}) {
-    if ((*cost)->StepTime(*plan) < 0) fuzz::Broken("a negative step time", written);
+  for (const auto& cost : costs) {
+    for (const StepPlan* plan : {&prefill, &decode, &mixed}) {
+      if (cost->StepTime(*plan) < 0) fuzz::Broken("a negative step time", written);
+    }
   }
   return 0;
 }

@@ -126,7 +126,8 @@ TEST_F(ProfileTableTest, VidurAttentionsMaxModelLenIsOptionalAndChecked) {
   EXPECT_THAT(bad.status().message(), HasSubstr("max_model_len"));
 }
 
-TEST_F(ProfileTableTest, ServelabLayoutRoundTrips) {
+// A CPU profile row of a small dense model's shape, for `op`.
+ProfileRow CpuRow(const std::string& op) {
   ProfileRow r;
   r.device = "cpu";
   r.shape.hidden_size = 256;
@@ -135,7 +136,12 @@ TEST_F(ProfileTableTest, ServelabLayoutRoundTrips) {
   r.shape.intermediate_size = 704;
   r.shape.vocab_size = 8000;
   r.shape.num_hidden_layers = 4;
-  r.op = "attention_decode";
+  r.op = op;
+  return r;
+}
+
+TEST_F(ProfileTableTest, ServelabLayoutRoundTrips) {
+  ProfileRow r = CpuRow("attention_decode");
   r.tokens = 8;
   r.batch = 8;
   r.context = 300;
@@ -163,19 +169,11 @@ TEST_F(ProfileTableTest, ServelabLayoutRoundTrips) {
 // A mixture of experts' shape travels in the last four columns; a profile without them
 // (written before they existed) is of a dense model.
 TEST_F(ProfileTableTest, ExpertColumnsRoundTripAndMayBeAbsent) {
-  ProfileRow r;
-  r.device = "cpu";
-  r.shape.hidden_size = 256;
-  r.shape.num_attention_heads = 4;
-  r.shape.num_key_value_heads = 2;
-  r.shape.intermediate_size = 704;
-  r.shape.vocab_size = 8000;
-  r.shape.num_hidden_layers = 4;
+  ProfileRow r = CpuRow("moe_mlp");
   r.shape.num_experts = 6;
   r.shape.num_experts_per_tok = 2;
   r.shape.moe_intermediate_size = 320;
   r.shape.shared_expert_intermediate_size = 640;
-  r.op = "moe_mlp";
   r.tokens = 16;
   r.median_ms = 0.5;
   std::ostringstream csv;

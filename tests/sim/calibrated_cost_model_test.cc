@@ -49,6 +49,12 @@ class CalibratedCostModelTest : public ::testing::Test {
     }
     return ops;
   }
+  // A model file that fits only an op servelab's step does not run (a free residual
+  // add): every op of the step takes the roofline's form.
+  std::string RooflineFormModel() {
+    return Write("none.yaml",
+                 "device: a100-80gb\nops:\n  residual_add: {fixed_us: 0, memory_efficiency: .inf}\n");
+  }
   std::filesystem::path dir_;
 };
 
@@ -231,9 +237,7 @@ ModelSpec SharedExpertModel() {
 // counted alike, to rounding. (Decode steps: the roofline counts the final norm over
 // every token, the calibrated model over the emitting rows, as the runners do.)
 TEST_F(CalibratedCostModelTest, MixtureOfExpertsOnTheRooflinesFormIsTheRoofline) {
-  const std::string path =
-      Write("none.yaml", "device: a100-80gb\nops:\n  residual_add: {fixed_us: 0, "
-                         "memory_efficiency: .inf}\n");
+  const std::string path = RooflineFormModel();
   auto model = ReadCalibratedModel(path);
   ASSERT_TRUE(model.ok()) << model.status().message();
   std::deque<Request> owned;
@@ -257,9 +261,7 @@ TEST_F(CalibratedCostModelTest, MixtureOfExpertsOnTheRooflinesFormIsTheRoofline)
 // place the calibrated model's MoE step differs from the roofline's, which counts every
 // row's (its elementwise bytes do not split by GPU); the all-to-all is the roofline's.
 TEST_F(CalibratedCostModelTest, ExpertParallelGpusActivateTheirOwnRows) {
-  const std::string path =
-      Write("none.yaml", "device: a100-80gb\nops:\n  residual_add: {fixed_us: 0, "
-                         "memory_efficiency: .inf}\n");
+  const std::string path = RooflineFormModel();
   auto model = ReadCalibratedModel(path);
   ASSERT_TRUE(model.ok()) << model.status().message();
   const ModelSpec mixtral = *FindModel("mixtral-8x7b");
