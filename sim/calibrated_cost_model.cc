@@ -44,9 +44,12 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
     // moe_mlp: in MoE layers only (below).
     const bool has_fit = it != model.ops.end() && (info.op != Op::kMoeMlp || d.model.IsMoe());
     const bool counted = has_fit || (info.canonical && info.op != Op::kSampling);
-    // A MoE model whose MLP is moe_mlp runs the dense MLP's ops in its dense layers only.
-    const bool unused = IsDenseMlp(info.op) && d.model.IsMoe() && d.model.NumDenseLayers() == 0 &&
-                        model.ops.count(Op::kMoeMlp) > 0;
+    // A MoE model whose MLP is moe_mlp runs the dense MLP's ops in its dense layers only;
+    // latent attention is the roofline's, whatever the attention fits.
+    const bool unused = (IsDenseMlp(info.op) && d.model.IsMoe() && d.model.NumDenseLayers() == 0 &&
+                         model.ops.count(Op::kMoeMlp) > 0) ||
+                        (d.model.IsMla() && (info.op == Op::kAttentionDecode ||
+                                             info.op == Op::kAttentionPrefill));
     if (counted) {
       coefficients_[static_cast<size_t>(info.op)] =
           has_fit ? it->second.On(fitted_gpu, shape_) : RooflineFit(info.op, defaults).On(d.gpu, shape_);
@@ -77,7 +80,26 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   description_ = "calibrated on " + model.device + " (" + path + "); fitted: " +
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
                  "; roofline: " + (roofline.empty() ? std::string("none") : Join(roofline, ", "));
+  if (d.model.IsMla()) SetUpLatentAttention(d);
   if (d.model.IsMoe()) SetUpMixtureOfExperts(model, d, routing);
+}
+
+void CalibratedCostModel::SetUpLatentAttention(const DeploymentSpec& d) {
+  latent_attention_ = std::make_unique<RooflineCostModel>(RooflineOptions{}, d);
+  latent_gemms_ = MlaAttentionGemms(d.model, d.tensor_parallel);
+  description_ += "; latent attention: attention (roofline), its " +
+                  std::to_string(latent_gemms_.size() - 1) +
+                  " projections from qkv_proj and its output from o_proj";
+  SetUpAttentionSide();
+}
+
+void CalibratedCostModel::SetUpAttentionSide() {
+  // The per-layer ops outside the MLP and its all-reduce (MLA: outside its GEMMs too).
+  attention_side_rows_.clear();
+  for (const Op op : per_layer_rows_) {
+    const bool latent_gemm = latent_attention_ && (op == Op::kQkvProj || op == Op::kOProj);
+    if (!IsDenseMlp(op) && op != Op::kAllReduce && !latent_gemm) attention_side_rows_.push_back(op);
+  }
 }
 
 void CalibratedCostModel::SetUpMixtureOfExperts(const CalibratedModel& model,
@@ -86,9 +108,7 @@ void CalibratedCostModel::SetUpMixtureOfExperts(const CalibratedModel& model,
   moe_ = true;
   dense_layers_ = d.model.NumDenseLayers();
   moe_layers_ = d.model.NumMoeLayers();
-  for (const Op op : per_layer_rows_) {
-    if (!IsDenseMlp(op) && op != Op::kAllReduce) attention_side_rows_.push_back(op);
-  }
+  SetUpAttentionSide();
   const int32_t ep = d.expert_parallel;
   routing_ = ExpertRouting(d.model.num_experts, d.model.num_experts_per_tok, ep, routing);
   // Every expert's width splits over the TP group, or under expert parallelism each GPU
@@ -133,10 +153,15 @@ double CalibratedCostModel::MoeMlpSeconds(double tokens) const {
   }
   const double rows = routing_.BusiestGpuRows(tokens);
   const double touched = routing_.Touched(tokens) / routing_.expert_parallel();
+  const double padded =
+      routing_.BusiestGpuPaddedRows(tokens, FusedMoeBlockRows(tokens, routing_.experts()));
   for (const Op op : {Op::kGateUpProj, Op::kDownProj}) {
-    const OpCoefficients& c = Of(op);
-    s += OpSeconds(c, GroupedExpertWork(op, expert_shape_, rows, touched,
-                                        routing_.BusiestGpuPaddedRows(tokens, c.row_tile)));
+    // One fused kernel: its weight reads overlap its FLOPs, the weights streaming at the
+    // rate the fit's matrix-vector kernel measured when it has one (the header's note).
+    OpCoefficients c = Of(op);
+    c.additive = false;
+    if (c.has_single_row) c.s_per_byte = c.single_row_s_per_byte;
+    s += OpSeconds(c, GroupedExpertWork(op, expert_shape_, rows, touched, padded));
   }
   return s + OpSeconds(Of(Op::kSiluAndMul), RowsWork(Op::kSiluAndMul, expert_shape_, rows));
 }
@@ -151,20 +176,10 @@ double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
     all_single = all_single && n == 1;
   }
   if (tokens <= 0) return 0;  // swaps only: the backend times the copies
-  OpWork attention;
-  for (const ScheduledRequest& seq : plan.seqs) {
-    const double n = CostedNewTokens(seq);
-    const double cached = seq.num_computed_tokens;
-    attention += all_single ? DecodeWork(shape_, cached) : PrefillWork(shape_, n, cached);
-  }
-  if (all_single && split_kv_sms_ > 0) {
-    AddSplitKvWork(attention, shape_, split_kv_sms_, split_kv_length_,
-                   static_cast<int64_t>(plan.seqs.size()),
-                   [&](int64_t i) { return CostedContextLen(plan.seqs[static_cast<size_t>(i)]); });
-  }
-  double layer = OpSeconds(Of(all_single ? Op::kAttentionDecode : Op::kAttentionPrefill), attention);
+  double layer = latent_attention_ ? latent_attention_->AttentionLayerSeconds(plan)
+                                   : FittedAttentionSeconds(plan, all_single);
   double step = 0;
-  if (!moe_) {
+  if (!moe_ && !latent_attention_) {
     for (const Op op : per_layer_rows_) {
       const double calls = op == Op::kAllReduce ? 2.0 : 1.0;
       layer += calls * OpSeconds(Of(op), RowsWork(op, shape_, tokens));
@@ -174,6 +189,11 @@ double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
     // Every layer: attention and one all-reduce; a dense layer's MLP and its all-reduce; a
     // MoE layer's MLP and its all-reduce, or under expert parallelism its all-to-all.
     for (const Op op : attention_side_rows_) layer += OpSeconds(Of(op), RowsWork(op, shape_, tokens));
+    for (size_t i = 0; i < latent_gemms_.size(); ++i) {  // MLA: the output projection last
+      const auto& [k, n] = latent_gemms_[i];
+      const Op op = i + 1 == latent_gemms_.size() ? Op::kOProj : Op::kQkvProj;
+      layer += OpSeconds(Of(op), GemmWork(shape_, tokens, k, n));
+    }
     const double allreduce = shape_.tensor_parallel > 1
                                  ? OpSeconds(Of(Op::kAllReduce), RowsWork(Op::kAllReduce, shape_, tokens))
                                  : 0.0;
@@ -195,6 +215,21 @@ double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
   return step + tokens * transfer_s_per_token_ + transfer_latency_s_;
 }
 
+double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool all_single) const {
+  OpWork attention;
+  for (const ScheduledRequest& seq : plan.seqs) {
+    const double n = CostedNewTokens(seq);
+    const double cached = seq.num_computed_tokens;
+    attention += all_single ? DecodeWork(shape_, cached) : PrefillWork(shape_, n, cached);
+  }
+  if (all_single && split_kv_sms_ > 0) {
+    AddSplitKvWork(attention, shape_, split_kv_sms_, split_kv_length_,
+                   static_cast<int64_t>(plan.seqs.size()),
+                   [&](int64_t i) { return CostedContextLen(plan.seqs[static_cast<size_t>(i)]); });
+  }
+  return OpSeconds(Of(all_single ? Op::kAttentionDecode : Op::kAttentionPrefill), attention);
+}
+
 TimeNs CalibratedCostModel::StepTime(const StepPlan& plan) const {
   return FromSeconds(OpsSeconds(plan) + overhead_s_);
 }
@@ -203,12 +238,8 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
                                                              const DeploymentSpec& deployment) {
   const std::string path = params.GetPath("path");
   SERVELAB_RETURN_IF_ERROR(params.Error());
-  if (deployment.model.IsMla()) {
-    return InvalidArgument("cost_model: the calibrated model has no latent-attention ops yet (" +
-                           deployment.model.name + " caches a " +
-                           std::to_string(deployment.model.kv_lora_rank) +
-                           "-rank latent); use the roofline");
-  }
+  // Latent attention comes from the roofline, which checks its deployment.
+  if (deployment.model.IsMla()) SERVELAB_RETURN_IF_ERROR(RooflineCostModel::Validate(deployment));
   auto model = ReadCalibratedModel(path);
   if (!model.ok()) return model.status();
   const bool split_kv = model->SplitKvDecode();

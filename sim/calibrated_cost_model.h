@@ -21,13 +21,31 @@
 //              rows), and the routed experts as vLLM's fused MoE runs them: one grouped
 //              GEMM for gate|up and one for down, each with gate_up_proj's or down_proj's
 //              coefficients (one fixed cost a kernel, the weights of the experts touched,
-//              every expert's rows in whole tiles of the fit's row tile), silu_and_mul
+//              every expert's rows in whole blocks of vLLM's fused MoE kernel,
+//              FusedMoeBlockRows), silu_and_mul
 //              over the token x expert rows between them; under expert parallelism, the
 //              busiest GPU's rows and experts, and the all-to-all around the layer
 //              instead of its all-reduce (the roofline's). Dense layers (DeepSeek's first
 //              ones) keep the dense MLP. A model that fits moe_mlp (the engine's profile
 //              of a MoE model: the whole MLP as the runner ran it, with a cost per expert
 //              run) takes that for every MoE layer's MLP instead.
+//              Each grouped GEMM is one fused kernel: the fit's fixed cost, and the
+//              max() of its weight reads and its padded FLOPs (a fused kernel overlaps
+//              them) at the fit's compute efficiency and at the memory efficiency of the
+//              fit's matrix-vector kernel (its single-row fit: the same weights read at
+//              one row, memory-bound) where it has one. A dense fit's own memory term
+//              holds only with its own form and row tile: the A100 and H100 GEMM fits are
+//              additive, stream weights at 1.4-2.0x the HBM peak and make up the rest in
+//              FLOPs padded to 64 or 128 rows. Taken as they are with 16-row blocks they
+//              stream expert weights faster than the HBM can (Mixtral at 1 req/s on the
+//              H100 fit: TPOT 34% below the roofline's); with their own 128-row tiles a
+//              model of 256 experts pads each expert's few rows to 128 (DeepSeek-V3's
+//              TPOT 80% above the roofline's, against 65% this way, 6% once every fixed
+//              cost is set to 0: its 61 layers' ~15 kernels are what it adds).
+//   latent attention (MLA, DeepSeek): the attention itself is the roofline's; its GEMMs
+//              (the query's and the latent's down- and up-projections, the absorbed one)
+//              take qkv_proj's coefficients at their shapes, its output o_proj's; rope and
+//              the KV write over the latent.
 //
 // An op the model fitted takes its fit, on the deployment's GPU peaks (efficiencies and
 // fixed costs carry over from the GPU it was fitted on); the others take the datasheet
@@ -46,11 +64,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/calibration.h"
 #include "sim/cost_model.h"
 #include "sim/expert_routing.h"
+#include "sim/roofline_cost_model.h"
 
 namespace servelab {
 
@@ -68,9 +88,14 @@ class CalibratedCostModel final : public CostModel {
 
  private:
   const OpCoefficients& Of(Op op) const { return coefficients_[static_cast<size_t>(op)]; }
-  // The MoE layers' parts (the header's note), after the ops' coefficients are set.
+  // The MoE layers' parts and latent attention's (the header's note), after the ops'
+  // coefficients are set; the per-layer ops outside both.
   void SetUpMixtureOfExperts(const CalibratedModel& model, const DeploymentSpec& d,
                              const ExpertRoutingOptions& routing);
+  void SetUpLatentAttention(const DeploymentSpec& d);
+  void SetUpAttentionSide();
+  // One layer's attention from its fit: decode or prefill, the split-KV grid when fitted.
+  double FittedAttentionSeconds(const StepPlan& plan, bool all_single) const;
   // One MoE layer's MLP over `tokens` tokens (the header's note), without its all-to-all.
   double MoeMlpSeconds(double tokens) const;
 
@@ -96,6 +121,10 @@ class CalibratedCostModel final : public CostModel {
   bool moe_mlp_fitted_ = false;  // the model fits moe_mlp: it replaces the parts below
   OpCoefficients router_;
   double all_to_all_s_per_row_ = 0, all_to_all_latency_s_ = 0;
+  // Multi-head latent attention: the roofline's attention (no profile measures FlashMLA),
+  // and its GEMMs (k, n), the output projection last.
+  std::unique_ptr<RooflineCostModel> latent_attention_;
+  std::vector<std::pair<double, double>> latent_gemms_;
   double overhead_s_ = 0;
   std::string description_;
 };

@@ -60,6 +60,8 @@ StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params) {
   return o;
 }
 
+int32_t FusedMoeBlockRows(double tokens, int32_t experts) { return tokens <= experts ? 16 : 64; }
+
 ExpertRouting::ExpertRouting(int32_t experts, int32_t per_token, int32_t ep,
                              const ExpertRoutingOptions& options)
     : experts_(experts),

@@ -52,6 +52,11 @@ struct ExpertRoutingOptions {
 // Reads both keys (defaults as above); an imbalance in (0, 1) is an error naming the key.
 StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params);
 
+// The rows vLLM's fused MoE kernel pads each expert's to (its BLOCK_SIZE_M) in its default
+// configuration: 16 while a step's tokens are at most the experts, else 64 (vLLM's
+// get_default_config; its tuned per-GPU tables choose per batch size).
+int32_t FusedMoeBlockRows(double tokens, int32_t experts);
+
 class ExpertRouting {
  public:
   ExpertRouting() = default;  // a dense model: no experts

@@ -24,7 +24,8 @@ Dims DimsOf(const OpShape& s) {
   d.qh = m.num_attention_heads / tp;
   d.kvh = KvHeadsPerGpu(m, s.tensor_parallel);
   d.q = d.qh * d.head_dim;
-  d.kv = d.kvh * d.head_dim;
+  // MLA: the cached latent and RoPE key, which every GPU of the TP group holds whole.
+  d.kv = m.IsMla() ? static_cast<double>(m.KvLatentDim()) : d.kvh * d.head_dim;
   d.inter = m.intermediate_size / tp;
   d.vocab = m.vocab_size / tp;
   d.w = DTypeBytes(s.weight_dtype);
@@ -63,7 +64,8 @@ OpWork RowsWork(Op op, const OpShape& shape, double t) {
     case Op::kPostAttentionNorm: return Bytes(4.0 * t * d.h * d.a);
     case Op::kResidualAdd: return Bytes(3.0 * t * d.h * d.a);
     case Op::kRope: return Bytes(2.0 * t * (d.q + d.kv) * d.a);
-    case Op::kKvCacheWrite: return Bytes(2.0 * t * d.kv * (d.a + d.c));
+    case Op::kKvCacheWrite:  // K and V; MLA: the latent, once
+      return Bytes((shape.model.IsMla() ? 1.0 : 2.0) * t * d.kv * (d.a + d.c));
     case Op::kSiluAndMul: return Bytes(3.0 * t * d.inter * d.a);
     case Op::kEmbedding: return Bytes(t * d.h * (d.w + d.a));
     case Op::kFinalNorm: return Bytes(2.0 * t * d.h * d.a);
@@ -76,6 +78,30 @@ OpWork RowsWork(Op op, const OpShape& shape, double t) {
   SERVELAB_CHECK_MSG(false, "attention work depends on contexts (DecodeWork, PrefillWork), "
                             "moe_mlp's on the routing (MoeMlpWork)");
   return {};
+}
+
+OpWork GemmWork(const OpShape& shape, double rows, double k, double n) {
+  const Dims d = DimsOf(shape);
+  return Gemm(rows, k, n, d.w, d.a, d.a);
+}
+
+std::vector<std::pair<double, double>> MlaAttentionGemms(const ModelSpec& m, double tp) {
+  const double h = m.hidden_size;
+  const double q = static_cast<double>(m.QDim()) / tp;
+  const double latent = static_cast<double>(m.KvLatentDim());
+  const double heads = m.num_attention_heads / tp;
+  const double lora = m.kv_lora_rank, v = m.v_head_dim, nope = m.qk_nope_head_dim;
+  std::vector<std::pair<double, double>> gemms;
+  if (m.q_lora_rank > 0) {
+    gemms.emplace_back(h, m.q_lora_rank);
+    gemms.emplace_back(m.q_lora_rank, q);
+  } else {
+    gemms.emplace_back(h, q);
+  }
+  gemms.emplace_back(h, latent);
+  gemms.emplace_back(lora, heads * (nope + v));
+  gemms.emplace_back(heads * v, h);
+  return gemms;
 }
 
 OpWork RouterWork(const OpShape& shape, double tokens) {

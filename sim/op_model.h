@@ -180,6 +180,13 @@ OpWork RowsWork(Op op, const OpShape& shape, double rows);
 // intermediate_size is the expert's width, its tensor_parallel what splits that width).
 // The rows are already in tiles: no row tile applies again.
 OpWork RouterWork(const OpShape& shape, double tokens);
+// A [rows, k] x [k, n] GEMM at `shape`'s dtypes (RowsWork's GEMMs are such).
+OpWork GemmWork(const OpShape& shape, double rows, double k, double n);
+// Multi-head latent attention's GEMMs, (k, n) per GPU of a TP group of `tp`, in step order:
+// the query's down- and up-projections (or its direct one), the latent's down-projection
+// (replicated over TP, as vLLM's ReplicatedLinear), the latent's up-projections to each
+// head's key and value absorbed into one GEMM, and the output projection, last.
+std::vector<std::pair<double, double>> MlaAttentionGemms(const ModelSpec& m, double tp);
 OpWork GroupedExpertWork(Op op, const OpShape& expert_shape, double rows, double touched,
                          double padded_rows);
 // moe_mlp, a MoE layer's whole MLP as one op over `tokens` tokens, per GPU: the router,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sim/memory.h"
+#include "sim/op_model.h"
 
 namespace servelab {
 namespace {
@@ -120,18 +121,8 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
     // head's key and value are absorbed into the query and the output (one GEMM's worth
     // per new token).
     mla_ = true;
-    const double heads = m.num_attention_heads / tp;
-    const double lora = m.kv_lora_rank, v = m.v_head_dim, nope = m.qk_nope_head_dim;
     attention_gemms_.clear();
-    if (m.q_lora_rank > 0) {
-      attention_gemms_.push_back(gemm(h, m.q_lora_rank));
-      attention_gemms_.push_back(gemm(m.q_lora_rank, q));
-    } else {
-      attention_gemms_.push_back(gemm(h, q));
-    }
-    attention_gemms_.push_back(gemm(h, kv));
-    attention_gemms_.push_back(gemm(lora, heads * (nope + v)));
-    attention_gemms_.push_back(gemm(heads * v, h));
+    for (const auto& [k, n] : MlaAttentionGemms(m, tp)) attention_gemms_.push_back(gemm(k, n));
   }
   dense_mlp_gemms_ = {gemm(h, 2.0 * inter), gemm(inter, h)};
   num_dense_layers_ = m.NumDenseLayers();
@@ -327,17 +318,26 @@ TimeNs RooflineCostModel::DecodeStepTime(int64_t seqs, int64_t context_tokens) c
   return FromSeconds(BreakdownOf(batch).total_s());
 }
 
-RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
-  RooflineBreakdown b;
-  b.overhead_s = overhead_s_;
-  const double tokens = batch.tokens;
-  const double emitting = batch.emitting;
+double RooflineCostModel::AttentionLayerSeconds(const Batch& batch) const {
   // Each seq at its own bound: a long decode stays memory-bound beside a compute-bound
   // prefill, which a batch mean would blend away.
   double attention_layer_s = batch.compute_pairs * attention_s_per_pair_ +
                              static_cast<double>(batch.memory_context) * kv_read_s_per_token_ +
                              static_cast<double>(batch.memory_new) * qo_s_per_new_token_;
   if (mla_) attention_layer_s += batch.prefill_s;
+  return attention_layer_s;
+}
+
+double RooflineCostModel::AttentionLayerSeconds(const StepPlan& plan) const {
+  return AttentionLayerSeconds(BatchOf(plan));
+}
+
+RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
+  RooflineBreakdown b;
+  b.overhead_s = overhead_s_;
+  const double tokens = batch.tokens;
+  const double emitting = batch.emitting;
+  const double attention_layer_s = AttentionLayerSeconds(batch);
   if (tokens <= 0) return b;  // swaps only: the backend's copies are not modelled here
 
   auto time = [tokens](const Gemm& g) {

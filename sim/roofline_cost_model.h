@@ -108,6 +108,9 @@ class RooflineCostModel : public CostModel {
   // One pass over plan.seqs; allocates nothing. A plan with no seqs (swaps only) costs
   // the overhead alone.
   RooflineBreakdown Breakdown(const StepPlan& plan) const;
+  // One layer's attention (Breakdown's attention_s over the layers): the calibrated cost
+  // model's for latent attention, which no profile covers.
+  double AttentionLayerSeconds(const StepPlan& plan) const;
   bool TimesDecodeBatches() const override;
   TimeNs DecodeStepTime(int64_t seqs, int64_t context_tokens) const override;
   // Each stage its own layers' share of the layer work (GEMMs, attention, elementwise,
@@ -133,6 +136,7 @@ class RooflineCostModel : public CostModel {
     double prefill_s = 0;  // MLA: the prefill chunks' attention, each at its own bound
   };
   Batch BatchOf(const StepPlan& plan) const;
+  double AttentionLayerSeconds(const Batch& batch) const;
   RooflineBreakdown BreakdownOf(const Batch& batch) const;
 
   // One GEMM of a layer, per GPU, as seconds at the configured rates.

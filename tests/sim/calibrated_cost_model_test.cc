@@ -283,27 +283,59 @@ TEST_F(CalibratedCostModelTest, ExpertParallelGpusActivateTheirOwnRows) {
   }
 }
 
-// By hand: one Mixtral token at TP 1 with gate_up_proj fitted compute-bound in tiles of
-// 64 rows (fixed 5 us, 50% of the 312 TFLOP/s bf16 peak, bytes free) and every other op
-// free but the router (the roofline's): the token's two experts each compute a whole
-// tile, 2 x 64 rows of [4096] x [4096, 2 x 14,336].
+// By hand: Mixtral at TP 1 with gate_up_proj fitted compute-bound (fixed 5 us, 50% of the
+// 312 TFLOP/s bf16 peak, bytes free; its own tile of 128 rows is cuBLAS's, not the fused
+// kernel's) and every other op free but the router (the roofline's). One token: its two
+// experts each compute a whole block of vLLM's fused MoE, 16 rows (at most 8 tokens for
+// 8 experts), 2 x 16 rows of [4096] x [4096, 2 x 14,336]. 4,096 tokens: blocks of 64,
+// 8,444 rows (ExpertRoutingTest's hand count).
 TEST_F(CalibratedCostModelTest, GroupedExpertsComputeWholeTilesPerExpert) {
   std::string ops = FreeOps();
   const std::string free_gate_up =
       "  gate_up_proj: {fixed_us: 0, memory_efficiency: .inf, compute_efficiency: .inf}\n";
   ops.replace(ops.find(free_gate_up), free_gate_up.size(),
               "  gate_up_proj: {fixed_us: 5, memory_efficiency: .inf, compute_efficiency: 0.5, "
-              "row_tile: 64}\n");
+              "row_tile: 128}\n");
   const std::string path = Write("tiles.yaml", "device: a100-80gb\nops:\n" + ops);
   auto model = ReadCalibratedModel(path);
   ASSERT_TRUE(model.ok()) << model.status().message();
   const CalibratedCostModel cost(*model, path, MoeDeployment(*FindModel("mixtral-8x7b"), 1), 0);
   std::deque<Request> owned;
   const StepPlan plan = DecodeBatch(owned, 1, 10);
-  const double experts = 5e-6 + 2.0 * (2 * 64) * 4096 * (2 * 14336) / (312e12 * 0.5);
+  const double experts = 5e-6 + 2.0 * (2 * 16) * 4096 * (2 * 14336) / (312e12 * 0.5);
   // The router, [1, 4096] x [4096, 8]: its bytes at 85% of 2,039 GB/s.
   const double router = (4096.0 * 8 * 2 + (4096 + 8) * 2) / (2039e9 * 0.85);
   EXPECT_NEAR(cost.OpsSeconds(plan), 32 * (experts + router), 1e-9 * 32 * experts);
+  EXPECT_EQ(FusedMoeBlockRows(8, 8), 16);
+  EXPECT_EQ(FusedMoeBlockRows(9, 8), 64);
+  Request& r = owned.emplace_back();
+  r.prompt_len = 4096;
+  r.target_output_len = 10;
+  StepPlan chunk;
+  chunk.seqs.push_back(ScheduledRequest{&r, 4096, 0, true, false});
+  const double padded = ExpertRouting(8, 2, 1, {}).BusiestGpuPaddedRows(4096, 64);
+  EXPECT_NEAR(padded, 8444.3, 1.0);
+  const double big = 5e-6 + 2.0 * padded * 4096 * (2 * 14336) / (312e12 * 0.5);
+  const double big_router = std::max(2.0 * 4096 * 4096 * 8 / (312e12 * 0.75),
+                                     (4096.0 * 8 * 2 + 4096.0 * (4096 + 8) * 2) / (2039e9 * 0.85));
+  EXPECT_NEAR(cost.OpsSeconds(chunk), 32 * (big + big_router), 1e-9 * 32 * big);
+
+  // An additive fit streaming weights at twice the HBM peak (as the A100's and H100's
+  // GEMM fits do, the rest of their time in padded FLOPs) and a matrix-vector kernel at
+  // half of it: the fused kernel reads the experts' weights at the latter's rate, its
+  // FLOPs (free here) max()ed with them, not added.
+  std::string gemv_ops = FreeOps();
+  gemv_ops.replace(gemv_ops.find(free_gate_up), free_gate_up.size(),
+                   "  gate_up_proj: {form: additive, fixed_us: 0, memory_efficiency: 2, "
+                   "compute_efficiency: .inf, single_row: {fixed_us: 0, memory_efficiency: 0.5}}\n");
+  const std::string gemv_path = Write("gemv.yaml", "device: a100-80gb\nops:\n" + gemv_ops);
+  auto gemv_model = ReadCalibratedModel(gemv_path);
+  ASSERT_TRUE(gemv_model.ok()) << gemv_model.status().message();
+  const CalibratedCostModel gemv(*gemv_model, gemv_path,
+                                 MoeDeployment(*FindModel("mixtral-8x7b"), 1), 0);
+  // Two experts' [4096, 2 x 14,336] weights and two rows in and out, bf16.
+  const double bytes = 2.0 * 4096 * 28672 * 2 + 2.0 * (4096 + 28672) * 2;
+  EXPECT_NEAR(gemv.OpsSeconds(plan), 32 * (bytes / (2039e9 * 0.5) + router), 1e-12);
 }
 
 // A model that fits moe_mlp (the engine's profile of a MoE model) costs every MoE layer's
@@ -355,9 +387,44 @@ TEST_F(CalibratedCostModelTest, MoeExperimentsTakeTheRoutingParameters) {
   EXPECT_THAT(imbalance.message(), HasSubstr("exp.yaml:5: cost_model.expert_imbalance: the busiest "
                                              "GPU carries at least the mean load"));
   ExperimentConfig latent = experiment("deepseek-v3", "");
-  const Status mla = ResolveCostModel(latent);
-  ASSERT_FALSE(mla.ok());
-  EXPECT_THAT(mla.message(), HasSubstr("no latent-attention ops yet"));
+  EXPECT_TRUE(ResolveCostModel(latent).ok());
+}
+
+// DeepSeek-V3 (latent attention, 256 experts of which 8 a token, a shared expert, three
+// dense layers first) at TP 8 with every op on the roofline's form: a decode step costs
+// what the roofline costs it, to rounding. Its attention is the roofline's whatever the
+// model fits; its projections take qkv_proj's and o_proj's fits.
+TEST_F(CalibratedCostModelTest, LatentAttentionOnTheRooflinesFormIsTheRoofline) {
+  const std::string path = RooflineFormModel();
+  auto model = ReadCalibratedModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  DeploymentSpec d = MoeDeployment(*FindModel("deepseek-v3"), 8);
+  d.gpu = *FindGpu("h200-141gb");
+  d.weight_dtype = DType::kFp8;
+  const CalibratedCostModel calibrated(*model, path, d, 0.5);
+  const RooflineCostModel roofline(RooflineOptions{}, d);
+  std::deque<Request> owned;
+  for (const int32_t seqs : {1, 8, 100}) {
+    const StepPlan plan = DecodeBatch(owned, seqs, 3000);
+    const double expected = roofline.Breakdown(plan).total_s();
+    EXPECT_NEAR(calibrated.OpsSeconds(plan) + 0.5e-3, expected, 1e-12 * expected) << seqs;
+  }
+  EXPECT_THAT(calibrated.Describe(),
+              HasSubstr("latent attention: attention (roofline), its 4 projections from "
+                        "qkv_proj and its output from o_proj"));
+  // A fitted qkv_proj is charged for each of the 4 projections in every one of the 61
+  // layers: 10 us more of its fixed cost is 61 x 4 x 10 us more a step.
+  OpFit qkv;
+  qkv.op = Op::kQkvProj;
+  qkv.fixed_us = 10;
+  qkv.memory_efficiency = 0.8;
+  qkv.compute_efficiency = 0.7;
+  model->ops[Op::kQkvProj] = qkv;
+  const CalibratedCostModel ten(*model, path, d, 0.5);
+  model->ops[Op::kQkvProj].fixed_us = 20;
+  const CalibratedCostModel twenty(*model, path, d, 0.5);
+  const StepPlan one = DecodeBatch(owned, 1, 3000);
+  EXPECT_NEAR(twenty.OpsSeconds(one) - ten.OpsSeconds(one), 61 * 4 * 10e-6, 1e-12);
 }
 
 TEST_F(CalibratedCostModelTest, PathIsRequiredAndResolvedAgainstTheExperiment) {
