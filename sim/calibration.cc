@@ -4,6 +4,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -89,6 +90,29 @@ std::vector<double> SolveNonNegative(const std::vector<std::vector<double>>& col
   return theta;
 }
 
+// The terms every form charges whatever bounds a row, after fixed, bytes, FLOPs and causal
+// FLOPs (columns 0-3): per query row (attention), per expert run and the one-row experts'
+// bytes (moe_mlp); which of them the samples have; their fitted values, 0 where absent.
+constexpr size_t kRowTerms = 3;
+std::array<double, kRowTerms> RowTerms(const OpWork& w) {
+  return {w.rows, w.experts, w.single_row_expert_bytes};
+}
+std::array<bool, kRowTerms> RowTermsPresent(const std::vector<Sample>& samples) {
+  std::array<bool, kRowTerms> present{};
+  for (const Sample& s : samples) {
+    const auto terms = RowTerms(s.work);
+    for (size_t j = 0; j < kRowTerms; ++j) present[j] = present[j] || terms[j] > 0;
+  }
+  return present;
+}
+void SetRowTerms(OpCoefficients& c, const std::array<bool, kRowTerms>& present,
+                 const std::vector<double>& theta, size_t first) {
+  auto value = [&](size_t j) { return present[j] ? theta[first + j] : 0.0; };
+  c.s_per_row = value(0);
+  c.s_per_expert = value(1);
+  c.s_per_single_row_expert_byte = value(2);
+}
+
 struct FitResult {
   Coefficients c;
   bool memory_fitted = false, compute_fitted = false;
@@ -100,13 +124,9 @@ struct FitResult {
 FitResult Alternate(OpForm form, const std::vector<Sample>& samples, const Coefficients& start,
                     std::vector<bool> memory_bound) {
   const size_t n = samples.size();
-  bool has_causal = false, has_rows = false, has_experts = false, has_single = false;
-  for (const Sample& s : samples) {
-    has_causal = has_causal || s.work.causal_flops > 0;
-    has_rows = has_rows || s.work.rows > 0;
-    has_experts = has_experts || s.work.experts > 0;
-    has_single = has_single || s.work.single_row_expert_bytes > 0;
-  }
+  bool has_causal = false;
+  for (const Sample& s : samples) has_causal = has_causal || s.work.causal_flops > 0;
+  const std::array<bool, kRowTerms> row_terms = RowTermsPresent(samples);
   FitResult best{start, false, false};
   double best_objective = std::numeric_limits<double>::infinity();
   Coefficients c = start;
@@ -129,22 +149,20 @@ FitResult Alternate(OpForm form, const std::vector<Sample>& samples, const Coeff
       any_compute = any_compute || !memory_bound[i];
     }
     // Columns: fixed, bytes (memory-bound rows), flops and causal flops (compute-bound
-    // rows), rows, experts run and one-row experts' bytes (every row).
-    std::vector<std::vector<double>> columns(7, std::vector<double>(n, 0.0));
+    // rows), then the row terms (every row).
+    std::vector<std::vector<double>> columns(4 + kRowTerms, std::vector<double>(n, 0.0));
     for (size_t i = 0; i < n; ++i) {
       const OpWork& w = samples[i].work;
       columns[0][i] = 1.0;
       columns[1][i] = memory_bound[i] ? w.bytes : 0.0;
       columns[2][i] = memory_bound[i] ? 0.0 : w.flops;
       columns[3][i] = memory_bound[i] ? 0.0 : w.causal_flops;
-      columns[4][i] = w.rows;
-      columns[5][i] = w.experts;
-      columns[6][i] = w.single_row_expert_bytes;
+      const auto terms = RowTerms(w);
+      for (size_t j = 0; j < kRowTerms; ++j) columns[4 + j][i] = terms[j];
     }
-    const std::vector<double> theta =
-        SolveNonNegative(columns, samples,
-                         {true, any_memory, any_compute, any_compute && has_causal, has_rows,
-                          has_experts, has_single});
+    std::vector<bool> active = {true, any_memory, any_compute, any_compute && has_causal};
+    active.insert(active.end(), row_terms.begin(), row_terms.end());
+    const std::vector<double> theta = SolveNonNegative(columns, samples, active);
     Coefficients next = c;
     next.fixed_s = theta[0];
     // A term dropped or unbound keeps its previous (at first, the roofline's) value.
@@ -153,9 +171,7 @@ FitResult Alternate(OpForm form, const std::vector<Sample>& samples, const Coeff
     if (memory_ok) next.s_per_byte = theta[1];
     if (compute_ok) next.s_per_flop = theta[2];
     if (compute_ok && has_causal && theta[3] > 0) next.s_per_causal_flop = theta[3];
-    next.s_per_row = has_rows ? theta[4] : 0.0;
-    next.s_per_expert = has_experts ? theta[5] : 0.0;
-    next.s_per_single_row_expert_byte = has_single ? theta[6] : 0.0;
+    SetRowTerms(next, row_terms, theta, 4);
     x_fitted = x_fitted || memory_ok;
     y_fitted = y_fitted || compute_ok;
     const double objective = Objective(next, samples);
@@ -209,24 +225,22 @@ FitResult FitOp(OpForm form, const std::vector<Sample>& samples, const Coefficie
 // The additive form: one non-negative least squares over every term.
 FitResult FitAdditive(const std::vector<Sample>& samples, const Coefficients& start) {
   const size_t n = samples.size();
-  std::vector<std::vector<double>> columns(7, std::vector<double>(n, 0.0));
-  bool has_causal = false, has_rows = false, has_experts = false, has_single = false;
+  std::vector<std::vector<double>> columns(4 + kRowTerms, std::vector<double>(n, 0.0));
+  bool has_causal = false;
   for (size_t i = 0; i < n; ++i) {
     const OpWork& w = samples[i].work;
     columns[0][i] = 1.0;
     columns[1][i] = w.bytes;
     columns[2][i] = w.flops;
     columns[3][i] = w.causal_flops;
-    columns[4][i] = w.rows;
-    columns[5][i] = w.experts;
-    columns[6][i] = w.single_row_expert_bytes;
+    const auto terms = RowTerms(w);
+    for (size_t j = 0; j < kRowTerms; ++j) columns[4 + j][i] = terms[j];
     has_causal = has_causal || w.causal_flops > 0;
-    has_rows = has_rows || w.rows > 0;
-    has_experts = has_experts || w.experts > 0;
-    has_single = has_single || w.single_row_expert_bytes > 0;
   }
-  const std::vector<double> theta = SolveNonNegative(
-      columns, samples, {true, true, true, has_causal, has_rows, has_experts, has_single});
+  const std::array<bool, kRowTerms> row_terms = RowTermsPresent(samples);
+  std::vector<bool> active = {true, true, true, has_causal};
+  active.insert(active.end(), row_terms.begin(), row_terms.end());
+  const std::vector<double> theta = SolveNonNegative(columns, samples, active);
   Coefficients c = start;
   c.additive = true;
   c.fixed_s = theta[0];
@@ -234,9 +248,7 @@ FitResult FitAdditive(const std::vector<Sample>& samples, const Coefficients& st
   c.s_per_byte = theta[1];
   c.s_per_flop = theta[2];
   c.s_per_causal_flop = has_causal ? theta[3] : 0.0;
-  c.s_per_row = has_rows ? theta[4] : 0.0;
-  c.s_per_expert = has_experts ? theta[5] : 0.0;
-  c.s_per_single_row_expert_byte = has_single ? theta[6] : 0.0;
+  SetRowTerms(c, row_terms, theta, 4);
   return FitResult{c, theta[1] > 0, theta[2] > 0};
 }
 
@@ -1010,7 +1022,9 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
       }
       if (n["single_row_expert_memory_efficiency"]) {
         const std::string at = where + ".single_row_expert_memory_efficiency";
-        if (*op != Op::kMoeMlp) Fail(path, n["single_row_expert_memory_efficiency"], at, "only moe_mlp runs experts");
+        if (*op != Op::kMoeMlp) {
+          Fail(path, n["single_row_expert_memory_efficiency"], at, "only moe_mlp runs experts");
+        }
         f.single_row_expert_memory_efficiency =
             Number(path, n["single_row_expert_memory_efficiency"], at, 1e-9, kInf);
       }
