@@ -111,14 +111,9 @@ void CalibratedCostModel::SetUpMixtureOfExperts(const CalibratedModel& model,
   SetUpAttentionSide();
   const int32_t ep = d.expert_parallel;
   routing_ = ExpertRouting(d.model.num_experts, d.model.num_experts_per_tok, ep, routing);
-  // Every expert's width splits over the TP group, or under expert parallelism each GPU
-  // holds whole experts (as the roofline has it); a shared expert splits over TP.
-  expert_shape_ = shape_;
-  expert_shape_.model.intermediate_size = d.model.ExpertWidth();
-  if (ep > 1) expert_shape_.tensor_parallel = 1;
+  expert_shape_ = RoutedExpertShape(shape_, ep);
   shared_expert_ = d.model.shared_expert_intermediate_size > 0;
-  shared_shape_ = shape_;
-  shared_shape_.model.intermediate_size = d.model.shared_expert_intermediate_size;
+  shared_shape_ = SharedExpertShape(shape_);
   router_ = RooflineFit(Op::kQkvProj, RooflineDefaults{}).On(d.gpu, shape_);
   moe_mlp_fitted_ = model.ops.count(Op::kMoeMlp) > 0;
   std::string moe = "; mixture of experts: ";

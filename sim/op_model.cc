@@ -104,6 +104,19 @@ std::vector<std::pair<double, double>> MlaAttentionGemms(const ModelSpec& m, dou
   return gemms;
 }
 
+OpShape RoutedExpertShape(const OpShape& shape, int32_t ep) {
+  OpShape expert = shape;
+  expert.model.intermediate_size = shape.model.ExpertWidth();
+  if (ep > 1) expert.tensor_parallel = 1;
+  return expert;
+}
+
+OpShape SharedExpertShape(const OpShape& shape) {
+  OpShape shared = shape;
+  shared.model.intermediate_size = shape.model.shared_expert_intermediate_size;
+  return shared;
+}
+
 OpWork RouterWork(const OpShape& shape, double tokens) {
   const Dims d = DimsOf(shape);
   return Gemm(tokens, d.h, shape.model.num_experts, d.w, d.a, d.a);
@@ -123,30 +136,27 @@ OpWork GroupedExpertWork(Op op, const OpShape& expert_shape, double rows, double
 }
 
 OpWork MoeMlpWork(const OpShape& shape, double tokens, const ExpertRouting& routing) {
-  const Dims d = DimsOf(shape);
   OpWork work = RouterWork(shape, tokens);
-  const double shared = shape.model.shared_expert_intermediate_size / d.tp;
-  if (shared > 0) {
-    work += Gemm(tokens, d.h, 2 * shared, d.w, d.a, d.a);
-    work += Bytes(3.0 * tokens * shared * d.a);
-    work += Gemm(tokens, shared, d.h, d.w, d.a, d.a);
+  if (shape.model.shared_expert_intermediate_size > 0) {
+    const OpShape shared = SharedExpertShape(shape);
+    for (const Op op : kDenseMlpOps) work += RowsWork(op, shared, tokens);
   }
-  const double ep = routing.expert_parallel();
-  const double width = shape.model.ExpertWidth() / (ep > 1 ? 1.0 : d.tp);
+  // The routed experts' SwiGLUs (gate|up, SiLU x mul, down) over `rows` rows of `experts`.
+  const OpShape expert = RoutedExpertShape(shape, routing.expert_parallel());
+  auto experts_work = [&](double rows, double experts) {
+    OpWork w = GroupedExpertWork(Op::kGateUpProj, expert, rows, experts, rows);
+    w += RowsWork(Op::kSiluAndMul, expert, rows);
+    w += GroupedExpertWork(Op::kDownProj, expert, rows, experts, rows);
+    return w;
+  };
   const double rows = routing.BusiestGpuRows(tokens);
-  const double touched = routing.Touched(tokens) / ep;
+  const double touched = routing.Touched(tokens) / routing.expert_parallel();
   const double single = std::min(routing.BusiestGpuSingleRowExperts(tokens), touched);
-  // One expert's weights (gate, up, down) and one of its rows' activations.
-  const double weights = 3.0 * d.h * width * d.w;
-  const double row_bytes = ((d.h + 2 * width) + 3.0 * width + (width + d.h)) * d.a;
-  OpWork experts;
-  experts.bytes = (touched - single) * weights + std::max(0.0, rows - single) * row_bytes;
-  experts.flops = 2.0 * std::max(0.0, rows - single) * 3.0 * d.h * width;
-  work += experts;
+  work += experts_work(std::max(0.0, rows - single), touched - single);
   work.single_row = false;
   work.gemm_rows = 0;
   work.experts = touched;
-  work.single_row_expert_bytes = single * (weights + row_bytes);
+  work.single_row_expert_bytes = experts_work(single, single).bytes;
   return work;
 }
 

@@ -171,15 +171,6 @@ struct OpWork {
 // An op that scales with the step's tokens or emitting rows (everything but attention):
 // `rows` is T, or E for lm_head and sampling.
 OpWork RowsWork(Op op, const OpShape& shape, double rows);
-// A mixture-of-experts layer's GEMMs, per GPU. The router, [T, h] x [h, E], is replicated
-// over the TP group. The routed experts run as one grouped GEMM for gate|up and one for
-// down (`op`: kGateUpProj or kDownProj; vLLM's fused MoE kernels), over `rows` token x
-// expert rows of `touched` experts, computing `padded_rows` (each expert's rows rounded up
-// to whole row tiles, ExpertRouting::BusiestGpuPaddedRows): bytes touched K N w +
-// rows (K + N) a, FLOPs 2 padded_rows K N, with K, N the expert's (`expert_shape`: its
-// intermediate_size is the expert's width, its tensor_parallel what splits that width).
-// The rows are already in tiles: no row tile applies again.
-OpWork RouterWork(const OpShape& shape, double tokens);
 // A [rows, k] x [k, n] GEMM at `shape`'s dtypes (RowsWork's GEMMs are such).
 OpWork GemmWork(const OpShape& shape, double rows, double k, double n);
 // Multi-head latent attention's GEMMs, (k, n) per GPU of a TP group of `tp`, in step order:
@@ -187,6 +178,19 @@ OpWork GemmWork(const OpShape& shape, double rows, double k, double n);
 // (replicated over TP, as vLLM's ReplicatedLinear), the latent's up-projections to each
 // head's key and value absorbed into one GEMM, and the output projection, last.
 std::vector<std::pair<double, double>> MlaAttentionGemms(const ModelSpec& m, double tp);
+// A mixture-of-experts layer's SwiGLUs as `shape`'s dense MLP ops (RowsWork) see them:
+// a routed expert's (intermediate_size its width, split over the TP group, or whole under
+// expert parallelism, ep > 1) and the shared expert's (its width, split over TP).
+OpShape RoutedExpertShape(const OpShape& shape, int32_t ep);
+OpShape SharedExpertShape(const OpShape& shape);
+// A mixture-of-experts layer's GEMMs, per GPU. The router, [T, h] x [h, E], is replicated
+// over the TP group. The routed experts run as one grouped GEMM for gate|up and one for
+// down (`op`: kGateUpProj or kDownProj; vLLM's fused MoE kernels), over `rows` token x
+// expert rows of `touched` experts, computing `padded_rows` (each expert's rows rounded up
+// to whole blocks, ExpertRouting::BusiestGpuPaddedRows): bytes touched K N w +
+// rows (K + N) a, FLOPs 2 padded_rows K N, with K, N the expert's (`expert_shape`,
+// RoutedExpertShape). The rows are already in blocks: no row tile applies again.
+OpWork RouterWork(const OpShape& shape, double tokens);
 OpWork GroupedExpertWork(Op op, const OpShape& expert_shape, double rows, double touched,
                          double padded_rows);
 // moe_mlp, a MoE layer's whole MLP as one op over `tokens` tokens, per GPU: the router,
