@@ -37,6 +37,7 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   // efficiencies to the deployment's GPU.
   const GpuSpec fitted_gpu = model.device == "cpu" ? *DeviceSpec("cpu") : d.gpu;
   const RooflineDefaults defaults;
+  moe_mlp_fitted_ = d.model.IsMoe() && model.ops.count(Op::kMoeMlp) > 0;
   coefficients_.resize(AllOps().size());
   std::vector<std::string> fitted, roofline;
   for (const OpInfo& info : AllOps()) {
@@ -46,8 +47,7 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
     const bool counted = has_fit || (info.canonical && info.op != Op::kSampling);
     // A MoE model whose MLP is moe_mlp runs the dense MLP's ops in its dense layers only;
     // latent attention is the roofline's, whatever the attention fits.
-    const bool unused = (IsDenseMlp(info.op) && d.model.IsMoe() && d.model.NumDenseLayers() == 0 &&
-                         model.ops.count(Op::kMoeMlp) > 0) ||
+    const bool unused = (IsDenseMlp(info.op) && moe_mlp_fitted_ && d.model.NumDenseLayers() == 0) ||
                         (d.model.IsMla() && (info.op == Op::kAttentionDecode ||
                                              info.op == Op::kAttentionPrefill));
     if (counted) {
@@ -80,12 +80,17 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   description_ = "calibrated on " + model.device + " (" + path + "); fitted: " +
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
                  "; roofline: " + (roofline.empty() ? std::string("none") : Join(roofline, ", "));
+  if (!d.model.IsMla() && !d.model.IsMoe()) return;
+  RooflineOptions options;
+  options.expert_imbalance = routing.expert_imbalance;
+  options.routing_skew = routing.routing_skew;
+  roofline_ = std::make_unique<RooflineCostModel>(options, d);
   if (d.model.IsMla()) SetUpLatentAttention(d);
-  if (d.model.IsMoe()) SetUpMixtureOfExperts(model, d, routing);
+  if (d.model.IsMoe()) SetUpMixtureOfExperts(d, routing);
 }
 
 void CalibratedCostModel::SetUpLatentAttention(const DeploymentSpec& d) {
-  latent_attention_ = std::make_unique<RooflineCostModel>(RooflineOptions{}, d);
+  mla_ = true;
   latent_gemms_ = MlaAttentionGemms(d.model, d.tensor_parallel);
   description_ += "; latent attention: attention (roofline), its " +
                   std::to_string(latent_gemms_.size() - 1) +
@@ -97,13 +102,12 @@ void CalibratedCostModel::SetUpAttentionSide() {
   // The per-layer ops outside the MLP and its all-reduce (MLA: outside its GEMMs too).
   attention_side_rows_.clear();
   for (const Op op : per_layer_rows_) {
-    const bool latent_gemm = latent_attention_ && (op == Op::kQkvProj || op == Op::kOProj);
+    const bool latent_gemm = mla_ && (op == Op::kQkvProj || op == Op::kOProj);
     if (!IsDenseMlp(op) && op != Op::kAllReduce && !latent_gemm) attention_side_rows_.push_back(op);
   }
 }
 
-void CalibratedCostModel::SetUpMixtureOfExperts(const CalibratedModel& model,
-                                                const DeploymentSpec& d,
+void CalibratedCostModel::SetUpMixtureOfExperts(const DeploymentSpec& d,
                                                 const ExpertRoutingOptions& routing) {
   moe_ = true;
   dense_layers_ = d.model.NumDenseLayers();
@@ -114,8 +118,16 @@ void CalibratedCostModel::SetUpMixtureOfExperts(const CalibratedModel& model,
   expert_shape_ = RoutedExpertShape(shape_, ep);
   shared_expert_ = d.model.shared_expert_intermediate_size > 0;
   shared_shape_ = SharedExpertShape(shape_);
-  router_ = RooflineFit(Op::kQkvProj, RooflineDefaults{}).On(d.gpu, shape_);
-  moe_mlp_fitted_ = model.ops.count(Op::kMoeMlp) > 0;
+  // One fused kernel each: its weight reads overlap its FLOPs, the weights streaming at
+  // the rate the fit's matrix-vector kernel measured when it has one (the header's note).
+  auto fused = [this](Op op) {
+    OpCoefficients c = Of(op);
+    c.additive = false;
+    if (c.has_single_row) c.s_per_byte = c.single_row_s_per_byte;
+    return c;
+  };
+  fused_gate_up_ = fused(Op::kGateUpProj);
+  fused_down_ = fused(Op::kDownProj);
   std::string moe = "; mixture of experts: ";
   if (moe_mlp_fitted_) {
     moe += "moe_mlp (the whole MLP, fitted)";
@@ -124,23 +136,13 @@ void CalibratedCostModel::SetUpMixtureOfExperts(const CalibratedModel& model,
     if (shared_expert_) moe += "shared expert (gate_up_proj, silu_and_mul, down_proj), ";
     moe += "routed experts as grouped gate_up_proj and down_proj GEMMs with silu_and_mul";
   }
-  if (ep > 1 && d.gpu.interconnect_gbps > 0) {
-    // The roofline's: every GPU sends its 1/ep of the rows, (ep - 1)/ep of them to other
-    // GPUs, a hidden vector each, and gets the results back; two collectives.
-    const RooflineOptions r;
-    const double link_s_per_byte = 1.0 / (d.gpu.interconnect_gbps * 1e9 * r.interconnect_efficiency);
-    const double e = ep;
-    all_to_all_s_per_row_ = 2.0 * (e - 1.0) / (e * e) * d.model.hidden_size *
-                            DTypeBytes(d.activation_dtype) * link_s_per_byte;
-    all_to_all_latency_s_ = 2.0 * r.allreduce_latency_us * 1e-6;
-    moe += ", all-to-all over " + std::to_string(ep) + " GPUs (roofline)";
-  }
+  if (ep > 1) moe += ", all-to-all over " + std::to_string(ep) + " GPUs (roofline)";
   description_ += moe;
 }
 
 double CalibratedCostModel::MoeMlpSeconds(double tokens) const {
   if (moe_mlp_fitted_) return OpSeconds(Of(Op::kMoeMlp), MoeMlpWork(shape_, tokens, routing_));
-  double s = OpSeconds(router_, RouterWork(shape_, tokens));
+  double s = roofline_->RouterSeconds(tokens);
   if (shared_expert_) {
     for (const Op op : kDenseMlpOps) {
       s += OpSeconds(Of(op), RowsWork(op, shared_shape_, tokens));
@@ -150,14 +152,9 @@ double CalibratedCostModel::MoeMlpSeconds(double tokens) const {
   const double touched = routing_.Touched(tokens) / routing_.expert_parallel();
   const double padded =
       routing_.BusiestGpuPaddedRows(tokens, FusedMoeBlockRows(tokens, routing_.experts()));
-  for (const Op op : {Op::kGateUpProj, Op::kDownProj}) {
-    // One fused kernel: its weight reads overlap its FLOPs, the weights streaming at the
-    // rate the fit's matrix-vector kernel measured when it has one (the header's note).
-    OpCoefficients c = Of(op);
-    c.additive = false;
-    if (c.has_single_row) c.s_per_byte = c.single_row_s_per_byte;
-    s += OpSeconds(c, GroupedExpertWork(op, expert_shape_, rows, touched, padded));
-  }
+  s += OpSeconds(fused_gate_up_,
+                 GroupedExpertWork(Op::kGateUpProj, expert_shape_, rows, touched, padded));
+  s += OpSeconds(fused_down_, GroupedExpertWork(Op::kDownProj, expert_shape_, rows, touched, padded));
   return s + OpSeconds(Of(Op::kSiluAndMul), RowsWork(Op::kSiluAndMul, expert_shape_, rows));
 }
 
@@ -171,10 +168,10 @@ double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
     all_single = all_single && n == 1;
   }
   if (tokens <= 0) return 0;  // swaps only: the backend times the copies
-  double layer = latent_attention_ ? latent_attention_->AttentionLayerSeconds(plan)
-                                   : FittedAttentionSeconds(plan, all_single);
+  double layer = mla_ ? roofline_->AttentionLayerSeconds(plan)
+                      : FittedAttentionSeconds(plan, all_single);
   double step = 0;
-  if (!moe_ && !latent_attention_) {
+  if (!moe_ && !mla_) {
     for (const Op op : per_layer_rows_) {
       const double calls = op == Op::kAllReduce ? 2.0 : 1.0;
       layer += calls * OpSeconds(Of(op), RowsWork(op, shape_, tokens));
@@ -197,9 +194,7 @@ double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
       dense_mlp += dense_layers_ > 0 ? OpSeconds(Of(op), RowsWork(op, shape_, tokens)) : 0.0;
     }
     const double moe_collective =
-        routing_.expert_parallel() > 1
-            ? tokens * routing_.per_token() * all_to_all_s_per_row_ + all_to_all_latency_s_
-            : allreduce;
+        routing_.expert_parallel() > 1 ? roofline_->AllToAllSeconds(tokens) : allreduce;
     step = layers_ * (layer + allreduce) + dense_layers_ * (dense_mlp + allreduce) +
            moe_layers_ * (MoeMlpSeconds(tokens) + moe_collective);
   }
@@ -233,8 +228,11 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
                                                              const DeploymentSpec& deployment) {
   const std::string path = params.GetPath("path");
   SERVELAB_RETURN_IF_ERROR(params.Error());
-  // Latent attention comes from the roofline, which checks its deployment.
-  if (deployment.model.IsMla()) SERVELAB_RETURN_IF_ERROR(RooflineCostModel::Validate(deployment));
+  // Latent attention, a MoE router and its all-to-all come from the roofline, which checks
+  // its deployment.
+  if (deployment.model.IsMla() || deployment.model.IsMoe()) {
+    SERVELAB_RETURN_IF_ERROR(RooflineCostModel::Validate(deployment));
+  }
   auto model = ReadCalibratedModel(path);
   if (!model.ok()) return model.status();
   const bool split_kv = model->SplitKvDecode();

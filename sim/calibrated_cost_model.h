@@ -90,8 +90,7 @@ class CalibratedCostModel final : public CostModel {
   const OpCoefficients& Of(Op op) const { return coefficients_[static_cast<size_t>(op)]; }
   // The MoE layers' parts and latent attention's (the header's note), after the ops'
   // coefficients are set; the per-layer ops outside both.
-  void SetUpMixtureOfExperts(const CalibratedModel& model, const DeploymentSpec& d,
-                             const ExpertRoutingOptions& routing);
+  void SetUpMixtureOfExperts(const DeploymentSpec& d, const ExpertRoutingOptions& routing);
   void SetUpLatentAttention(const DeploymentSpec& d);
   void SetUpAttentionSide();
   // One layer's attention from its fit: decode or prefill, the split-KV grid when fitted.
@@ -108,10 +107,12 @@ class CalibratedCostModel final : public CostModel {
   std::vector<Op> per_step_rows_;   // T-scaled: embedding
   std::vector<Op> per_step_emit_;   // E-scaled: final_norm, lm_head, sampling
   double transfer_s_per_token_ = 0, transfer_latency_s_ = 0;
+  // The roofline of the deployment, for what no profile covers in MoE and MLA models:
+  // latent attention, a MoE layer's router and its all-to-all.
+  std::unique_ptr<RooflineCostModel> roofline_;
   // Mixture of experts: the layers of each kind; the per-layer ops outside the MLP and its
-  // all-reduce; the routed experts' routing and shape (intermediate_size their width,
-  // tensor_parallel 1 under expert parallelism: whole experts), the shared expert's; the
-  // router at the roofline's rates; the all-to-all of one MoE layer (EP).
+  // all-reduce; the routed experts' routing and shape, the shared expert's; the grouped
+  // gate|up and down GEMMs' coefficients as one fused kernel each (the header's note).
   bool moe_ = false;
   double dense_layers_ = 0, moe_layers_ = 0;
   std::vector<Op> attention_side_rows_;
@@ -119,11 +120,9 @@ class CalibratedCostModel final : public CostModel {
   OpShape expert_shape_, shared_shape_;
   bool shared_expert_ = false;
   bool moe_mlp_fitted_ = false;  // the model fits moe_mlp: it replaces the parts below
-  OpCoefficients router_;
-  double all_to_all_s_per_row_ = 0, all_to_all_latency_s_ = 0;
-  // Multi-head latent attention: the roofline's attention (no profile measures FlashMLA),
-  // and its GEMMs (k, n), the output projection last.
-  std::unique_ptr<RooflineCostModel> latent_attention_;
+  OpCoefficients fused_gate_up_, fused_down_;
+  // Multi-head latent attention: its GEMMs (k, n), the output projection last.
+  bool mla_ = false;
   std::vector<std::pair<double, double>> latent_gemms_;
   double overhead_s_ = 0;
   std::string description_;

@@ -340,9 +340,7 @@ RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
   const double attention_layer_s = AttentionLayerSeconds(batch);
   if (tokens <= 0) return b;  // swaps only: the backend's copies are not modelled here
 
-  auto time = [tokens](const Gemm& g) {
-    return std::max(tokens * g.compute_s_per_token, g.weight_s + tokens * g.act_s_per_token);
-  };
+  auto time = [tokens](const Gemm& g) { return GemmSeconds(g, tokens); };
   double layer_s = 0;  // (summed in this order so that dense models keep their bits)
   for (const Gemm& g : attention_gemms_) layer_s += time(g);
   if (num_moe_layers_ == 0) {
@@ -371,11 +369,22 @@ RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
   }
   b.communication_s = tokens * (allreduce_s_per_token_ + transfer_s_per_token_) +
                       allreduce_latency_s_ + transfer_latency_s_;
-  if (expert_parallel_ > 1) {
-    b.communication_s += num_moe_layers_ * (tokens * routing_.per_token() * all_to_all_s_per_row_ +
-                                            all_to_all_latency_s_);
-  }
+  if (expert_parallel_ > 1) b.communication_s += num_moe_layers_ * AllToAllSeconds(tokens);
   return b;
+}
+
+double RooflineCostModel::GemmSeconds(const Gemm& g, double tokens) {
+  return std::max(tokens * g.compute_s_per_token, g.weight_s + tokens * g.act_s_per_token);
+}
+
+double RooflineCostModel::RouterSeconds(double tokens) const {
+  const Gemm& router = moe_dense_gemms_[0];
+  return router.weight_s > 0 && tokens > 0 ? GemmSeconds(router, tokens) : 0.0;
+}
+
+double RooflineCostModel::AllToAllSeconds(double tokens) const {
+  if (expert_parallel_ <= 1 || tokens <= 0) return 0;
+  return tokens * routing_.per_token() * all_to_all_s_per_row_ + all_to_all_latency_s_;
 }
 
 TimeNs RooflineCostModel::StepTime(const StepPlan& plan) const {

@@ -111,6 +111,10 @@ class RooflineCostModel : public CostModel {
   // One layer's attention (Breakdown's attention_s over the layers): the calibrated cost
   // model's for latent attention, which no profile covers.
   double AttentionLayerSeconds(const StepPlan& plan) const;
+  // One MoE layer's router GEMM, and its all-to-all dispatch and combine under expert
+  // parallelism (0 without), over `tokens` tokens: the calibrated model's too.
+  double RouterSeconds(double tokens) const;
+  double AllToAllSeconds(double tokens) const;
   bool TimesDecodeBatches() const override;
   TimeNs DecodeStepTime(int64_t seqs, int64_t context_tokens) const override;
   // Each stage its own layers' share of the layer work (GEMMs, attention, elementwise,
@@ -145,6 +149,7 @@ class RooflineCostModel : public CostModel {
     double weight_s = 0;             // K*N*weight bytes / (bw * memory_efficiency)
     double act_s_per_token = 0;      // (K+N)*act bytes / (bw * memory_efficiency)
   };
+  static double GemmSeconds(const Gemm& g, double tokens);  // at the step's `tokens`
   // Every layer: qkv, o; MLA: the query's down and up (or direct) projection, the
   // latent's down-projection, its absorbed up-projections, o.
   std::vector<Gemm> attention_gemms_;
