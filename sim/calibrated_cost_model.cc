@@ -22,6 +22,12 @@ OpFit RooflineFit(Op op, const RooflineDefaults& d) {
 
 }  // namespace
 
+bool CalibratedCostModel::NeedsRoofline(const DeploymentSpec& d) {
+  return d.model.IsMla() || d.model.IsMoe() || d.pipeline_parallel > 1 ||
+         (d.tensor_parallel > 1 &&
+          TensorGroupsCrossNodes(d.tensor_parallel, d.pipeline_parallel, d.gpus_per_node));
+}
+
 CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std::string& path,
                                          const DeploymentSpec& d, double step_overhead_ms,
                                          int64_t split_kv_length,
@@ -33,6 +39,8 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   shape_.activation_dtype = d.activation_dtype;
   shape_.kv_dtype = d.kv_dtype;
   layers_ = d.model.num_hidden_layers;
+  dense_layers_ = d.model.NumDenseLayers();
+  moe_layers_ = d.model.NumMoeLayers();
   // A CPU fit is in absolute units (its nominal device); a GPU fit carries its
   // efficiencies to the deployment's GPU.
   const GpuSpec fitted_gpu = model.device == "cpu" ? *DeviceSpec("cpu") : d.gpu;
@@ -68,23 +76,32 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
       per_step_emit_.push_back(info.op);
     }
   }
-  if (d.pipeline_parallel > 1 && d.gpu.interconnect_gbps > 0) {
-    const RooflineOptions r;
-    const double pp = d.pipeline_parallel;
-    transfer_s_per_token_ = (pp - 1.0) * d.model.hidden_size * DTypeBytes(d.activation_dtype) /
-                            (d.gpu.interconnect_gbps * 1e9 * r.interconnect_efficiency);
-    transfer_latency_s_ = (pp - 1.0) * r.allreduce_latency_us * 1e-6;
-  }
   if (model.SplitKvDecode()) split_kv_sms_ = d.gpu.sm_count;
   overhead_s_ = step_overhead_ms * 1e-3;
   description_ = "calibrated on " + model.device + " (" + path + "); fitted: " +
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
                  "; roofline: " + (roofline.empty() ? std::string("none") : Join(roofline, ", "));
-  if (!d.model.IsMla() && !d.model.IsMoe()) return;
+  if (!NeedsRoofline(d)) return;
   RooflineOptions options;
   options.expert_imbalance = routing.expert_imbalance;
   options.routing_skew = routing.routing_skew;
   roofline_ = std::make_unique<RooflineCostModel>(options, d);
+  pipeline_stages_ = d.pipeline_parallel;
+  if (d.pipeline_parallel > 1) {
+    description_ += "; stage transfers (roofline)";
+    // A stage's layers, the first NumDenseLayers() dense.
+    int32_t first = 0;
+    for (const int32_t n : roofline_->StageLayers()) {
+      const int32_t dense = std::clamp(d.model.NumDenseLayers() - first, 0, n);
+      stage_dense_layers_.push_back(dense);
+      stage_moe_layers_.push_back(n - dense);
+      first += n;
+    }
+  }
+  if (d.tensor_parallel > 1 && roofline_->TensorParallelCrossesNodes()) {
+    allreduce_on_network_ = true;
+    description_ += "; all-reduce over the network between nodes (roofline)";
+  }
   if (d.model.IsMla()) SetUpLatentAttention(d);
   if (d.model.IsMoe()) SetUpMixtureOfExperts(d, routing);
 }
@@ -110,8 +127,6 @@ void CalibratedCostModel::SetUpAttentionSide() {
 void CalibratedCostModel::SetUpMixtureOfExperts(const DeploymentSpec& d,
                                                 const ExpertRoutingOptions& routing) {
   moe_ = true;
-  dense_layers_ = d.model.NumDenseLayers();
-  moe_layers_ = d.model.NumMoeLayers();
   SetUpAttentionSide();
   const int32_t ep = d.expert_parallel;
   routing_ = ExpertRouting(d.model.num_experts, d.model.num_experts_per_tok, ep, routing);
@@ -158,25 +173,26 @@ double CalibratedCostModel::MoeMlpSeconds(double tokens) const {
   return s + OpSeconds(Of(Op::kSiluAndMul), RowsWork(Op::kSiluAndMul, expert_shape_, rows));
 }
 
-double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
-  double tokens = 0, emitting = 0;
+CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan) const {
+  StepParts p;
+  double emitting = 0;
   bool all_single = true;
   for (const ScheduledRequest& seq : plan.seqs) {
     const int32_t n = CostedNewTokens(seq);
-    tokens += n;
+    p.tokens += n;
     if (seq.emits_token || seq.is_padding) emitting += 1;
     all_single = all_single && n == 1;
   }
-  if (tokens <= 0) return 0;  // swaps only: the backend times the copies
+  const double tokens = p.tokens;
+  if (tokens <= 0) return p;  // swaps only: the backend times the copies
   double layer = mla_ ? roofline_->AttentionLayerSeconds(plan)
                       : FittedAttentionSeconds(plan, all_single);
-  double step = 0;
+  const double allreduce = AllReduceSeconds(tokens);
   if (!moe_ && !mla_) {
     for (const Op op : per_layer_rows_) {
-      const double calls = op == Op::kAllReduce ? 2.0 : 1.0;
-      layer += calls * OpSeconds(Of(op), RowsWork(op, shape_, tokens));
+      layer += op == Op::kAllReduce ? 2.0 * allreduce : OpSeconds(Of(op), RowsWork(op, shape_, tokens));
     }
-    step = layers_ * layer;
+    p.layer_s = layer;
   } else {
     // Every layer: attention and one all-reduce; a dense layer's MLP and its all-reduce; a
     // MoE layer's MLP and its all-reduce, or under expert parallelism its all-to-all.
@@ -186,23 +202,66 @@ double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
       const Op op = i + 1 == latent_gemms_.size() ? Op::kOProj : Op::kQkvProj;
       layer += OpSeconds(Of(op), GemmWork(shape_, tokens, k, n));
     }
-    const double allreduce = shape_.tensor_parallel > 1
-                                 ? OpSeconds(Of(Op::kAllReduce), RowsWork(Op::kAllReduce, shape_, tokens))
-                                 : 0.0;
     double dense_mlp = 0;
     for (const Op op : kDenseMlpOps) {
       dense_mlp += dense_layers_ > 0 ? OpSeconds(Of(op), RowsWork(op, shape_, tokens)) : 0.0;
     }
     const double moe_collective =
         routing_.expert_parallel() > 1 ? roofline_->AllToAllSeconds(tokens) : allreduce;
-    step = layers_ * (layer + allreduce) + dense_layers_ * (dense_mlp + allreduce) +
-           moe_layers_ * (MoeMlpSeconds(tokens) + moe_collective);
+    p.layer_s = layer + allreduce;
+    p.dense_mlp_s = dense_mlp + allreduce;
+    p.moe_mlp_s = moe_ ? MoeMlpSeconds(tokens) + moe_collective : 0.0;
   }
-  for (const Op op : per_step_rows_) step += OpSeconds(Of(op), RowsWork(op, shape_, tokens));
+  for (const Op op : per_step_rows_) p.first_s += OpSeconds(Of(op), RowsWork(op, shape_, tokens));
   if (emitting > 0) {
-    for (const Op op : per_step_emit_) step += OpSeconds(Of(op), RowsWork(op, shape_, emitting));
+    for (const Op op : per_step_emit_) p.last_s += OpSeconds(Of(op), RowsWork(op, shape_, emitting));
   }
-  return step + tokens * transfer_s_per_token_ + transfer_latency_s_;
+  return p;
+}
+
+double CalibratedCostModel::AllReduceSeconds(double tokens) const {
+  if (shape_.tensor_parallel <= 1) return 0;
+  if (allreduce_on_network_) return roofline_->AllReduceSeconds(tokens);
+  return OpSeconds(Of(Op::kAllReduce), RowsWork(Op::kAllReduce, shape_, tokens));
+}
+
+double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
+  const StepParts p = PartsOf(plan);
+  if (p.tokens <= 0) return 0;
+  double step = moe_ || mla_ ? layers_ * p.layer_s + dense_layers_ * p.dense_mlp_s +
+                                   moe_layers_ * p.moe_mlp_s
+                             : layers_ * p.layer_s;
+  step += p.first_s + p.last_s;
+  for (size_t b = 0; b + 1 < pipeline_stages_; ++b) step += roofline_->StageTransferSeconds(b, p.tokens);
+  return step;
+}
+
+void CalibratedCostModel::StageTimes(const StepPlan& plan, std::span<TimeNs> stages) const {
+  if (stages.size() != pipeline_stages_ || pipeline_stages_ <= 1) {
+    CostModel::StageTimes(plan, stages);
+    return;
+  }
+  const StepParts p = PartsOf(plan);
+  const TimeNs total = StepTime(plan);
+  // Stage ends as the running sum of stage times, rounded once each, the last the step's
+  // time: the stage times sum to StepTime exactly. The embedding runs on the first stage,
+  // the final norm, LM head and sampling on the last.
+  double elapsed = p.first_s;
+  TimeNs previous = 0;
+  for (size_t stage = 0; stage < stages.size(); ++stage) {
+    const bool moe_or_mla = moe_ || mla_;
+    const double dense = stage_dense_layers_[stage], moe = stage_moe_layers_[stage];
+    elapsed += moe_or_mla ? (dense + moe) * p.layer_s + dense * p.dense_mlp_s + moe * p.moe_mlp_s
+                          : dense * p.layer_s;
+    elapsed += overhead_s_ / static_cast<double>(stages.size());
+    if (p.tokens > 0 && stage + 1 < stages.size()) {
+      elapsed += roofline_->StageTransferSeconds(stage, p.tokens);
+    }
+    const TimeNs end =
+        stage + 1 < stages.size() ? std::clamp(FromSeconds(elapsed), previous, total) : total;
+    stages[stage] = end - previous;
+    previous = end;
+  }
 }
 
 double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool all_single) const {
@@ -228,9 +287,9 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
                                                              const DeploymentSpec& deployment) {
   const std::string path = params.GetPath("path");
   SERVELAB_RETURN_IF_ERROR(params.Error());
-  // Latent attention, a MoE router and its all-to-all come from the roofline, which checks
-  // its deployment.
-  if (deployment.model.IsMla() || deployment.model.IsMoe()) {
+  // Latent attention, a MoE router and its all-to-all, stage transfers and collectives
+  // between nodes come from the roofline, which checks its deployment.
+  if (CalibratedCostModel::NeedsRoofline(deployment)) {
     SERVELAB_RETURN_IF_ERROR(RooflineCostModel::Validate(deployment));
   }
   auto model = ReadCalibratedModel(path);

@@ -14,7 +14,10 @@
 //              split over the longest sequence (vLLM's max_seqlen_k), on the
 //              deployment GPU's SMs (hardware.gpu.sm_count; required then);
 //   per step:  embedding (T), final_norm, lm_head and sampling (E emitting rows), the
-//              (pp - 1) stage transfers of the roofline, and a fixed step overhead.
+//              (pp - 1) stage transfers of the roofline (each on the link between its
+//              stages, the network between nodes), and a fixed step overhead.
+//   all-reduce: the fit's (a profile measures one node's), or when a TP group spans
+//              nodes the roofline's over the network.
 //   mixture of experts (sim/expert_routing.h): a MoE layer's MLP is the router (the
 //              roofline's GEMM, replicated over the TP group), a shared expert if the
 //              model has one (gate_up_proj, silu_and_mul, down_proj at its width over T
@@ -63,6 +66,7 @@
 //   expert_imbalance, routing_skew   MoE models: as the roofline's (ExpertRoutingOptions)
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,11 +87,33 @@ class CalibratedCostModel final : public CostModel {
   std::string_view Name() const override { return "calibrated"; }
   TimeNs StepTime(const StepPlan& plan) const override;
   std::string Describe() const override { return description_; }
+  // Pipeline parallelism: each stage its own layers (the first stage also the embedding,
+  // the last the final norm, LM head and sampling), its share of the step overhead and the
+  // transfer to the next stage; summing to StepTime exactly.
+  void StageTimes(const StepPlan& plan, std::span<TimeNs> stages) const override;
   // Seconds, for tests: the step without its overhead.
   double OpsSeconds(const StepPlan& plan) const;
+  // Whether a deployment needs the roofline for what no profile covers (below), and so
+  // must pass RooflineCostModel::Validate.
+  static bool NeedsRoofline(const DeploymentSpec& deployment);
 
  private:
   const OpCoefficients& Of(Op op) const { return coefficients_[static_cast<size_t>(op)]; }
+  // One step's parts: every layer's (attention, its side ops and all-reduce; a dense
+  // model's whole layer), a dense layer's MLP and a MoE layer's (each with its collective)
+  // in MoE and MLA models, the first stage's per-step ops and the last stage's.
+  struct StepParts {
+    double tokens = 0;
+    double layer_s = 0;
+    double dense_mlp_s = 0;
+    double moe_mlp_s = 0;
+    double first_s = 0;  // embedding
+    double last_s = 0;   // final_norm, lm_head, sampling
+  };
+  StepParts PartsOf(const StepPlan& plan) const;
+  // One all-reduce over the TP group: its fit (or the roofline's form on the link), or
+  // the roofline's over the network when the group spans nodes.
+  double AllReduceSeconds(double tokens) const;
   // The MoE layers' parts and latent attention's (the header's note), after the ops'
   // coefficients are set; the per-layer ops outside both.
   void SetUpMixtureOfExperts(const DeploymentSpec& d, const ExpertRoutingOptions& routing);
@@ -106,10 +132,14 @@ class CalibratedCostModel final : public CostModel {
   std::vector<Op> per_layer_rows_;  // token-scaled per-layer ops
   std::vector<Op> per_step_rows_;   // T-scaled: embedding
   std::vector<Op> per_step_emit_;   // E-scaled: final_norm, lm_head, sampling
-  double transfer_s_per_token_ = 0, transfer_latency_s_ = 0;
-  // The roofline of the deployment, for what no profile covers in MoE and MLA models:
-  // latent attention, a MoE layer's router and its all-to-all.
+  // The roofline of the deployment, for what no profile covers: latent attention, a MoE
+  // layer's router and its all-to-all, pipeline stage transfers (on the link between the
+  // stages: NVLink or the network), and a TP group's all-reduces when it spans nodes
+  // (allreduce_on_network_). Made when NeedsRoofline().
   std::unique_ptr<RooflineCostModel> roofline_;
+  bool allreduce_on_network_ = false;
+  size_t pipeline_stages_ = 1;
+  std::vector<int32_t> stage_dense_layers_, stage_moe_layers_;  // per stage, when pp > 1
   // Mixture of experts: the layers of each kind; the per-layer ops outside the MLP and its
   // all-reduce; the routed experts' routing and shape, the shared expert's; the grouped
   // gate|up and down GEMMs' coefficients as one fused kernel each (the header's note).

@@ -166,12 +166,10 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
 
   // Elementwise bytes per token, one layer: 2 fused residual-add + RMSNorms (read x and
   // the residual, write both: 4h each), RoPE on q and k (read + write), SiLU*mul (read
-  // 2I, write I; in a MoE layer for each of the token's experts and the shared one), KV
-  // write (read K and V activations, write them to the cache).
+  // 2I, write I; in a MoE layer the shared expert's here, the routed experts' per GPU
+  // row below), KV write (read K and V activations, write them to the cache).
   const double mlp_width =  // per layer, the mean over dense and MoE layers
-      m.IsMoe() ? (num_dense_layers_ * inter +
-                   num_moe_layers_ * (m.num_experts_per_tok * expert + shared)) / num_layers_
-                : inter;
+      m.IsMoe() ? (num_dense_layers_ * inter + num_moe_layers_ * shared) / num_layers_ : inter;
   // (MLA: kv is the latent, written once, not K and V.)
   const double kv_writes = m.IsMla() ? 0.5 : 1.0;
   const double layer_bytes = 2.0 * (4.0 * h) * a + 2.0 * (q + kv) * a + 3.0 * mlp_width * a +
@@ -179,6 +177,9 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
   // Once per step: embedding gather (read a weight row, write it) and the final norm.
   const double step_bytes = h * (w + a) + 2.0 * h * a;
   elementwise_s_per_token_ = (num_layers_ * layer_bytes + step_bytes) * s_per_byte;
+  // A routed expert's SiLU*mul, per token x expert row a GPU computes: every row at 1/tp
+  // of the width, or (EP) the busiest GPU's rows at the whole width.
+  expert_silu_s_per_row_ = 3.0 * expert * a * s_per_byte;
 
   // LM head: per emitting row, [1,h] x [h,V/tp] with fp32 logits out.
   lm_head_ = Gemm{2.0 * h * vocab * gemm_s_per_flop, h * vocab * w * s_per_byte,
@@ -211,6 +212,8 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
         expert_parallel_ > 1 ? num_layers_ + num_dense_layers_ : 2.0 * num_layers_;
     allreduce_s_per_token_ = allreduces * 2.0 * (tp - 1.0) / tp * h * a * link_s_per_byte;
     allreduce_latency_s_ = allreduces * collective_latency_s;
+    allreduce_call_s_per_token_ = 2.0 * (tp - 1.0) / tp * h * a * link_s_per_byte;
+    collective_latency_s_ = collective_latency_s;
   }
   if (d.pipeline_parallel > 1) {
     // Stage s holds the replica's GPUs [s tp, (s + 1) tp): the boundary after it crosses
@@ -363,6 +366,10 @@ RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
   }
   b.attention_s = num_layers_ * attention_layer_s;
   b.elementwise_s = tokens * elementwise_s_per_token_;
+  if (num_moe_layers_ > 0) {
+    b.elementwise_s +=
+        num_moe_layers_ * routing_.BusiestGpuRows(tokens) * expert_silu_s_per_row_;
+  }
   if (emitting > 0) {
     b.lm_head_s = std::max(emitting * lm_head_.compute_s_per_token,
                            lm_head_.weight_s + emitting * lm_head_.act_s_per_token);
@@ -385,6 +392,11 @@ double RooflineCostModel::RouterSeconds(double tokens) const {
 double RooflineCostModel::AllToAllSeconds(double tokens) const {
   if (expert_parallel_ <= 1 || tokens <= 0) return 0;
   return tokens * routing_.per_token() * all_to_all_s_per_row_ + all_to_all_latency_s_;
+}
+
+double RooflineCostModel::AllReduceSeconds(double tokens) const {
+  if (allreduce_call_s_per_token_ <= 0 || tokens <= 0) return 0;
+  return tokens * allreduce_call_s_per_token_ + collective_latency_s_;
 }
 
 TimeNs RooflineCostModel::StepTime(const StepPlan& plan) const {

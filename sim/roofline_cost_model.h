@@ -126,6 +126,16 @@ class RooflineCostModel : public CostModel {
   // spans nodes; how many PP stage boundaries are between nodes.
   bool TensorParallelCrossesNodes() const { return tp_crosses_nodes_; }
   int32_t StageBoundariesOnTheNetwork() const { return stage_boundaries_crossing_nodes_; }
+  // One ring all-reduce of `tokens` hidden vectors over the TP group, on its link (the
+  // network when the group spans nodes); 0 without TP. The calibrated cost model's when
+  // its group spans nodes, where no single-node profile measured it.
+  double AllReduceSeconds(double tokens) const;
+  // The layers of each pipeline stage, and the transfer of `tokens` hidden vectors over
+  // stage boundary `boundary` (after stage `boundary`, < pp - 1), on the link between them.
+  const std::vector<int32_t>& StageLayers() const { return stage_layers_; }
+  double StageTransferSeconds(size_t boundary, double tokens) const {
+    return tokens * boundary_s_per_token_[boundary] + boundary_latency_s_[boundary];
+  }
 
  private:
   // What a step's time depends on: its tokens, its LM head rows, and its attention with
@@ -178,9 +188,12 @@ class RooflineCostModel : public CostModel {
   double kv_read_s_per_token_ = 0;    // one layer, one cached or new token's K and V
   double qo_s_per_new_token_ = 0;     // one layer, Q in + O out of one new token
   double elementwise_s_per_token_ = 0;  // all layers + embedding + final norm
+  double expert_silu_s_per_row_ = 0;    // a routed expert's SiLU*mul, per GPU row
   Gemm lm_head_;                      // per emitting row
   double allreduce_s_per_token_ = 0;  // all layers' all-reduces, bandwidth part
   double allreduce_latency_s_ = 0;    // all layers' all-reduces, latency part
+  double allreduce_call_s_per_token_ = 0;  // one all-reduce, bandwidth part
+  double collective_latency_s_ = 0;        // one collective's latency
   double transfer_s_per_token_ = 0;   // all (pp-1) stage transfers, bandwidth part
   double transfer_latency_s_ = 0;     // all (pp-1) stage transfers, latency part
   // Per stage: its layers; per boundary (after stage s): its transfer, bandwidth and

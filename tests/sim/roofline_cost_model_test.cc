@@ -168,6 +168,31 @@ TEST(RooflineCostModelTest, ExpertParallelAllToAllByHand) {
   EXPECT_GE(ep.Breakdown(batch.get()).gemm_s, even.Breakdown(batch.get()).gemm_s);
 }
 
+// A routed expert's SiLU x mul runs where its rows are: split over TP, every GPU does all
+// token x expert rows at half of Mixtral's 14,336 width; under EP 2, the busiest GPU's
+// rows at the whole width. By hand, the elementwise difference in 32 layers: read 2, write
+// 1 bf16 value a width element, at 85% of the H100's 3,350 GB/s. Perfectly balanced, EP
+// costs what TP does; at 64 tokens uniform routing loads the busiest GPU
+// ExpertImbalance(2, 128) times its share.
+TEST(RooflineCostModelTest, ExpertParallelGpusActivateTheirOwnRows) {
+  const RooflineCostModel tp(RooflineOptions{}, MixtralOnH100(1));
+  const RooflineCostModel ep(RooflineOptions{}, MixtralOnH100(2));
+  RooflineOptions balanced;
+  balanced.expert_imbalance = 1;
+  const RooflineCostModel even(balanced, MixtralOnH100(2));
+  const double s_per_width_element = 3.0 * 2 / (3350e9 * 0.85);
+  for (const int tokens : {1, 64, 300}) {
+    Plan batch;
+    for (int i = 0; i < tokens; ++i) batch.Decode(100);
+    const double tp_s = tp.Breakdown(batch.get()).elementwise_s;
+    const double rows = 2.0 * tokens;
+    const double busiest = rows / 2 * ExpertImbalance(2, rows);
+    const double expected = 32 * (busiest * 14336 - rows * 7168) * s_per_width_element;
+    EXPECT_NEAR(ep.Breakdown(batch.get()).elementwise_s - tp_s, expected, 1e-9 * tp_s) << tokens;
+    EXPECT_NEAR(even.Breakdown(batch.get()).elementwise_s, tp_s, 1e-9 * tp_s) << tokens;
+  }
+}
+
 TEST(RooflineCostModelTest, WhichLinksCrossNodesByHand) {
   // TP 4, PP 8 on 8-GPU nodes: stages {0,1} {2,3} {4,5} {6,7} share nodes, so the
   // boundaries after stages 1, 3 and 5 cross; TP 8 puts each stage on its own node.
