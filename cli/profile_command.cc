@@ -56,7 +56,8 @@ int ProfileCommand(const std::vector<std::string>& args) {
        "largest decode batch (0: scheduler.max_num_seqs)")
       ("max-context", po::value<int32_t>(&profile.max_context)->default_value(0),
        "longest context (0: the one the engine serves)")
-      ("interleave", "repeat in passes over the whole grid (each median spans the profile)")
+      ("contiguous", "each step's repeats back to back (default: in passes over the whole\n"
+                     "grid, so each median spans the profile)")
       ("no-progress", "never draw the progress line");
   std::string experiment_path;
   po::variables_map vm;
@@ -64,7 +65,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
                                              experiment_path)) {
     return *exit;
   }
-  profile.interleave = vm.count("interleave") > 0;
+  profile.interleave = vm.count("contiguous") == 0;
   auto config = LoadExperiment(experiment_path, sets);
   if (!config.ok()) return Report(config.status());
   if (out.empty()) out = "results/" + config->name + "-profile.csv";

@@ -13,12 +13,16 @@
 // skipping what the runner's KV pool cannot hold. Each configuration first runs
 // unmeasured for `warmup` runs and `warmup_ms`: after a large step the host's caches and
 // clocks take milliseconds to settle (with 2 runs, the CPU runner's one-sequence decodes
-// measured 10-20% slower than inside a run; with 25 ms, as fast). Then `repeats` measured
-// runs, back to back as Vidur profiles (serving runs similar steps in streaks: decodes
-// follow decodes), or with `interleave` in passes over the whole grid, so each median
-// spans the whole profile and slow drift of the host is in every one alike. (Timing each
-// step after a random other one instead, the 11M-parameter model, whose weights fit the
-// CPU's L3, measured one-sequence decodes at 0.6-0.86 ms against 0.39-0.61 ms in runs.)
+// measured 10-20% slower than inside a run; with 25 ms, as fast). Then `repeats` passes
+// over the whole grid in grid order (`interleave`, the default), so each median spans the
+// whole profile and the host's drift is in every row alike; or each configuration's
+// runs back to back, as Vidur profiles. On the shared 2-core VM of 2026-12-02, two
+// profiles of one model minutes apart differed by 11.6-18.6% a row back to back and
+// by 3.6-7.6% interleaved (whole steps: 10-16% against 0.9-4.3%), once each pair's
+// common shift (up to 11%: the host's speed that hour) was taken out. (Timing each step
+// after a random other one instead, the 11M-parameter model, whose weights fit the CPU's
+// L3, measured one-sequence decodes at 0.6-0.86 ms against 0.39-0.61 ms in runs; grid
+// order puts a step after its neighbour in the grid.)
 // A row gives the median, p10 and p90 of the repeats (numpy's linear percentiles), per
 // layer for per-layer ops (the step's total over its layers, divided by them), per step
 // otherwise.
@@ -39,9 +43,9 @@ struct ProfileOptions {
   int32_t max_tokens = 0;   // 0: scheduler.max_num_batched_tokens
   int32_t max_batch = 0;    // 0: scheduler.max_num_seqs
   int32_t max_context = 0;  // 0: the context the engine serves
-  // false: each configuration's runs back to back; true: its warm-up runs back to back,
-  // then `repeats` passes over the whole grid in grid order.
-  bool interleave = false;
+  // true: each configuration's warm-up runs back to back, then `repeats` passes over the
+  // whole grid in grid order; false: each configuration's runs back to back.
+  bool interleave = true;
   // Called after each configuration with (done, total).
   std::function<void(int32_t, int32_t)> on_progress;
 };

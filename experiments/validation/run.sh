@@ -15,8 +15,8 @@ cd "$(dirname "$0")/../.."
 servelab=${SERVELAB:-./build/servelab}
 out=results/validation
 mkdir -p "$out"
-"$servelab" profile experiments/validation/cpu_profiled_a.yaml --out "$out/profile_a.csv"
-"$servelab" profile experiments/validation/cpu_profiled_b.yaml --out "$out/profile_b.csv"
+"$servelab" profile experiments/validation/cpu_profiled_a.yaml --repeats 15 --out "$out/profile_a.csv"
+"$servelab" profile experiments/validation/cpu_profiled_b.yaml --repeats 15 --out "$out/profile_b.csv"
 "$servelab" calibrate "$out/profile_a.csv" "$out/profile_b.csv" --out "$out/cpu_model/MODEL.yaml"
 for experiment in cpu_profiled_a cpu_unseen_shape; do
   "$servelab" validate "experiments/validation/$experiment.yaml" \
@@ -24,7 +24,7 @@ for experiment in cpu_profiled_a cpu_unseen_shape; do
 done
 # A mixture of experts: its own profile (its MLP as one op, moe_mlp) fitted with the two
 # dense ones (three weight sizes for the attention GEMMs and the LM head).
-"$servelab" profile experiments/validation/cpu_moe.yaml --out "$out/profile_moe.csv"
+"$servelab" profile experiments/validation/cpu_moe.yaml --repeats 15 --out "$out/profile_moe.csv"
 "$servelab" calibrate "$out/profile_a.csv" "$out/profile_b.csv" "$out/profile_moe.csv" \
   --out "$out/moe_model/MODEL.yaml"
 "$servelab" validate experiments/validation/cpu_moe.yaml --cost-model "$out/moe_model/MODEL.yaml" \

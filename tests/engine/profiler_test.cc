@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "core/op.h"
@@ -138,6 +139,41 @@ TEST_F(ProfilerTest, AMixtureOfExpertsTimesItsMlpAsOneOp) {
   }
   EXPECT_EQ(moe, static_cast<int>(whole.size()));  // one a configuration
   for (const auto& [key, step] : whole) EXPECT_LE(parts[key], step * (1 + 1e-9));
+}
+
+// In passes over the grid (the default) or each configuration's runs back to back: the
+// same rows, each the median of `repeats` runs.
+TEST_F(ProfilerTest, PassesOverTheGridOrRunsBackToBackTimeTheSameRows) {
+  std::vector<std::set<std::tuple<std::string, int64_t, int64_t, int64_t>>> keys;
+  for (const bool interleave : {true, false}) {
+    ProfileOptions options;
+    options.warmup = 0;
+    options.warmup_ms = 0;
+    options.repeats = 3;
+    options.max_context = 40;
+    options.interleave = interleave;
+    int32_t calls = 0, last_total = 0;
+    options.on_progress = [&](int32_t done, int32_t total) {
+      ++calls;
+      EXPECT_EQ(done, calls);
+      last_total = total;
+    };
+    auto rows = ProfileEngine(Config(), options);
+    ASSERT_TRUE(rows.ok()) << rows.status().message();
+    auto& k = keys.emplace_back();
+    for (const ProfileRow& r : *rows) {
+      EXPECT_EQ(r.repeats, 3);
+      EXPECT_LE(r.p10_ms, r.median_ms);
+      EXPECT_LE(r.median_ms, r.p90_ms);
+      k.emplace(r.op, r.tokens, r.batch, r.context);
+    }
+    EXPECT_EQ(calls, last_total);
+    // Interleaved, progress counts the passes (3); back to back, the configurations.
+    if (interleave) EXPECT_EQ(last_total, 3);
+    if (!interleave) EXPECT_GT(last_total, 3);
+  }
+  EXPECT_EQ(keys[0], keys[1]);
+  EXPECT_GT(keys[0].size(), 20u);
 }
 
 TEST_F(ProfilerTest, BadInputIsSaid) {
