@@ -1,8 +1,10 @@
 // A calibrated cost model file (MODEL.yaml, `cost_model: {type: calibrated, path: ...}`):
 // read, or refused as bad input; an accepted one, written back (CalibratedModelYaml), reads
 // to the same text; and a cost model made from it on an A100 deployment of a dense model
-// and of a mixture of experts (Mixtral, TP 2 with its experts over both GPUs), or refused
-// as bad input, times a prefill chunk, a decode batch and a mixed step without a crash.
+// of a mixture of experts (Mixtral, TP 2 with its experts over both GPUs) and of a dense
+// model over four nodes (TP 16 x PP 2 on 8-GPU nodes: all-reduces and a stage transfer on
+// the network), or refused as bad input, times a prefill chunk, a decode batch and a mixed
+// step without a crash, its pipeline stages summing to the step.
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -37,16 +39,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::Broken("a written model file changes", written);
   }
 
-  DeploymentSpec dense, moe;
+  DeploymentSpec dense, moe, nodes;
   dense.model = *FindModel("llama-2-7b");
   dense.gpu = *FindGpu("a100-80gb");
   moe = dense;
   moe.model = *FindModel("mixtral-8x7b");
   moe.tensor_parallel = moe.expert_parallel = 2;
+  nodes = dense;
+  nodes.tensor_parallel = 16;
+  nodes.pipeline_parallel = 2;
   const NamedParams named{"calibrated", {Param{"path", path, "fuzz.yaml:1"}}, "cost_model",
                           "fuzz.yaml:1", "/"};
   std::vector<std::unique_ptr<CostModel>> costs;
-  for (const DeploymentSpec& d : {dense, moe}) {
+  for (const DeploymentSpec& d : {dense, moe, nodes}) {
     auto cost = BuiltinCostModels().Make(named, d);
     if (!cost.ok()) {
       if (!cost.status().IsBadInput()) {
@@ -76,7 +81,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mixed.num_decode_tokens = mixed.num_emitting = 2;
   for (const auto& cost : costs) {
     for (const StepPlan* plan : {&prefill, &decode, &mixed}) {
-      if (cost->StepTime(*plan) < 0) fuzz::Broken("a negative step time", written);
+      const TimeNs step = cost->StepTime(*plan);
+      if (step < 0) fuzz::Broken("a negative step time", written);
+      std::vector<TimeNs> stages(2);
+      cost->StageTimes(*plan, stages);
+      if (stages[0] < 0 || stages[1] < 0 || stages[0] + stages[1] != step) {
+        fuzz::Broken("pipeline stages that do not sum to the step", written);
+      }
     }
   }
   return 0;
