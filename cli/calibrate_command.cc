@@ -346,6 +346,15 @@ int CalibrateCommand(const std::vector<std::string>& args) {
                 "weight reads are barely told apart and may not carry to another shape: "
                 "profile another model shape or TP degree\n", few.c_str());
   }
+  if (const CountedRouting routing = CountedRoutingOf(tables);
+      routing.chunk_rows + routing.decode_rows > 0) {
+    std::printf("routing: the engine ran %.2fx the experts uniform routing expects in prefill "
+                "chunks (%lld rows) and %.2fx in decode batches (%lld); moe_mlp is fitted on "
+                "what it ran, while the simulator assumes uniform routing (or "
+                "cost_model.routing_skew)\n",
+                routing.chunk_ratio, static_cast<long long>(routing.chunk_rows),
+                routing.decode_ratio, static_cast<long long>(routing.decode_rows));
+  }
   for (const Evaluation& e : fitted) {
     std::printf("in sample  %s: per-layer MAPE %.2f%% (bias %+.2f%%, worst %.1f%%)%s\n",
                 e.file.c_str(), e.total.mape, e.total.bias, e.total.max_error, ByTp(e).c_str());

@@ -32,9 +32,11 @@ constexpr const char* kProfileHelp =
     "--repeats runs after --warmup. Writes PROFILE.csv in servelab's profile layout\n"
     "(device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,\n"
     "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats,num_experts,\n"
-    "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size; per-layer\n"
-    "ops per layer; a mixture of experts' MLP as one op, moe_mlp), for `servelab\n"
-    "calibrate`. Exit status: 0 success, 2 bad input, 1 a runtime failure.\n";
+    "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size,experts_run,\n"
+    "single_row_experts; per-layer ops per layer; a mixture of experts' MLP as one op,\n"
+    "moe_mlp, with the experts its layers ran), for `servelab calibrate`. Repeats run in\n"
+    "passes over the whole grid unless --contiguous. Exit status: 0 success, 2 bad input,\n"
+    "1 a runtime failure.\n";
 
 int ProfileCommand(const std::vector<std::string>& args) {
   po::options_description options("servelab profile EXPERIMENT.yaml [options]");
@@ -56,8 +58,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
        "largest decode batch (0: scheduler.max_num_seqs)")
       ("max-context", po::value<int32_t>(&profile.max_context)->default_value(0),
        "longest context (0: the one the engine serves)")
-      ("contiguous", "each step's repeats back to back (default: in passes over the whole\n"
-                     "grid, so each median spans the profile)")
+      ("contiguous", "each step's repeats back to back (default: in passes over the grid)")
       ("no-progress", "never draw the progress line");
   std::string experiment_path;
   po::variables_map vm;

@@ -176,6 +176,37 @@ Status ReadExperts(const Cells& cells, const std::string& path, ProfileRow& r,
   return Status::Ok();
 }
 
+// The routing columns of a servelab row, where the header has them: 0 (not counted), or on
+// a moe_mlp or step row of a MoE shape experts_run in [1, num_experts] and
+// single_row_experts in [0, experts_run].
+Status ReadRouting(const Cells& cells, const std::string& path, ProfileRow& r,
+                   std::optional<size_t> experts_run, std::optional<size_t> single_row) {
+  if (experts_run) {
+    SERVELAB_RETURN_IF_ERROR(cells.Number(*experts_run, "experts_run", r.experts_run));
+  }
+  if (single_row) {
+    SERVELAB_RETURN_IF_ERROR(cells.Number(*single_row, "single_row_experts", r.single_row_experts));
+  }
+  const double experts = r.shape.num_experts;
+  if (r.experts_run == 0 && r.single_row_experts == 0) return Status::Ok();
+  if ((r.op != "moe_mlp" && r.op != "step") || !r.shape.IsMoe()) {
+    return LineError(path, r.line,
+                     "experts counted on a row that is not a MoE shape's moe_mlp or step",
+                     r.experts_run != 0 ? "experts_run" : "single_row_experts");
+  }
+  if (!(r.experts_run >= 1 && r.experts_run <= experts)) {
+    return LineError(path, r.line,
+                     "a MoE layer runs 1 to num_experts (" + std::to_string(r.shape.num_experts) +
+                         ") experts, or 0 when not counted",
+                     "experts_run");
+  }
+  if (!(r.single_row_experts >= 0 && r.single_row_experts <= r.experts_run)) {
+    return LineError(path, r.line, "0 to experts_run of the experts run are given one row",
+                     "single_row_experts");
+  }
+  return Status::Ok();
+}
+
 Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
                     ProfileTable& table) {
   auto c = Find(header,
@@ -191,6 +222,8 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
   const auto per_token = OptionalColumn(header, "experts_per_token");
   const auto expert_width = OptionalColumn(header, "expert_intermediate_size");
   const auto shared_width = OptionalColumn(header, "shared_expert_intermediate_size");
+  const auto experts_run = OptionalColumn(header, "experts_run");
+  const auto single_row = OptionalColumn(header, "single_row_experts");
   std::vector<std::string> ops = OpNames();
   ops.push_back("step");
   return ForEachDataLine(file, [&](const Cells& cells) -> Status {
@@ -238,6 +271,7 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
       return LineError(file.path(), r.line, "moe_mlp needs a mixture of experts' shape",
                        "num_experts");
     }
+    SERVELAB_RETURN_IF_ERROR(ReadRouting(cells, file.path(), r, experts_run, single_row));
     table.rows.push_back(std::move(r));
     return Status::Ok();
   });
@@ -404,19 +438,22 @@ StatusOr<ProfileTable> ReadProfile(const std::string& path, const std::string& d
 std::string ProfileCsvHeader() {
   return "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,"
          "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats,num_experts,"
-         "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size\n";
+         "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size,experts_run,"
+         "single_row_experts\n";
 }
 
 void WriteProfileRow(std::ostream& out, const ProfileRow& r) {
-  char times[96];
+  char times[96], routing[64];
   std::snprintf(times, sizeof times, "%.6f,%.6f,%.6f", r.median_ms, r.p10_ms, r.p90_ms);
+  std::snprintf(routing, sizeof routing, "%.4f,%.4f", r.experts_run, r.single_row_experts);
   out << r.device << ',' << r.shape.hidden_size << ',' << r.shape.num_attention_heads << ','
       << r.shape.num_key_value_heads << ',' << r.shape.HeadDim() << ','
       << r.shape.intermediate_size << ',' << r.shape.vocab_size << ','
       << r.shape.num_hidden_layers << ',' << r.op << ','
       << r.tokens << ',' << r.batch << ',' << r.context << ',' << r.tp << ',' << times << ','
       << r.repeats << ',' << r.shape.num_experts << ',' << r.shape.num_experts_per_tok << ','
-      << r.shape.moe_intermediate_size << ',' << r.shape.shared_expert_intermediate_size << '\n';
+      << r.shape.moe_intermediate_size << ',' << r.shape.shared_expert_intermediate_size << ','
+      << routing << '\n';
 }
 
 }  // namespace servelab

@@ -5,9 +5,12 @@
 //   servelab  CSV  device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,
 //                  vocab_size,layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,
 //                  repeats,num_experts,experts_per_token,expert_intermediate_size,
-//                  shared_expert_intermediate_size
-//             (the last four, a mixture of experts' shape, may be absent: a dense model;
-//             an expert width of 0 is intermediate_size)
+//                  shared_expert_intermediate_size,experts_run,single_row_experts
+//             (the four after repeats, a mixture of experts' shape, may be absent: a dense
+//             model; an expert width of 0 is intermediate_size; the last two, a moe_mlp
+//             or step row's routing as it happened, the mean over the step's MoE layers
+//             of the experts run and of those given one row, may be absent or 0: not
+//             counted)
 //             device: a catalog GPU ("a100-80gb") or "cpu"; op: an op of core/op.h or
 //             "step" (a whole step); times per layer (per-layer ops) or per step, per GPU.
 //             A decode row has tokens = batch sequences of one new token after `context`
@@ -59,6 +62,11 @@ struct ProfileRow {
   double p10_ms = 0;
   double p90_ms = 0;
   int32_t repeats = 0;
+  // moe_mlp and step: the experts a MoE layer ran, and of them those given one row,
+  // the mean over the step's MoE layers (the engine's routing, which a fit then uses
+  // instead of uniform routing's expectation); 0: not counted.
+  double experts_run = 0;
+  double single_row_experts = 0;
   int64_t line = 0;  // in its file, for messages
 };
 

@@ -220,10 +220,13 @@ void CpuModelRunner::MixtureOfExperts(const LayerWeights& w, int32_t num_tokens)
   moe_out_.assign(static_cast<size_t>(num_tokens) * static_cast<size_t>(h), 0.0f);
   // Each expert runs once, on the rows routed to it (gathered), and adds its weighted
   // output back to theirs. Only the experts some token chose are read.
+  int32_t run = 0, single_row = 0;
   for (int32_t e = 0; e < experts; ++e) {
     const int32_t begin = expert_offsets_[static_cast<size_t>(e)];
     const int32_t rows = expert_offsets_[static_cast<size_t>(e) + 1] - begin;
     if (rows == 0) continue;
+    ++run;
+    single_row += rows == 1 ? 1 : 0;
     expert_in_.resize(static_cast<size_t>(rows) * static_cast<size_t>(h));
     for (int32_t i = 0; i < rows; ++i) {
       const int32_t token = expert_slots_[static_cast<size_t>(begin + i)] / k;
@@ -250,6 +253,7 @@ void CpuModelRunner::MixtureOfExperts(const LayerWeights& w, int32_t num_tokens)
       for (int32_t j = 0; j < h; ++j) dst[j] += gate * src[j];
     }
   }
+  if (timer_ != nullptr) timer_->RecordExperts(run, single_row);
   hidden_.swap(moe_out_);
 }
 

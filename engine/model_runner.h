@@ -39,6 +39,9 @@ class OpTimer {
  public:
   virtual ~OpTimer() = default;
   virtual void Record(Op op, double seconds) = 0;
+  // A MoE layer's routing as it happened: the experts it ran, and of them those given
+  // one token x expert row. Once per MoE layer, by runners that count it.
+  virtual void RecordExperts(int32_t run, int32_t single_row) {}
 };
 
 class ModelRunner {

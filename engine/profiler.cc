@@ -1,6 +1,5 @@
 #include "engine/profiler.h"
 
-#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -52,11 +51,27 @@ std::vector<Config> Grid(int32_t max_tokens, int32_t max_batch, int32_t max_cont
 class StepTimes final : public OpTimer {
  public:
   void Record(Op op, double seconds) override { seconds_[op] += seconds; }
-  void Clear() { seconds_.clear(); }
+  void RecordExperts(int32_t run, int32_t single_row) override {
+    experts_run_ += run;
+    single_row_experts_ += single_row;
+    ++moe_layers_;
+  }
+  void Clear() {
+    seconds_.clear();
+    experts_run_ = single_row_experts_ = 0;
+    moe_layers_ = 0;
+  }
   const std::map<Op, double>& Seconds() const { return seconds_; }
+  // The step's MoE layers' means; 0 when none counted.
+  double ExpertsRun() const { return moe_layers_ > 0 ? experts_run_ / moe_layers_ : 0.0; }
+  double SingleRowExperts() const {
+    return moe_layers_ > 0 ? single_row_experts_ / moe_layers_ : 0.0;
+  }
 
  private:
   std::map<Op, double> seconds_;
+  double experts_run_ = 0, single_row_experts_ = 0;
+  int32_t moe_layers_ = 0;
 };
 
 int64_t NowNs() {
@@ -112,6 +127,8 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
     StepPlan plan;
     std::map<Op, std::vector<double>> samples;
     std::vector<double> steps;
+    // The routing its MoE layers counted (the same every run: the same tokens).
+    double experts_run = 0, single_row_experts = 0;
   };
   std::vector<std::unique_ptr<Timed>> timed;
   for (const Config& c : grid) {
@@ -169,6 +186,8 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
     if (!measured) return Status::Ok();
     if (time_step) t.steps.push_back(step);
     if (!time_ops) return Status::Ok();
+    t.experts_run = times.ExpertsRun();
+    t.single_row_experts = times.SingleRowExperts();
     for (const auto& [op, seconds] : times.Seconds()) {
       const bool per_layer = InfoOf(op).scope == OpScope::kPerLayer;
       t.samples[op].push_back(per_layer ? seconds / spec.num_hidden_layers : seconds);
@@ -229,6 +248,10 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
       r.p10_ms = 1e3 * PercentileOfSorted(values, 10);
       r.p90_ms = 1e3 * PercentileOfSorted(values, 90);
       r.repeats = options.repeats;
+      if (op == InfoOf(Op::kMoeMlp).name || op == "step") {
+        r.experts_run = t->experts_run;
+        r.single_row_experts = t->single_row_experts;
+      }
       rows.push_back(std::move(r));
     };
     for (auto& [op, values] : t->samples) row(std::string(InfoOf(op).name), std::move(values));

@@ -18,11 +18,15 @@
 // whole profile and the host's drift is in every row alike; or each configuration's
 // runs back to back, as Vidur profiles. On the shared 2-core VM of 2026-12-02, two
 // profiles of one model minutes apart differed by 11.6-18.6% a row back to back and
-// by 3.6-7.6% interleaved (whole steps: 10-16% against 0.9-4.3%), once each pair's
+// by 3.6-7.6% in passes (whole steps: 10-16% against 0.9-4.3%), once each pair's
 // common shift (up to 11%: the host's speed that hour) was taken out. (Timing each step
 // after a random other one instead, the 11M-parameter model, whose weights fit the CPU's
 // L3, measured one-sequence decodes at 0.6-0.86 ms against 0.39-0.61 ms in runs; grid
-// order puts a step after its neighbour in the grid.)
+// order puts a step after its neighbour in the grid.) A warm-up of each measured run's own
+// configuration right before it (a streak's state) was tried and left out: it did not
+// bring the 62 MB model's one-sequence decodes (3.1 ms) to a serving run's (2.1 ms that
+// hour, 2.2-3.1 ms in runs an hour earlier); this host's memory-bound steps run at one of
+// two speeds, whichever the profile or the run lands on.
 // A row gives the median, p10 and p90 of the repeats (numpy's linear percentiles), per
 // layer for per-layer ops (the step's total over its layers, divided by them), per step
 // otherwise.

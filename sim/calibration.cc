@@ -413,6 +413,11 @@ StatusOr<GpuSpec> DeviceSpec(const std::string& device) {
 
 OpWork ProfileRowWork(Op op, const ProfileRow& row, const GpuSpec& gpu) {
   const OpShape shape = ShapeOf(row);
+  if (op == Op::kMoeMlp && row.experts_run > 0) {  // the routing the engine counted
+    const double tokens = static_cast<double>(row.tokens);
+    return MoeMlpWork(shape, tokens, 1, tokens * shape.model.num_experts_per_tok, row.experts_run,
+                      row.single_row_experts);
+  }
   OpWork work = ProfiledWork(op, shape, static_cast<double>(row.tokens),
                              static_cast<double>(row.batch), static_cast<double>(row.context));
   if (op == Op::kAttentionDecode) {
@@ -659,6 +664,27 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     model.step_overhead_us = std::max(0.0, PercentileOfSorted(residuals, 50)) * 1e6;
   }
   return model;
+}
+
+CountedRouting CountedRoutingOf(const std::vector<ProfileTable>& tables) {
+  CountedRouting c;
+  for (const ProfileTable& table : tables) {
+    for (const ProfileRow& r : table.rows) {
+      if (r.op != InfoOf(Op::kMoeMlp).name || r.experts_run <= 0 || r.tokens < 2) continue;
+      const ExpertRouting uniform(r.shape.num_experts, r.shape.num_experts_per_tok, 1, {});
+      const double ratio = r.experts_run / uniform.Touched(static_cast<double>(r.tokens));
+      if (r.batch == 1) {
+        c.chunk_ratio += ratio;
+        ++c.chunk_rows;
+      } else {
+        c.decode_ratio += ratio;
+        ++c.decode_rows;
+      }
+    }
+  }
+  if (c.chunk_rows > 0) c.chunk_ratio /= static_cast<double>(c.chunk_rows);
+  if (c.decode_rows > 0) c.decode_ratio /= static_cast<double>(c.decode_rows);
+  return c;
 }
 
 double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row) {

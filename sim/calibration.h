@@ -148,6 +148,16 @@ struct FitOptions {
 StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
                                       const FitOptions& options = {});
 
+// The routing a profile counted (moe_mlp rows with experts_run), against uniform routing's
+// expected experts touched at the same tokens (ExpertRouting::Touched): the mean ratio
+// over prefill chunks (one sequence, more than one token) and over decode batches (more
+// than one sequence), and how many rows each; a one-token row runs its k experts either way.
+struct CountedRouting {
+  int64_t chunk_rows = 0, decode_rows = 0;
+  double chunk_ratio = 0, decode_ratio = 0;
+};
+CountedRouting CountedRoutingOf(const std::vector<ProfileTable>& tables);
+
 // A "step" row's ops as the model predicts them, in seconds (without the step
 // overhead): the configuration is a decode when tokens == batch, else one prefill chunk.
 double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row);

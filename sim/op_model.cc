@@ -136,22 +136,27 @@ OpWork GroupedExpertWork(Op op, const OpShape& expert_shape, double rows, double
 }
 
 OpWork MoeMlpWork(const OpShape& shape, double tokens, const ExpertRouting& routing) {
+  const double rows = routing.BusiestGpuRows(tokens);
+  const double touched = routing.Touched(tokens) / routing.expert_parallel();
+  const double single = std::min(routing.BusiestGpuSingleRowExperts(tokens), touched);
+  return MoeMlpWork(shape, tokens, routing.expert_parallel(), rows, touched, single);
+}
+
+OpWork MoeMlpWork(const OpShape& shape, double tokens, int32_t ep, double rows, double touched,
+                  double single) {
   OpWork work = RouterWork(shape, tokens);
   if (shape.model.shared_expert_intermediate_size > 0) {
     const OpShape shared = SharedExpertShape(shape);
     for (const Op op : kDenseMlpOps) work += RowsWork(op, shared, tokens);
   }
   // The routed experts' SwiGLUs (gate|up, SiLU x mul, down) over `rows` rows of `experts`.
-  const OpShape expert = RoutedExpertShape(shape, routing.expert_parallel());
+  const OpShape expert = RoutedExpertShape(shape, ep);
   auto experts_work = [&](double rows, double experts) {
     OpWork w = GroupedExpertWork(Op::kGateUpProj, expert, rows, experts, rows);
     w += RowsWork(Op::kSiluAndMul, expert, rows);
     w += GroupedExpertWork(Op::kDownProj, expert, rows, experts, rows);
     return w;
   };
-  const double rows = routing.BusiestGpuRows(tokens);
-  const double touched = routing.Touched(tokens) / routing.expert_parallel();
-  const double single = std::min(routing.BusiestGpuSingleRowExperts(tokens), touched);
   work += experts_work(std::max(0.0, rows - single), touched - single);
   work.single_row = false;
   work.gemm_rows = 0;

@@ -200,6 +200,10 @@ OpWork GroupedExpertWork(Op op, const OpShape& expert_shape, double rows, double
 // the GEMMs' FLOPs over their rows (no tiles), and `experts` the experts it runs; the
 // experts given one row apart, in single_row_expert_bytes (ExpertRouting's expectation).
 OpWork MoeMlpWork(const OpShape& shape, double tokens, const ExpertRouting& routing);
+// The same over routing as it happened (a profile that counted it): `rows` token x expert
+// rows over `touched` experts, `single` of them given one row, on one GPU of EP degree `ep`.
+OpWork MoeMlpWork(const OpShape& shape, double tokens, int32_t ep, double rows, double touched,
+                  double single);
 // Attention, one sequence.
 OpWork DecodeWork(const OpShape& shape, double context);
 OpWork PrefillWork(const OpShape& shape, double chunk, double context);

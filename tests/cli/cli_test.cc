@@ -378,7 +378,8 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,"
             "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats,num_experts,"
-            "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size");
+            "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size,"
+            "experts_run,single_row_experts");
   EXPECT_THAT(csv, HasSubstr("\ncpu,64,4,2,16,128,97,2,attention_prefill,16,1,128,1,"));
   EXPECT_THAT(p.out, HasSubstr("measurements of t on cpu"));
 

@@ -179,7 +179,8 @@ TEST_F(ProfileTableTest, ExpertColumnsRoundTripAndMayBeAbsent) {
   std::ostringstream csv;
   csv << ProfileCsvHeader();
   WriteProfileRow(csv, r);
-  EXPECT_THAT(csv.str(), HasSubstr(",moe_mlp,16,1,0,1,0.500000,0.000000,0.000000,0,6,2,320,640\n"));
+  EXPECT_THAT(csv.str(),
+              HasSubstr(",moe_mlp,16,1,0,1,0.500000,0.000000,0.000000,0,6,2,320,640,0.0000,0.0000\n"));
   auto t = ReadProfile(Write("moe.csv", csv.str()));
   ASSERT_TRUE(t.ok()) << t.status().message();
   const ModelSpec& m = t->rows.at(0).shape;
@@ -215,6 +216,46 @@ TEST_F(ProfileTableTest, ExpertColumnsAreChecked) {
                                              "moe_mlp,8,1,0,1,1,1,1,3,100000,2,0,0\n"));
   EXPECT_THAT(huge.status().message(),
               HasSubstr("d.csv:2: at most 4096, got 100000, column 'num_experts'"));
+}
+
+// A moe_mlp row's routing as the engine counted it (the mean experts a MoE layer ran,
+// and of them those given one row) round-trips; it is checked against the shape, and
+// only a MoE shape's moe_mlp and step rows may carry it.
+TEST_F(ProfileTableTest, CountedRoutingRoundTripsAndIsChecked) {
+  ProfileRow r = CpuRow("moe_mlp");
+  r.shape.num_experts = 8;
+  r.shape.num_experts_per_tok = 2;
+  r.tokens = 6;
+  r.experts_run = 5.5;
+  r.single_row_experts = 1.25;
+  std::ostringstream csv;
+  csv << ProfileCsvHeader();
+  WriteProfileRow(csv, r);
+  EXPECT_THAT(csv.str(), HasSubstr(",8,2,0,0,5.5000,1.2500\n"));
+  auto t = ReadProfile(Write("moe.csv", csv.str()));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_DOUBLE_EQ(t->rows.at(0).experts_run, 5.5);
+  EXPECT_DOUBLE_EQ(t->rows.at(0).single_row_experts, 1.25);
+  const std::string row = "cpu,256,4,2,64,704,8000,4,";
+  auto too_many = ReadProfile(Write("a.csv", ProfileCsvHeader() + row +
+                                                 "moe_mlp,8,1,0,1,1,1,1,3,8,2,0,0,9,0\n"));
+  EXPECT_THAT(too_many.status().message(),
+              HasSubstr("a.csv:2: a MoE layer runs 1 to num_experts (8) experts, or 0 when not "
+                        "counted, column 'experts_run'"));
+  auto single = ReadProfile(Write("b.csv", ProfileCsvHeader() + row +
+                                               "moe_mlp,8,1,0,1,1,1,1,3,8,2,0,0,3,4\n"));
+  EXPECT_THAT(single.status().message(),
+              HasSubstr("b.csv:2: 0 to experts_run of the experts run are given one row, "
+                        "column 'single_row_experts'"));
+  auto dense = ReadProfile(Write("c.csv", ProfileCsvHeader() + row +
+                                              "rope,8,1,0,1,1,1,1,3,0,0,0,0,2,0\n"));
+  EXPECT_THAT(dense.status().message(),
+              HasSubstr("c.csv:2: experts counted on a row that is not a MoE shape's moe_mlp "
+                        "or step, column 'experts_run'"));
+  auto nan = ReadProfile(Write("d.csv", ProfileCsvHeader() + row +
+                                            "moe_mlp,8,1,0,1,1,1,1,3,8,2,0,0,nan,0\n"));
+  EXPECT_FALSE(nan.ok());
+  EXPECT_THAT(nan.status().message(), HasSubstr("column 'experts_run'"));
 }
 
 TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -138,6 +139,21 @@ TEST_F(ProfilerTest, AMixtureOfExpertsTimesItsMlpAsOneOp) {
     parts[key] += r.median_ms * (InfoOf(*OpByName(r.op)).scope == OpScope::kPerLayer ? 2 : 1);
   }
   EXPECT_EQ(moe, static_cast<int>(whole.size()));  // one a configuration
+  // Each moe_mlp row carries the routing its MoE layers ran: one token runs its 2 experts,
+  // each on its one row; n tokens run 2 to min(8, 2n) experts, at most 2n - 2 x (those
+  // given two or more rows) of them on one row.
+  for (const ProfileRow& r : *rows) {
+    if (r.op != "moe_mlp" && r.op != "step") continue;
+    const double routed = 2.0 * static_cast<double>(r.tokens);
+    EXPECT_GE(r.experts_run, 2.0) << r.tokens;
+    EXPECT_LE(r.experts_run, std::min(8.0, routed)) << r.tokens;
+    EXPECT_LE(r.single_row_experts, r.experts_run);
+    EXPECT_LE(r.single_row_experts + 2 * (r.experts_run - r.single_row_experts), routed + 1e-9);
+    if (r.tokens == 1) {
+      EXPECT_EQ(r.experts_run, 2.0);
+      EXPECT_EQ(r.single_row_experts, 2.0);
+    }
+  }
   for (const auto& [key, step] : whole) EXPECT_LE(parts[key], step * (1 + 1e-9));
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -284,6 +285,72 @@ class ModelFileTest : public ::testing::Test {
   }
   std::filesystem::path dir_;
 };
+
+// A profile that counted its routing (experts_run, single_row_experts: a chunk's tokens
+// share experts more than uniform routing's expectation) is fitted on the counts: the fit
+// recovers the model that generated it exactly; the same times without the counts, taken
+// as uniform routing, do not fit.
+TEST(CalibrationTest, CountedRoutingReplacesTheUniformExpectation) {
+  OpFit truth = Truth(Op::kMoeMlp, 20.0, 9.0, 25.0);
+  truth.per_expert_us = 35.0;
+  truth.single_row_expert_memory_efficiency = 30.0;
+  ModelSpec shape = *FindModel("mixtral-8x7b");
+  shape.hidden_size = 256;
+  shape.num_attention_heads = 4;
+  shape.num_key_value_heads = 2;
+  shape.moe_intermediate_size = 512;
+  ProfileTable table;
+  table.path = "moe.csv";
+  const GpuSpec cpu = *DeviceSpec("cpu");
+  OpShape s;
+  s.model = shape;
+  for (const int32_t width : {512, 384}) {
+    shape.moe_intermediate_size = width;
+    s.model = shape;
+    for (int64_t tokens = 1; tokens <= 512; tokens = tokens < 8 ? tokens + 1 : tokens * 3 / 2) {
+      ProfileRow r;
+      r.device = "cpu";
+      r.shape = shape;
+      r.op = "moe_mlp";
+      r.tokens = tokens;
+      // Fewer experts than uniform routing touches: 2, then one more every 3 tokens.
+      r.experts_run = static_cast<double>(std::min<int64_t>(8, 2 + (tokens - 1) / 3));
+      r.single_row_experts = tokens == 1 ? 2.0 : (r.experts_run > 2 ? 1.0 : 0.0);
+      const OpWork work = MoeMlpWork(s, double(tokens), 1, 2.0 * tokens, r.experts_run,
+                                     r.single_row_experts);
+      r.median_ms = 1e3 * OpSeconds(truth.On(cpu, s), work);
+      table.rows.push_back(r);
+    }
+  }
+  auto model = FitProfiles({table});
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const OpFit& fit = model->ops.at(Op::kMoeMlp);
+  EXPECT_NEAR(fit.fixed_us, 20.0, 1e-5);
+  EXPECT_NEAR(fit.per_expert_us, 35.0, 1e-6);
+  EXPECT_NEAR(fit.single_row_expert_memory_efficiency, 30.0, 1e-6);
+  EXPECT_NEAR(fit.memory_efficiency, 9.0, 1e-7);
+  EXPECT_NEAR(fit.compute_efficiency, 25.0, 1e-7);
+  auto e = Evaluate(*model, table);
+  ASSERT_TRUE(e.ok());
+  EXPECT_LT(e->ops.at("moe_mlp").max_error, 1e-6);
+  // Against uniform routing (8 experts, 2 a token: 8 (1 - 0.75^n) touched), by hand: each
+  // of the two widths' 17 chunk rows of 2 to 454 tokens.
+  const CountedRouting counted = CountedRoutingOf({table});
+  EXPECT_EQ(counted.chunk_rows, 2 * 17);
+  EXPECT_EQ(counted.decode_rows, 0);
+  double ratio = 0;
+  for (const ProfileRow& r : table.rows) {
+    if (r.tokens > 1) ratio += r.experts_run / (8 * (1 - std::pow(0.75, double(r.tokens))));
+  }
+  EXPECT_NEAR(counted.chunk_ratio, ratio / 34, 1e-9);
+  EXPECT_LT(counted.chunk_ratio, 0.9);
+  for (ProfileRow& r : table.rows) r.experts_run = r.single_row_experts = 0;
+  auto uniform = FitProfiles({table});
+  ASSERT_TRUE(uniform.ok()) << uniform.status().message();
+  auto u = Evaluate(*uniform, table);
+  ASSERT_TRUE(u.ok());
+  EXPECT_GT(u->ops.at("moe_mlp").max_error, 1.0);  // percent
+}
 
 // moe_mlp, a MoE layer's whole MLP, generated on the CPU by a known model with a cost per
 // expert run (the CPU runner's one GEMM call an expert) and a rate of its own for the
