@@ -286,18 +286,46 @@ class ModelFileTest : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
+// The moe_mlp the two fits below must recover (CPU nominal units): 20 us fixed, memory
+// and compute efficiencies 9 and 25, 35 us an expert run, one-row experts' bytes at 30.
+OpFit MoeTruth() {
+  OpFit truth = Truth(Op::kMoeMlp, 20.0, 9.0, 25.0);
+  truth.per_expert_us = 35.0;
+  truth.single_row_expert_memory_efficiency = 30.0;
+  return truth;
+}
+void ExpectMoeTruth(const OpFit& fit) {
+  EXPECT_NEAR(fit.fixed_us, 20.0, 1e-5);
+  EXPECT_NEAR(fit.per_expert_us, 35.0, 1e-6);
+  EXPECT_NEAR(fit.single_row_expert_memory_efficiency, 30.0, 1e-6);
+  EXPECT_NEAR(fit.memory_efficiency, 9.0, 1e-7);
+  EXPECT_NEAR(fit.compute_efficiency, 25.0, 1e-7);
+}
+// A CPU profile's moe_mlp row of `tokens` tokens (its time to be set).
+ProfileRow MoeRow(const ModelSpec& shape, int64_t tokens) {
+  ProfileRow r;
+  r.device = "cpu";
+  r.shape = shape;
+  r.op = "moe_mlp";
+  r.tokens = tokens;
+  return r;
+}
+// Mixtral's layout at hidden 256, 4 heads of 64, 2 KV heads.
+ModelSpec SmallMixtral() {
+  ModelSpec m = *FindModel("mixtral-8x7b");
+  m.hidden_size = 256;
+  m.num_attention_heads = 4;
+  m.num_key_value_heads = 2;
+  return m;
+}
+
 // A profile that counted its routing (experts_run, single_row_experts: a chunk's tokens
 // share experts more than uniform routing's expectation) is fitted on the counts: the fit
 // recovers the model that generated it exactly; the same times without the counts, taken
 // as uniform routing, do not fit.
 TEST(CalibrationTest, CountedRoutingReplacesTheUniformExpectation) {
-  OpFit truth = Truth(Op::kMoeMlp, 20.0, 9.0, 25.0);
-  truth.per_expert_us = 35.0;
-  truth.single_row_expert_memory_efficiency = 30.0;
-  ModelSpec shape = *FindModel("mixtral-8x7b");
-  shape.hidden_size = 256;
-  shape.num_attention_heads = 4;
-  shape.num_key_value_heads = 2;
+  const OpFit truth = MoeTruth();
+  ModelSpec shape = SmallMixtral();
   shape.moe_intermediate_size = 512;
   ProfileTable table;
   table.path = "moe.csv";
@@ -308,11 +336,7 @@ TEST(CalibrationTest, CountedRoutingReplacesTheUniformExpectation) {
     shape.moe_intermediate_size = width;
     s.model = shape;
     for (int64_t tokens = 1; tokens <= 512; tokens = tokens < 8 ? tokens + 1 : tokens * 3 / 2) {
-      ProfileRow r;
-      r.device = "cpu";
-      r.shape = shape;
-      r.op = "moe_mlp";
-      r.tokens = tokens;
+      ProfileRow r = MoeRow(shape, tokens);
       // Fewer experts than uniform routing touches: 2, then one more every 3 tokens.
       r.experts_run = static_cast<double>(std::min<int64_t>(8, 2 + (tokens - 1) / 3));
       r.single_row_experts = tokens == 1 ? 2.0 : (r.experts_run > 2 ? 1.0 : 0.0);
@@ -325,11 +349,7 @@ TEST(CalibrationTest, CountedRoutingReplacesTheUniformExpectation) {
   auto model = FitProfiles({table});
   ASSERT_TRUE(model.ok()) << model.status().message();
   const OpFit& fit = model->ops.at(Op::kMoeMlp);
-  EXPECT_NEAR(fit.fixed_us, 20.0, 1e-5);
-  EXPECT_NEAR(fit.per_expert_us, 35.0, 1e-6);
-  EXPECT_NEAR(fit.single_row_expert_memory_efficiency, 30.0, 1e-6);
-  EXPECT_NEAR(fit.memory_efficiency, 9.0, 1e-7);
-  EXPECT_NEAR(fit.compute_efficiency, 25.0, 1e-7);
+  ExpectMoeTruth(fit);
   auto e = Evaluate(*model, table);
   ASSERT_TRUE(e.ok());
   EXPECT_LT(e->ops.at("moe_mlp").max_error, 1e-6);
@@ -357,13 +377,8 @@ TEST(CalibrationTest, CountedRoutingReplacesTheUniformExpectation) {
 // experts given one row (its GEMV path) over three MoE shapes, tokens 1 to 512: the fit
 // recovers every coefficient.
 TEST(CalibrationTest, RecoversAMixtureOfExpertsMlpWithItsCostPerExpert) {
-  OpFit truth = Truth(Op::kMoeMlp, 20.0, 9.0, 25.0);
-  truth.per_expert_us = 35.0;
-  truth.single_row_expert_memory_efficiency = 30.0;
-  ModelSpec base = *FindModel("mixtral-8x7b");
-  base.hidden_size = 256;
-  base.num_attention_heads = 4;
-  base.num_key_value_heads = 2;
+  const OpFit truth = MoeTruth();
+  const ModelSpec base = SmallMixtral();
   struct Moe {
     int32_t experts, per_token, width, shared;
   };
@@ -377,11 +392,7 @@ TEST(CalibrationTest, RecoversAMixtureOfExpertsMlpWithItsCostPerExpert) {
     shape.moe_intermediate_size = m.width;
     shape.shared_expert_intermediate_size = m.shared;
     for (int64_t tokens = 1; tokens <= 512; tokens = tokens < 8 ? tokens + 1 : tokens * 3 / 2) {
-      ProfileRow r;
-      r.device = "cpu";
-      r.shape = shape;
-      r.op = "moe_mlp";
-      r.tokens = tokens;
+      ProfileRow r = MoeRow(shape, tokens);
       OpShape s;
       s.model = shape;
       r.median_ms =
@@ -392,11 +403,7 @@ TEST(CalibrationTest, RecoversAMixtureOfExpertsMlpWithItsCostPerExpert) {
   auto model = FitProfiles({table});
   ASSERT_TRUE(model.ok()) << model.status().message();
   const OpFit& fit = model->ops.at(Op::kMoeMlp);
-  EXPECT_NEAR(fit.fixed_us, 20.0, 1e-5);
-  EXPECT_NEAR(fit.per_expert_us, 35.0, 1e-6);
-  EXPECT_NEAR(fit.single_row_expert_memory_efficiency, 30.0, 1e-6);
-  EXPECT_NEAR(fit.memory_efficiency, 9.0, 1e-7);
-  EXPECT_NEAR(fit.compute_efficiency, 25.0, 1e-7);
+  ExpectMoeTruth(fit);
   // One token picks 2 of 8 experts, each given its one row: 20 + 2 x 35 us beside the
   // router's bytes and FLOPs, the experts' weights (3 x 256 x 512 a piece, f32) and the
   // row's activations all at the one-row rate.
