@@ -354,6 +354,10 @@ int CalibrateCommand(const std::vector<std::string>& args) {
                 "cost_model.routing_skew)\n",
                 routing.chunk_ratio, static_cast<long long>(routing.chunk_rows),
                 routing.decode_ratio, static_cast<long long>(routing.decode_rows));
+    if (routing.decode_rows > 0) {
+      std::printf("routing: the decode batches' counts match cost_model.routing_skew %.2f "
+                  "(a Zipf law of expert popularity)\n", routing.decode_skew);
+    }
   }
   for (const Evaluation& e : fitted) {
     std::printf("in sample  %s: per-layer MAPE %.2f%% (bias %+.2f%%, worst %.1f%%)%s\n",

@@ -152,9 +152,13 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
 // expected experts touched at the same tokens (ExpertRouting::Touched): the mean ratio
 // over prefill chunks (one sequence, more than one token) and over decode batches (more
 // than one sequence), and how many rows each; a one-token row runs its k experts either way.
+// decode_skew: the routing_skew (a Zipf exponent in [0, 4], to 0.01; ExpertRoutingOptions)
+// whose expected experts touched is closest to the decode rows' counts in least squares:
+// the popularity skew of the profiled router, for `cost_model.routing_skew`.
 struct CountedRouting {
   int64_t chunk_rows = 0, decode_rows = 0;
   double chunk_ratio = 0, decode_ratio = 0;
+  double decode_skew = 0;
 };
 CountedRouting CountedRoutingOf(const std::vector<ProfileTable>& tables);
 

@@ -372,6 +372,30 @@ TEST(CalibrationTest, CountedRoutingReplacesTheUniformExpectation) {
   EXPECT_GT(u->ops.at("moe_mlp").max_error, 1.0);  // percent
 }
 
+// Decode batches whose counted experts are those a Zipf popularity of exponent 1.3 touches
+// (ExpertRouting's expectation): the skew that matches them is 1.3, on its 0.01 grid;
+// uniform counts give 0.
+TEST(CalibrationTest, TheDecodeCountsGiveTheRoutersSkew) {
+  const ModelSpec shape = SmallMixtral();
+  const ExpertRouting skewed(8, 2, 1, ExpertRoutingOptions{0, 1.3});
+  const ExpertRouting uniform(8, 2, 1, {});
+  ProfileTable table, even;
+  for (int64_t seqs = 2; seqs <= 16; seqs += 2) {
+    ProfileRow r = MoeRow(shape, seqs);
+    r.batch = seqs;
+    r.experts_run = skewed.Touched(double(seqs));
+    table.rows.push_back(r);
+    r.experts_run = uniform.Touched(double(seqs));
+    even.rows.push_back(r);
+  }
+  const CountedRouting counted = CountedRoutingOf({table});
+  EXPECT_EQ(counted.decode_rows, 8);
+  EXPECT_NEAR(counted.decode_skew, 1.3, 1e-9);
+  EXPECT_LT(counted.decode_ratio, 1.0);
+  EXPECT_NEAR(CountedRoutingOf({even}).decode_skew, 0.0, 1e-12);
+  EXPECT_NEAR(CountedRoutingOf({even}).decode_ratio, 1.0, 1e-12);
+}
+
 // moe_mlp, a MoE layer's whole MLP, generated on the CPU by a known model with a cost per
 // expert run (the CPU runner's one GEMM call an expert) and a rate of its own for the
 // experts given one row (its GEMV path) over three MoE shapes, tokens 1 to 512: the fit
