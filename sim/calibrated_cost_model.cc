@@ -219,6 +219,11 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
   return p;
 }
 
+double CalibratedCostModel::LayersSeconds(const StepParts& p, double dense, double moe) {
+  // A dense model's parts beyond layer_s are 0: its layers' time is layer_s each.
+  return (dense + moe) * p.layer_s + dense * p.dense_mlp_s + moe * p.moe_mlp_s;
+}
+
 double CalibratedCostModel::AllReduceSeconds(double tokens) const {
   if (shape_.tensor_parallel <= 1) return 0;
   if (allreduce_on_network_) return roofline_->AllReduceSeconds(tokens);
@@ -228,9 +233,7 @@ double CalibratedCostModel::AllReduceSeconds(double tokens) const {
 double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
   const StepParts p = PartsOf(plan);
   if (p.tokens <= 0) return 0;
-  double step = moe_ || mla_ ? layers_ * p.layer_s + dense_layers_ * p.dense_mlp_s +
-                                   moe_layers_ * p.moe_mlp_s
-                             : layers_ * p.layer_s;
+  double step = LayersSeconds(p, dense_layers_, moe_layers_);
   step += p.first_s + p.last_s;
   for (size_t b = 0; b + 1 < pipeline_stages_; ++b) step += roofline_->StageTransferSeconds(b, p.tokens);
   return step;
@@ -249,10 +252,7 @@ void CalibratedCostModel::StageTimes(const StepPlan& plan, std::span<TimeNs> sta
   double elapsed = p.first_s;
   TimeNs previous = 0;
   for (size_t stage = 0; stage < stages.size(); ++stage) {
-    const bool moe_or_mla = moe_ || mla_;
-    const double dense = stage_dense_layers_[stage], moe = stage_moe_layers_[stage];
-    elapsed += moe_or_mla ? (dense + moe) * p.layer_s + dense * p.dense_mlp_s + moe * p.moe_mlp_s
-                          : dense * p.layer_s;
+    elapsed += LayersSeconds(p, stage_dense_layers_[stage], stage_moe_layers_[stage]);
     elapsed += overhead_s_ / static_cast<double>(stages.size());
     if (p.tokens > 0 && stage + 1 < stages.size()) {
       elapsed += roofline_->StageTransferSeconds(stage, p.tokens);

@@ -111,6 +111,8 @@ class CalibratedCostModel final : public CostModel {
     double last_s = 0;   // final_norm, lm_head, sampling
   };
   StepParts PartsOf(const StepPlan& plan) const;
+  // `dense` dense layers' and `moe` MoE layers' time (a dense model's layers all dense).
+  static double LayersSeconds(const StepParts& p, double dense, double moe);
   // One all-reduce over the TP group: its fit (or the roofline's form on the link), or
   // the roofline's over the network when the group spans nodes.
   double AllReduceSeconds(double tokens) const;

@@ -668,6 +668,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
 
 CountedRouting CountedRoutingOf(const std::vector<ProfileTable>& tables) {
   CountedRouting c;
+  std::vector<const ProfileRow*> decodes;
   for (const ProfileTable& table : tables) {
     for (const ProfileRow& r : table.rows) {
       if (r.op != InfoOf(Op::kMoeMlp).name || r.experts_run <= 0 || r.tokens < 2) continue;
@@ -678,29 +679,24 @@ CountedRouting CountedRoutingOf(const std::vector<ProfileTable>& tables) {
         ++c.chunk_rows;
       } else {
         c.decode_ratio += ratio;
-        ++c.decode_rows;
+        decodes.push_back(&r);
       }
     }
   }
+  c.decode_rows = static_cast<int64_t>(decodes.size());
   if (c.chunk_rows > 0) c.chunk_ratio /= static_cast<double>(c.chunk_rows);
-  if (c.decode_rows > 0) c.decode_ratio /= static_cast<double>(c.decode_rows);
-  if (c.decode_rows == 0) return c;
+  if (decodes.empty()) return c;
+  c.decode_ratio /= static_cast<double>(c.decode_rows);
   // The skew, on a grid of 0.01: Touched is not linear in it, and 401 points are cheap.
   double best = std::numeric_limits<double>::infinity();
   for (int32_t step = 0; step <= 400; ++step) {
     const double skew = 0.01 * step;
     double squares = 0;
-    for (const ProfileTable& table : tables) {
-      for (const ProfileRow& r : table.rows) {
-        if (r.op != InfoOf(Op::kMoeMlp).name || r.experts_run <= 0 || r.tokens < 2 ||
-            r.batch == 1) {
-          continue;
-        }
-        const ExpertRouting routing(r.shape.num_experts, r.shape.num_experts_per_tok, 1,
-                                    ExpertRoutingOptions{0, skew});
-        const double miss = routing.Touched(static_cast<double>(r.tokens)) - r.experts_run;
-        squares += miss * miss;
-      }
+    for (const ProfileRow* r : decodes) {
+      const ExpertRouting routing(r->shape.num_experts, r->shape.num_experts_per_tok, 1,
+                                  ExpertRoutingOptions{0, skew});
+      const double miss = routing.Touched(static_cast<double>(r->tokens)) - r->experts_run;
+      squares += miss * miss;
     }
     if (squares < best) {
       best = squares;

@@ -210,10 +210,10 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
     // layers' combine replaces theirs under expert parallelism).
     const double allreduces =
         expert_parallel_ > 1 ? num_layers_ + num_dense_layers_ : 2.0 * num_layers_;
-    allreduce_s_per_token_ = allreduces * 2.0 * (tp - 1.0) / tp * h * a * link_s_per_byte;
-    allreduce_latency_s_ = allreduces * collective_latency_s;
     allreduce_call_s_per_token_ = 2.0 * (tp - 1.0) / tp * h * a * link_s_per_byte;
     collective_latency_s_ = collective_latency_s;
+    allreduce_s_per_token_ = allreduces * allreduce_call_s_per_token_;
+    allreduce_latency_s_ = allreduces * collective_latency_s;
   }
   if (d.pipeline_parallel > 1) {
     // Stage s holds the replica's GPUs [s tp, (s + 1) tp): the boundary after it crosses
