@@ -11,6 +11,7 @@
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/plot_script.h"
+#include "core/text.h"
 #include "driver/output_dir.h"
 #include "sim/calibration.h"
 #include "driver/profile_table.h"
@@ -346,18 +347,15 @@ int CalibrateCommand(const std::vector<std::string>& args) {
                 "weight reads are barely told apart and may not carry to another shape: "
                 "profile another model shape or TP degree\n", few.c_str());
   }
-  if (const CountedRouting routing = CountedRoutingOf(tables);
-      routing.chunk_rows + routing.decode_rows > 0) {
-    std::printf("routing: the engine ran %.2fx the experts uniform routing expects in prefill "
-                "chunks (%lld rows) and %.2fx in decode batches (%lld); moe_mlp is fitted on "
-                "what it ran, while the simulator assumes uniform routing (or "
-                "cost_model.routing_skew)\n",
-                routing.chunk_ratio, static_cast<long long>(routing.chunk_rows),
-                routing.decode_ratio, static_cast<long long>(routing.decode_rows));
-    if (routing.decode_rows > 0) {
-      std::printf("routing: the decode batches' counts match cost_model.routing_skew %.2f "
-                  "(a Zipf law of expert popularity)\n", routing.decode_skew);
-    }
+  for (const CountedRouting& r : model->routing) {
+    std::printf("routing (%d experts, %d a token): the engine ran %.2fx the experts uniform "
+                "routing expects in prefill chunks (%lld rows) and %.2fx in decode batches "
+                "(%lld); moe_mlp is fitted on what it ran. For the simulator: routing_skew %s "
+                "(decode batches), routing_locality %s (chunks), in MODEL.yaml\n",
+                r.num_experts, r.experts_per_token, r.chunk_ratio,
+                static_cast<long long>(r.chunk_rows), r.decode_ratio,
+                static_cast<long long>(r.decode_rows), FormatDouble(r.routing_skew).c_str(),
+                FormatDouble(r.routing_locality).c_str());
   }
   for (const Evaluation& e : fitted) {
     std::printf("in sample  %s: per-layer MAPE %.2f%% (bias %+.2f%%, worst %.1f%%)%s\n",

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/params.h"
+#include "core/text.h"
 #include "sim/roofline_cost_model.h"
 
 namespace servelab {
@@ -83,8 +84,7 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
                  "; roofline: " + (roofline.empty() ? std::string("none") : Join(roofline, ", "));
   if (!NeedsRoofline(d)) return;
   RooflineOptions options;
-  options.expert_imbalance = routing.expert_imbalance;
-  options.routing_skew = routing.routing_skew;
+  options.routing = routing;
   roofline_ = std::make_unique<RooflineCostModel>(options, d);
   pipeline_stages_ = d.pipeline_parallel;
   if (d.pipeline_parallel > 1) {
@@ -152,21 +152,26 @@ void CalibratedCostModel::SetUpMixtureOfExperts(const DeploymentSpec& d,
     moe += "routed experts as grouped gate_up_proj and down_proj GEMMs with silu_and_mul";
   }
   if (ep > 1) moe += ", all-to-all over " + std::to_string(ep) + " GPUs (roofline)";
+  if (routing.routing_skew > 0 || routing.routing_locality > 0) {
+    moe += ", routing skew " + FormatDouble(routing.routing_skew) + " and locality " +
+           FormatDouble(routing.routing_locality);
+  }
   description_ += moe;
 }
 
-double CalibratedCostModel::MoeMlpSeconds(double tokens) const {
-  if (moe_mlp_fitted_) return OpSeconds(Of(Op::kMoeMlp), MoeMlpWork(shape_, tokens, routing_));
+double CalibratedCostModel::MoeMlpSeconds(const RoutedTokens& step) const {
+  if (moe_mlp_fitted_) return OpSeconds(Of(Op::kMoeMlp), MoeMlpWork(shape_, step, routing_));
+  const double tokens = step.tokens;
   double s = roofline_->RouterSeconds(tokens);
   if (shared_expert_) {
     for (const Op op : kDenseMlpOps) {
       s += OpSeconds(Of(op), RowsWork(op, shared_shape_, tokens));
     }
   }
-  const double rows = routing_.BusiestGpuRows(tokens);
-  const double touched = routing_.Touched(tokens) / routing_.expert_parallel();
+  const double rows = routing_.BusiestGpuRows(step);
+  const double touched = routing_.Touched(step) / routing_.expert_parallel();
   const double padded =
-      routing_.BusiestGpuPaddedRows(tokens, FusedMoeBlockRows(tokens, routing_.experts()));
+      routing_.BusiestGpuPaddedRows(step, FusedMoeBlockRows(tokens, routing_.experts()));
   s += OpSeconds(fused_gate_up_,
                  GroupedExpertWork(Op::kGateUpProj, expert_shape_, rows, touched, padded));
   s += OpSeconds(fused_down_, GroupedExpertWork(Op::kDownProj, expert_shape_, rows, touched, padded));
@@ -177,9 +182,11 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
   StepParts p;
   double emitting = 0;
   bool all_single = true;
+  RoutedTokens routed;
   for (const ScheduledRequest& seq : plan.seqs) {
     const int32_t n = CostedNewTokens(seq);
     p.tokens += n;
+    if (moe_) routing_.Add(routed, n);
     if (seq.emits_token || seq.is_padding) emitting += 1;
     all_single = all_single && n == 1;
   }
@@ -210,7 +217,7 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
         routing_.expert_parallel() > 1 ? roofline_->AllToAllSeconds(tokens) : allreduce;
     p.layer_s = layer + allreduce;
     p.dense_mlp_s = dense_mlp + allreduce;
-    p.moe_mlp_s = moe_ ? MoeMlpSeconds(tokens) + moe_collective : 0.0;
+    p.moe_mlp_s = moe_ ? MoeMlpSeconds(routed) + moe_collective : 0.0;
   }
   for (const Op op : per_step_rows_) p.first_s += OpSeconds(Of(op), RowsWork(op, shape_, tokens));
   if (emitting > 0) {
@@ -319,8 +326,13 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
   }
   // Read (so known and recorded) for MoE models, or when given.
   ExpertRoutingOptions routing;
-  if (deployment.model.IsMoe() || params.Has("expert_imbalance") || params.Has("routing_skew")) {
-    auto read = ReadExpertRoutingOptions(params);
+  if (deployment.model.IsMoe() || params.Has("expert_imbalance") || params.Has("routing_skew") ||
+      params.Has("routing_locality")) {
+    ExpertRoutingOptions counted;
+    for (const CountedRouting& r : model->routing) {
+      if (r.Matches(deployment.model)) counted = r.Options();
+    }
+    auto read = ReadExpertRoutingOptions(params, counted);
     if (!read.ok()) return read.status();
     routing = *read;
   }

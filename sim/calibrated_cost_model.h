@@ -63,7 +63,11 @@
 //                     splits: 0 (default) the batch's longest sequence (vLLM's
 //                     max_seqlen_k), or a fixed allocation (Vidur's profiler gave it
 //                     max_model_len)
-//   expert_imbalance, routing_skew   MoE models: as the roofline's (ExpertRoutingOptions)
+//   expert_imbalance, routing_skew, routing_locality
+//                     MoE models: as the roofline's (ExpertRoutingOptions); the skew and
+//                     locality default to those MODEL.yaml's `routing` counted on a model
+//                     of the deployment's MoE shape (experts, per token, hidden size,
+//                     expert width), else 0 (uniform, independent tokens)
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -123,8 +127,8 @@ class CalibratedCostModel final : public CostModel {
   void SetUpAttentionSide();
   // One layer's attention from its fit: decode or prefill, the split-KV grid when fitted.
   double FittedAttentionSeconds(const StepPlan& plan, bool all_single) const;
-  // One MoE layer's MLP over `tokens` tokens (the header's note), without its all-to-all.
-  double MoeMlpSeconds(double tokens) const;
+  // One MoE layer's MLP over a step's tokens (the header's note), without its all-to-all.
+  double MoeMlpSeconds(const RoutedTokens& step) const;
 
   OpShape shape_;
   int32_t layers_ = 0;

@@ -663,47 +663,8 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     model.has_step_overhead = true;
     model.step_overhead_us = std::max(0.0, PercentileOfSorted(residuals, 50)) * 1e6;
   }
+  model.routing = CountedRoutingOf(tables);
   return model;
-}
-
-CountedRouting CountedRoutingOf(const std::vector<ProfileTable>& tables) {
-  CountedRouting c;
-  std::vector<const ProfileRow*> decodes;
-  for (const ProfileTable& table : tables) {
-    for (const ProfileRow& r : table.rows) {
-      if (r.op != InfoOf(Op::kMoeMlp).name || r.experts_run <= 0 || r.tokens < 2) continue;
-      const ExpertRouting uniform(r.shape.num_experts, r.shape.num_experts_per_tok, 1, {});
-      const double ratio = r.experts_run / uniform.Touched(static_cast<double>(r.tokens));
-      if (r.batch == 1) {
-        c.chunk_ratio += ratio;
-        ++c.chunk_rows;
-      } else {
-        c.decode_ratio += ratio;
-        decodes.push_back(&r);
-      }
-    }
-  }
-  c.decode_rows = static_cast<int64_t>(decodes.size());
-  if (c.chunk_rows > 0) c.chunk_ratio /= static_cast<double>(c.chunk_rows);
-  if (decodes.empty()) return c;
-  c.decode_ratio /= static_cast<double>(c.decode_rows);
-  // The skew, on a grid of 0.01: Touched is not linear in it, and 401 points are cheap.
-  double best = std::numeric_limits<double>::infinity();
-  for (int32_t step = 0; step <= 400; ++step) {
-    const double skew = 0.01 * step;
-    double squares = 0;
-    for (const ProfileRow* r : decodes) {
-      const ExpertRouting routing(r->shape.num_experts, r->shape.num_experts_per_tok, 1,
-                                  ExpertRoutingOptions{0, skew});
-      const double miss = routing.Touched(static_cast<double>(r->tokens)) - r->experts_run;
-      squares += miss * miss;
-    }
-    if (squares < best) {
-      best = squares;
-      c.decode_skew = skew;
-    }
-  }
-  return c;
 }
 
 double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row) {
@@ -826,11 +787,25 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "#                 single_row_expert_memory_efficiency)\n"
          "# with the work of sim/op_model.h and the peaks of `device` (a catalog GPU; for\n"
          "# cpu, 1 GB/s and 1 GFLOP/s). An efficiency marked `fitted: false` kept the\n"
-         "# datasheet roofline's value: no measurement was bound by that term.\n";
+         "# datasheet roofline's value: no measurement was bound by that term.\n"
+         "# routing: per MoE shape, the routing its profile counted (experts_run), as\n"
+         "# cost_model.routing_skew (from decode batches) and routing_locality (from\n"
+         "# prefill chunks, at that skew): the default for a model of that shape.\n";
   out << "device: " << model.device << "\n";
   out << "fitted_from:\n";
   for (const std::string& f : model.fitted_from) out << "  - " << YamlQuoted(f) << "\n";
   if (model.has_step_overhead) out << "step_overhead_us: " << FormatDouble(model.step_overhead_us) << "\n";
+  if (!model.routing.empty()) out << "routing:\n";
+  for (const CountedRouting& r : model.routing) {
+    out << "  - num_experts: " << r.num_experts << "\n";
+    out << "    experts_per_token: " << r.experts_per_token << "\n";
+    out << "    hidden_size: " << r.hidden_size << "\n";
+    out << "    expert_intermediate_size: " << r.expert_intermediate_size << "\n";
+    out << "    routing_skew: " << FormatDouble(r.routing_skew) << "\n";
+    out << "    routing_locality: " << FormatDouble(r.routing_locality) << "\n";
+    out << "    decode_rows: " << r.decode_rows << "\n";
+    out << "    chunk_rows: " << r.chunk_rows << "\n";
+  }
   out << "ops:\n";
   for (const auto& [op, f] : model.ops) {
     const OpInfo& info = InfoOf(op);
@@ -925,6 +900,27 @@ void CheckKeys(const std::string& path, const YAML::Node& map, const std::string
   }
 }
 
+CountedRouting ReadRouting(const std::string& path, const YAML::Node& n, const std::string& where) {
+  if (!n.IsMap()) Fail(path, n, where, "expected a mapping");
+  CheckKeys(path, n, where,
+            {"num_experts", "experts_per_token", "hidden_size", "expert_intermediate_size",
+             "routing_skew", "routing_locality", "decode_rows", "chunk_rows"});
+  auto get = [&](const char* key, double lo, double hi) {
+    if (!n[key]) Fail(path, n, where + "." + key, "missing");
+    return Number(path, n[key], where + "." + key, lo, hi);
+  };
+  CountedRouting r;
+  r.num_experts = static_cast<int32_t>(get("num_experts", 1, 1 << 12));
+  r.experts_per_token = static_cast<int32_t>(get("experts_per_token", 1, r.num_experts));
+  r.hidden_size = static_cast<int32_t>(get("hidden_size", 1, 1 << 20));
+  r.expert_intermediate_size = static_cast<int32_t>(get("expert_intermediate_size", 1, 1 << 22));
+  r.routing_skew = get("routing_skew", 0, 4);
+  r.routing_locality = get("routing_locality", 0, 1);
+  if (n["decode_rows"]) r.decode_rows = static_cast<int64_t>(get("decode_rows", 0, 1e15));
+  if (n["chunk_rows"]) r.chunk_rows = static_cast<int64_t>(get("chunk_rows", 0, 1e15));
+  return r;
+}
+
 }  // namespace
 
 StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
@@ -940,7 +936,7 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
   CalibratedModel model;
   try {
     if (!root.IsMap()) Fail(path, root, "(top)", "expected a mapping");
-    CheckKeys(path, root, "", {"device", "fitted_from", "step_overhead_us", "ops"});
+    CheckKeys(path, root, "", {"device", "fitted_from", "step_overhead_us", "routing", "ops"});
     if (!root["device"] || !root["device"].IsScalar()) Fail(path, root, "device", "missing");
     model.device = root["device"].Scalar();
     if (auto status = DeviceSpec(model.device); !status.ok()) {
@@ -952,6 +948,12 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
     if (root["step_overhead_us"]) {
       model.has_step_overhead = true;
       model.step_overhead_us = Number(path, root["step_overhead_us"], "step_overhead_us", 0, 1e9);
+    }
+    if (const YAML::Node routing = root["routing"]) {
+      if (!routing.IsSequence()) Fail(path, routing, "routing", "expected a list");
+      for (size_t i = 0; i < routing.size(); ++i) {
+        model.routing.push_back(ReadRouting(path, routing[i], "routing[" + std::to_string(i) + "]"));
+      }
     }
     const YAML::Node ops = root["ops"];
     if (!ops || !ops.IsMap() || ops.size() == 0) Fail(path, root, "ops", "missing or empty");

@@ -49,8 +49,9 @@
 
 #include "core/status.h"
 #include "driver/gpu_spec.h"
-#include "sim/op_model.h"
 #include "driver/profile_table.h"
+#include "sim/counted_routing.h"
+#include "sim/op_model.h"
 
 namespace servelab {
 
@@ -122,6 +123,8 @@ struct CalibratedModel {
   std::map<Op, OpFit> ops;
   bool has_step_overhead = false;
   double step_overhead_us = 0;  // a whole step beyond its ops, from "step" rows
+  // The routing MoE profiles counted, one entry per MoE shape (sim/counted_routing.h).
+  std::vector<CountedRouting> routing;
   // Whether decode attention is fitted in the split_kv form (op_model.h).
   bool SplitKvDecode() const {
     const auto it = ops.find(Op::kAttentionDecode);
@@ -145,22 +148,10 @@ struct FitOptions {
 // them of the measured step minus the fitted ops' sum (every per-layer op times the
 // layers, the per-step ops once), clamped at 0; has_step_overhead says whether it was
 // fitted.
+//
+// The routing: what MoE rows counted (CountedRoutingOf), per MoE shape.
 StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
                                       const FitOptions& options = {});
-
-// The routing a profile counted (moe_mlp rows with experts_run), against uniform routing's
-// expected experts touched at the same tokens (ExpertRouting::Touched): the mean ratio
-// over prefill chunks (one sequence, more than one token) and over decode batches (more
-// than one sequence), and how many rows each; a one-token row runs its k experts either way.
-// decode_skew: the routing_skew (a Zipf exponent in [0, 4], to 0.01; ExpertRoutingOptions)
-// whose expected experts touched is closest to the decode rows' counts in least squares:
-// the popularity skew of the profiled router, for `cost_model.routing_skew`.
-struct CountedRouting {
-  int64_t chunk_rows = 0, decode_rows = 0;
-  double chunk_ratio = 0, decode_ratio = 0;
-  double decode_skew = 0;
-};
-CountedRouting CountedRoutingOf(const std::vector<ProfileTable>& tables);
 
 // A "step" row's ops as the model predicts them, in seconds (without the step
 // overhead): the configuration is a decode when tokens == batch, else one prefill chunk.

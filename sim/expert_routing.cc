@@ -46,10 +46,12 @@ double ExpertImbalance(int32_t ep, double rows) {
   return std::min(e, std::max(normal, whole_rows));
 }
 
-StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params) {
-  ExpertRoutingOptions o;
+StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params,
+                                                        const ExpertRoutingOptions& defaults) {
+  ExpertRoutingOptions o = defaults;
   o.expert_imbalance = params.GetDouble("expert_imbalance", o.expert_imbalance, Bounds{0, 64});
   o.routing_skew = params.GetDouble("routing_skew", o.routing_skew, Bounds{0, 4});
+  o.routing_locality = params.GetDouble("routing_locality", o.routing_locality, Bounds{0, 1});
   if (o.expert_imbalance > 0 && o.expert_imbalance < 1) {
     std::string where;
     for (const Param& p : params.Named().params) where = p.key == "expert_imbalance" ? p.where : where;
@@ -67,7 +69,8 @@ ExpertRouting::ExpertRouting(int32_t experts, int32_t per_token, int32_t ep,
     : experts_(experts),
       per_token_(per_token),
       ep_(std::max(1, ep)),
-      expert_imbalance_(options.expert_imbalance) {
+      expert_imbalance_(options.expert_imbalance),
+      locality_(options.routing_locality) {
   if (options.routing_skew > 0) {
     const RoutingSkew skew = SkewedRouting(experts, per_token, options.routing_skew, ep_);
     pick_probability_ = skew.pick_probability;
@@ -78,38 +81,50 @@ ExpertRouting::ExpertRouting(int32_t experts, int32_t per_token, int32_t ep,
   }
 }
 
-double ExpertRouting::Touched(double tokens) const {
-  if (log_not_picked_.empty()) return ExpectedExpertsTouched(experts_, per_token_, tokens);
-  // Expert i is touched unless each of the tokens passes it over: 1 - (1 - q_i)^T.
+void ExpertRouting::Add(RoutedTokens& step, int32_t new_tokens) const {
+  if (new_tokens <= 0) return;
+  const double n = new_tokens;
+  step.tokens += n;
+  if (new_tokens == 1 || locality_ <= 0) {
+    step.draws += n;
+    step.single_draws += n;
+  } else {
+    step.draws += std::pow(n, 1.0 - locality_);
+  }
+}
+
+double ExpertRouting::Touched(const RoutedTokens& step) const {
+  if (log_not_picked_.empty()) return ExpectedExpertsTouched(experts_, per_token_, step.draws);
+  // Expert i is touched unless each of the draws passes it over: 1 - (1 - q_i)^D.
   double touched = 0;
-  for (const double l : log_not_picked_) touched += 1.0 - std::exp(tokens * l);
+  for (const double l : log_not_picked_) touched += 1.0 - std::exp(step.draws * l);
   return touched;
 }
 
-double ExpertRouting::Imbalance(double rows) const {
+double ExpertRouting::Imbalance(double picks) const {
   // Configured, or the larger of the skew's and the random draw's.
   return expert_imbalance_ > 0 ? expert_imbalance_
-                               : std::max(skew_imbalance_, ExpertImbalance(ep_, rows));
+                               : std::max(skew_imbalance_, ExpertImbalance(ep_, picks));
 }
 
-double ExpertRouting::BusiestGpuRows(double tokens) const {
-  const double rows = tokens * per_token_;
-  return ep_ > 1 ? rows / ep_ * Imbalance(rows) : rows;
+double ExpertRouting::BusiestGpuRows(const RoutedTokens& step) const {
+  const double rows = step.tokens * per_token_;
+  return ep_ > 1 ? rows / ep_ * Imbalance(step.draws * per_token_) : rows;
 }
 
-double ExpertRouting::ExpertTiles(double q, double tokens, double tile) {
-  if (!(q > 0) || !(tokens > 0) || !std::isfinite(tokens)) return 0;
-  if (q >= 1.0) return std::ceil(tokens / tile);  // every token: X = T
-  const double mean = tokens * q;
-  const double sd = std::sqrt(tokens * q * (1.0 - q));
-  const double last = std::min(tokens, std::ceil(mean + 10.0 * sd + 10.0));
+double ExpertRouting::ExpertTiles(double q, double draws, double tile) {
+  if (!(q > 0) || !(draws > 0) || !std::isfinite(draws)) return 0;
+  if (q >= 1.0) return std::ceil(draws / tile);  // every draw: X = D
+  const double mean = draws * q;
+  const double sd = std::sqrt(draws * q * (1.0 - q));
+  const double last = std::min(draws, std::ceil(mean + 10.0 * sd + 10.0));
   if (last <= 512) {
     // Few rows: the sum over the binomial's pmf, by its recurrence from P(X = 0), to 10
     // standard deviations past the mean.
-    double pmf = std::exp(tokens * std::log1p(-q));
+    double pmf = std::exp(draws * std::log1p(-q));
     double tiles = 0;
     for (double x = 1; x <= last; ++x) {
-      pmf *= (tokens - x + 1.0) / x * q / (1.0 - q);
+      pmf *= (draws - x + 1.0) / x * q / (1.0 - q);
       tiles += pmf * std::ceil(x / tile);
     }
     return tiles;
@@ -117,7 +132,7 @@ double ExpertRouting::ExpertTiles(double q, double tokens, double tile) {
   // E[ceil(X / tile)] = sum over j >= 0 of P(X > j tile): P(X > 0) = 1 - (1 - q)^T, the
   // rest from the normal approximation of the binomial with a continuity correction; the
   // terms more than 8 standard deviations below the mean are 1, those above it 0.
-  const double touched = -std::expm1(tokens * std::log1p(-q));
+  const double touched = -std::expm1(draws * std::log1p(-q));
   const double first = std::max(1.0, std::floor((mean - 8.0 * sd) / tile));
   double tiles = touched + (first - 1.0);
   for (double j = first;; ++j) {
@@ -128,11 +143,12 @@ double ExpertRouting::ExpertTiles(double q, double tokens, double tile) {
   return tiles;
 }
 
-double ExpertRouting::BusiestGpuSingleRowExperts(double tokens) const {
-  if (experts_ <= 0 || !(tokens > 0)) return 0;
-  auto one_row = [tokens](double q) {
-    if (q >= 1.0) return tokens == 1.0 ? 1.0 : 0.0;
-    return tokens * q * std::exp((tokens - 1.0) * std::log1p(-q));
+double ExpertRouting::BusiestGpuSingleRowExperts(const RoutedTokens& step) const {
+  const double singles = step.single_draws, others = step.draws - step.single_draws;
+  if (experts_ <= 0 || !(singles > 0)) return 0;
+  auto one_row = [singles, others](double q) {
+    if (q >= 1.0) return singles == 1.0 && others <= 0 ? 1.0 : 0.0;
+    return singles * q * std::exp((singles - 1.0 + others) * std::log1p(-q));
   };
   double single = 0;
   if (pick_probability_.empty()) {
@@ -143,20 +159,22 @@ double ExpertRouting::BusiestGpuSingleRowExperts(double tokens) const {
   return single / ep_;
 }
 
-double ExpertRouting::BusiestGpuPaddedRows(double tokens, int32_t tile) const {
-  if (tile <= 1 || experts_ <= 0) return BusiestGpuRows(tokens);
-  const double t = tile;
+double ExpertRouting::BusiestGpuPaddedRows(const RoutedTokens& step, int32_t tile) const {
+  if (tile <= 1 || experts_ <= 0) return BusiestGpuRows(step);
+  if (!(step.draws > 0)) return 0;
+  // Each draw the step's mean rows, so a tile holds tile / (T / D) draws' rows.
+  const double t = step.draws == step.tokens ? tile : tile * step.draws / step.tokens;
   double tiles = 0;
   if (pick_probability_.empty()) {
-    tiles = experts_ * ExpertTiles(static_cast<double>(per_token_) / experts_, tokens, t);
+    tiles = experts_ * ExpertTiles(static_cast<double>(per_token_) / experts_, step.draws, t);
   } else {
-    for (const double q : pick_probability_) tiles += ExpertTiles(q, tokens, t);
+    for (const double q : pick_probability_) tiles += ExpertTiles(q, step.draws, t);
   }
-  const double padded = tiles * t;
+  const double padded = tiles * tile;
   if (ep_ == 1) return padded;
   // Its share, and the rows its imbalance adds (each into an expert already touched).
-  const double rows = tokens * per_token_;
-  return padded / ep_ + (Imbalance(rows) - 1.0) * rows / ep_;
+  const double rows = step.tokens * per_token_;
+  return padded / ep_ + (Imbalance(step.draws * per_token_) - 1.0) * rows / ep_;
 }
 
 }  // namespace servelab

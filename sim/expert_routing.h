@@ -10,6 +10,13 @@
 // (SkewedRouting); with expert parallelism over `ep` GPUs, expert i lives on GPU i mod ep
 // and the busiest GPU carries `expert_imbalance` x the mean rows, or, when 0, the larger
 // of the skew's share and a uniform random draw's (ExpertImbalance).
+//
+// A sequence's tokens route independently unless `routing_locality` > 0: then a prefill
+// chunk of n tokens of one sequence routes as n^(1 - locality) independent draws of
+// n^locality rows each, so it touches fewer experts than n independent tokens and piles
+// its rows into them (Mixtral's routing analysis finds consecutive tokens of a text pick
+// the same expert well above chance; the CPU engine's random-weight Mixtral runs 0.78x the
+// experts uniform routing expects in a chunk). A step is its draws (RoutedTokens).
 #include <cstdint>
 #include <vector>
 
@@ -48,14 +55,30 @@ struct ExpertRoutingOptions {
   // How unevenly tokens pick experts: expert i (of E) is picked in proportion to
   // (i + 1)^-routing_skew, a Zipf law; 0 = uniform routing. In [0, 4].
   double routing_skew = 0;
+  // How much a prefill chunk's tokens route together: n tokens of one sequence are
+  // n^(1 - routing_locality) independent draws; 0 = every token its own draw, 1 = a whole
+  // chunk picks as one token does. In [0, 1].
+  double routing_locality = 0;
 };
-// Reads both keys (defaults as above); an imbalance in (0, 1) is an error naming the key.
-StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params);
+// Reads the three keys (each absent one from `defaults`); an imbalance in (0, 1) is an error
+// naming the key.
+StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params,
+                                                        const ExpertRoutingOptions& defaults = {});
 
 // The rows vLLM's fused MoE kernel pads each expert's to (its BLOCK_SIZE_M) in its default
 // configuration: 16 while a step's tokens are at most the experts, else 64 (vLLM's
 // get_default_config; its tuned per-GPU tables choose per batch size).
 int32_t FusedMoeBlockRows(double tokens, int32_t experts);
+
+// A step's tokens as routing sees them: `tokens` tokens (k rows each) in `draws`
+// independent routing draws, `single_draws` of them one token each (decodes; every token
+// without locality). Without locality all three are equal.
+struct RoutedTokens {
+  double tokens = 0;
+  double draws = 0;
+  double single_draws = 0;
+  static RoutedTokens Independent(double tokens) { return {tokens, tokens, tokens}; }
+};
 
 class ExpertRouting {
  public:
@@ -66,31 +89,53 @@ class ExpertRouting {
   int32_t experts() const { return experts_; }
   int32_t per_token() const { return per_token_; }
   int32_t expert_parallel() const { return ep_; }
+  double locality() const { return locality_; }
 
-  // The distinct experts `tokens` tokens touch, over all GPUs (expected).
-  double Touched(double tokens) const;
-  // The token x expert rows of `tokens` tokens on the busiest GPU: all of them without
-  // expert parallelism, else rows / ep x the imbalance.
-  double BusiestGpuRows(double tokens) const;
+  // Adds one sequence's `new_tokens` tokens of a step to `step`: a decode (or any token
+  // without locality) one draw each, a prefill chunk of n tokens n^(1 - locality) draws.
+  void Add(RoutedTokens& step, int32_t new_tokens) const;
+
+  // The distinct experts a step's draws touch, over all GPUs (expected): per expert
+  // 1 - (1 - q)^D with q its pick probability, D the draws.
+  double Touched(const RoutedTokens& step) const;
+  // The token x expert rows on the busiest GPU: all of them without expert parallelism,
+  // else rows / ep x the imbalance of the draws' k D picks.
+  double BusiestGpuRows(const RoutedTokens& step) const;
   // Of them, what a grouped GEMM computes when each expert's rows are rounded up to whole
-  // tiles of `tile` rows: per expert (X rows, X binomial over the T tokens with its pick
-  // probability) E[ceil(X / tile)] tiles, summed over the binomial's pmf while an expert's
-  // rows stay within 512, beyond that from P(X > 0) and the normal approximation (within
-  // 1% of the exact sum there; exact for tile 1). The busiest GPU's are its share of them
-  // plus the rows its imbalance adds (each into an expert already touched).
-  double BusiestGpuPaddedRows(double tokens, int32_t tile) const;
+  // tiles of `tile` rows: per expert (X draws, X binomial over the D draws with its pick
+  // probability, each draw the mean T / D rows) E[ceil(X T / D / tile)] tiles, summed
+  // over the binomial's pmf while an expert's draws stay within 512, beyond that from
+  // P(X > 0) and the normal approximation (within 1% of the exact sum there; exact for
+  // tile 1). The busiest GPU's are its share of them plus the rows its imbalance adds
+  // (each into an expert already touched).
+  double BusiestGpuPaddedRows(const RoutedTokens& step, int32_t tile) const;
   // The experts given exactly one row, on the busiest GPU: an engine that runs each expert
   // on its own runs those as matrix-vector products (the CPU runner's GEMV path). Per
-  // expert P(X = 1) = T q (1 - q)^(T - 1); over the GPU's share of the experts.
-  double BusiestGpuSingleRowExperts(double tokens) const;
+  // expert, picked by exactly one of the S one-token draws and by none of the other draws:
+  // S q (1 - q)^(D - 1); over the GPU's share of the experts.
+  double BusiestGpuSingleRowExperts(const RoutedTokens& step) const;
+
+  // The same for `tokens` independent tokens (RoutedTokens::Independent).
+  double Touched(double tokens) const { return Touched(RoutedTokens::Independent(tokens)); }
+  double BusiestGpuRows(double tokens) const {
+    return BusiestGpuRows(RoutedTokens::Independent(tokens));
+  }
+  double BusiestGpuPaddedRows(double tokens, int32_t tile) const {
+    return BusiestGpuPaddedRows(RoutedTokens::Independent(tokens), tile);
+  }
+  double BusiestGpuSingleRowExperts(double tokens) const {
+    return BusiestGpuSingleRowExperts(RoutedTokens::Independent(tokens));
+  }
 
  private:
-  double Imbalance(double rows) const;
-  // Expected whole tiles of one expert picked with probability q by each of `tokens`.
-  static double ExpertTiles(double q, double tokens, double tile);
+  double Imbalance(double picks) const;
+  // Expected whole tiles of one expert picked with probability q by each of `draws`
+  // draws, a tile `tile` draws' rows (fractional when a draw carries several rows).
+  static double ExpertTiles(double q, double draws, double tile);
 
   int32_t experts_ = 0, per_token_ = 0, ep_ = 1;
   double expert_imbalance_ = 0;  // ExpertRoutingOptions::expert_imbalance
+  double locality_ = 0;          // ExpertRoutingOptions::routing_locality
   // Skewed routing (routing_skew > 0): each expert's pick probability and log(1 - it),
   // and the busiest EP GPU's share from the skew alone.
   std::vector<double> pick_probability_;

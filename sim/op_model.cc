@@ -135,11 +135,11 @@ OpWork GroupedExpertWork(Op op, const OpShape& expert_shape, double rows, double
   return work;
 }
 
-OpWork MoeMlpWork(const OpShape& shape, double tokens, const ExpertRouting& routing) {
-  const double rows = routing.BusiestGpuRows(tokens);
-  const double touched = routing.Touched(tokens) / routing.expert_parallel();
-  const double single = std::min(routing.BusiestGpuSingleRowExperts(tokens), touched);
-  return MoeMlpWork(shape, tokens, routing.expert_parallel(), rows, touched, single);
+OpWork MoeMlpWork(const OpShape& shape, const RoutedTokens& step, const ExpertRouting& routing) {
+  const double rows = routing.BusiestGpuRows(step);
+  const double touched = routing.Touched(step) / routing.expert_parallel();
+  const double single = std::min(routing.BusiestGpuSingleRowExperts(step), touched);
+  return MoeMlpWork(shape, step.tokens, routing.expert_parallel(), rows, touched, single);
 }
 
 OpWork MoeMlpWork(const OpShape& shape, double tokens, int32_t ep, double rows, double touched,
@@ -217,7 +217,7 @@ OpWork ProfiledWork(Op op, const OpShape& shape, double tokens, double batch, do
   if (op == Op::kAttentionPrefill) return PrefillWork(shape, tokens, context);
   if (op == Op::kMoeMlp) {
     const ExpertRouting uniform(shape.model.num_experts, shape.model.num_experts_per_tok, 1, {});
-    return MoeMlpWork(shape, tokens, uniform);
+    return MoeMlpWork(shape, RoutedTokens::Independent(tokens), uniform);
   }
   return RowsWork(op, shape, ScalesWithEmittingRows(op) ? batch : tokens);
 }

@@ -193,13 +193,13 @@ OpShape SharedExpertShape(const OpShape& shape);
 OpWork RouterWork(const OpShape& shape, double tokens);
 OpWork GroupedExpertWork(Op op, const OpShape& expert_shape, double rows, double touched,
                          double padded_rows);
-// moe_mlp, a MoE layer's whole MLP as one op over `tokens` tokens, per GPU: the router,
+// moe_mlp, a MoE layer's whole MLP as one op over a step's tokens, per GPU: the router,
 // a shared expert (a dense SwiGLU at its width, split over TP) and the routed experts
 // (gate|up, SiLU x mul, down over the busiest GPU's token x expert rows, the weights of
 // its experts touched; widths split over TP, or whole experts under expert parallelism),
 // the GEMMs' FLOPs over their rows (no tiles), and `experts` the experts it runs; the
 // experts given one row apart, in single_row_expert_bytes (ExpertRouting's expectation).
-OpWork MoeMlpWork(const OpShape& shape, double tokens, const ExpertRouting& routing);
+OpWork MoeMlpWork(const OpShape& shape, const RoutedTokens& step, const ExpertRouting& routing);
 // The same over routing as it happened (a profile that counted it): `rows` token x expert
 // rows over `touched` experts, `single` of them given one row, on one GPU of EP degree `ep`.
 OpWork MoeMlpWork(const OpShape& shape, double tokens, int32_t ep, double rows, double touched,

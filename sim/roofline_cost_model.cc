@@ -133,7 +133,7 @@ RooflineCostModel::RooflineCostModel(const RooflineOptions& config,
   expert_parallel_ = d.expert_parallel;
   if (m.IsMoe()) {
     routing_ = ExpertRouting(m.num_experts, m.num_experts_per_tok, d.expert_parallel,
-                             ExpertRoutingOptions{config.expert_imbalance, config.routing_skew});
+                             config.routing);
   }
   const double expert = d.expert_parallel > 1 ? m.ExpertWidth() : m.ExpertWidth() / tp;
   const double shared = m.shared_expert_intermediate_size / tp;
@@ -279,6 +279,7 @@ RooflineCostModel::Batch RooflineCostModel::BatchOf(const StepPlan& plan) const 
     const int32_t n = CostedNewTokens(seq);
     const int64_t context = CostedContextLen(seq);
     batch.tokens += n;
+    routing_.Add(batch.routed, n);
     if (seq.emits_token || seq.is_padding) batch.emitting += 1;
     const double pairs = static_cast<double>(n) * seq.num_computed_tokens + n * (n + 1.0) / 2.0;
     if (mla_ && !seq.IsDecode()) {  // a prefill chunk at full width (see the constructor)
@@ -318,6 +319,7 @@ TimeNs RooflineCostModel::DecodeStepTime(int64_t seqs, int64_t context_tokens) c
   batch.emitting = static_cast<double>(seqs);
   batch.memory_context = context_tokens;
   batch.memory_new = seqs;
+  batch.routed = RoutedTokens::Independent(batch.tokens);
   return FromSeconds(BreakdownOf(batch).total_s());
 }
 
@@ -355,8 +357,8 @@ RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
                num_dense_layers_ * (time(dense_mlp_gemms_[0]) + time(dense_mlp_gemms_[1]));
     // Per GPU: all rows at 1/tp of every expert, or (EP) the busiest GPU's rows and its
     // share of the experts touched.
-    const double gpu_rows = routing_.BusiestGpuRows(tokens);
-    const double touched = routing_.Touched(tokens) / expert_parallel_;
+    const double gpu_rows = routing_.BusiestGpuRows(batch.routed);
+    const double touched = routing_.Touched(batch.routed) / expert_parallel_;
     const double experts_s =
         std::max(gpu_rows * expert_compute_s_per_row_,
                  touched * expert_weight_s_ + gpu_rows * expert_act_s_per_row_);
@@ -368,7 +370,7 @@ RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
   b.elementwise_s = tokens * elementwise_s_per_token_;
   if (num_moe_layers_ > 0) {
     b.elementwise_s +=
-        num_moe_layers_ * routing_.BusiestGpuRows(tokens) * expert_silu_s_per_row_;
+        num_moe_layers_ * routing_.BusiestGpuRows(batch.routed) * expert_silu_s_per_row_;
   }
   if (emitting > 0) {
     b.lm_head_s = std::max(emitting * lm_head_.compute_s_per_token,
@@ -418,8 +420,7 @@ StatusOr<std::unique_ptr<CostModel>> MakeRooflineCostModel(ParamReader& params,
   o.step_overhead_ms = params.GetDouble("step_overhead_ms", o.step_overhead_ms, Bounds{0, 1e6});
   auto routing = ReadExpertRoutingOptions(params);
   if (!routing.ok()) return routing.status();
-  o.expert_imbalance = routing->expert_imbalance;
-  o.routing_skew = routing->routing_skew;
+  o.routing = *routing;
   SERVELAB_RETURN_IF_ERROR(params.Finish());
   SERVELAB_RETURN_IF_ERROR(RooflineCostModel::Validate(deployment));
   return std::unique_ptr<CostModel>(std::make_unique<RooflineCostModel>(o, deployment));

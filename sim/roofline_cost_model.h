@@ -60,12 +60,9 @@ struct RooflineOptions {
   double interconnect_efficiency = 0.8;  // fraction of link bandwidth all-reduce reaches, (0, 1]
   double allreduce_latency_us = 10.0;    // fixed cost per all-reduce (launch, sync), >= 0
   double step_overhead_ms = 0.5;         // per iteration: scheduling, launches, sampling, >= 0
-  // Expert parallelism: the busiest GPU's share of a MoE layer's token x expert rows over
-  // the mean share, >= 1; 0 = derived from the routing (ExpertImbalance, RoutingSkew).
-  double expert_imbalance = 0;
-  // How unevenly tokens pick experts: expert i (of E) is picked in proportion to
-  // (i + 1)^-routing_skew, a Zipf law; 0 = uniform routing. In [0, 4].
-  double routing_skew = 0;
+  // MoE models: how tokens land on experts (expert_imbalance, routing_skew,
+  // routing_locality: ExpertRoutingOptions).
+  ExpertRoutingOptions routing;
 };
 
 // Where one step's time goes, in seconds. total_s() is what StepTime rounds to ns.
@@ -148,6 +145,7 @@ class RooflineCostModel : public CostModel {
     int64_t memory_context = 0;
     int64_t memory_new = 0;
     double prefill_s = 0;  // MLA: the prefill chunks' attention, each at its own bound
+    RoutedTokens routed;   // MoE: the tokens as routing draws
   };
   Batch BatchOf(const StepPlan& plan) const;
   double AttentionLayerSeconds(const Batch& batch) const;
@@ -175,7 +173,7 @@ class RooflineCostModel : public CostModel {
   // the routed experts, each token-row (a token x one of its experts) costed at the
   // expert GEMMs' rates, the weights of the experts touched read once.
   std::array<Gemm, 3> moe_dense_gemms_;  // router, shared gate|up, shared down
-  ExpertRouting routing_;             // MoE: RooflineOptions' expert_imbalance, routing_skew
+  ExpertRouting routing_;             // MoE: RooflineOptions::routing
   int32_t expert_parallel_ = 1;
   double all_to_all_s_per_row_ = 0;   // EP: one MoE layer's dispatch + combine, per row
   double all_to_all_latency_s_ = 0;   // EP: one MoE layer's two collectives

@@ -386,6 +386,53 @@ TEST_F(CalibratedCostModelTest, MoeExperimentsTakeTheRoutingParameters) {
   EXPECT_TRUE(ResolveCostModel(latent).ok());
 }
 
+// The routing a MoE profile counted (MODEL.yaml's `routing`) is the default for a model of
+// its shape, recorded in the resolved config; another shape routes uniformly, and the
+// experiment's own keys win. At locality 1 a prefill chunk of 64 tokens runs the 2
+// experts one token runs (moe_mlp: 7 us + 3 us an expert, each of 32 layers); decodes of
+// distinct sequences still route independently.
+TEST_F(CalibratedCostModelTest, TheCountedRoutingIsTheDefaultForItsModelsShape) {
+  const std::string moe_mlp =
+      "  moe_mlp: {fixed_us: 7, memory_efficiency: .inf, compute_efficiency: .inf,"
+      " per_expert_us: 3}\n";
+  const std::string routing =
+      "routing:\n  - {num_experts: 8, experts_per_token: 2, hidden_size: 4096,"
+      " expert_intermediate_size: 14336, routing_skew: 0, routing_locality: 1}\n";
+  const std::string path =
+      Write("counted.yaml", "device: a100-80gb\n" + routing + "ops:\n" + FreeOps() + moe_mlp);
+  auto resolved = [&](const std::string& model, const std::string& extra) {
+    auto c = ParseExperiment("name: t\nmodel: " + model +
+                                 "\nhardware: {gpu: a100-80gb}\nworkload: {num_requests: 20}\n"
+                                 "cost_model: {type: calibrated, path: counted.yaml" + extra + "}\n",
+                             "exp.yaml", dir_.string());
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    EXPECT_TRUE(ResolveCostModel(*c).ok());
+    return EmitResolvedConfig(*c);
+  };
+  EXPECT_THAT(resolved("mixtral-8x7b", ""), HasSubstr("routing_locality: 1"));
+  EXPECT_THAT(resolved("mixtral-8x7b", ", routing_locality: 0.25"), HasSubstr("routing_locality: 0.25"));
+  EXPECT_THAT(resolved("qwen3-30b-a3b", ""), HasSubstr("routing_locality: 0"));
+
+  auto model = ReadCalibratedModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ASSERT_EQ(model->routing.size(), 1u);
+  const DeploymentSpec d = MoeDeployment(*FindModel("mixtral-8x7b"), 1);
+  const CalibratedCostModel local(*model, path, d, 0, 0, model->routing[0].Options());
+  const CalibratedCostModel independent(*model, path, d, 0);
+  EXPECT_THAT(local.Describe(), HasSubstr("routing skew 0.0 and locality 1.0"));
+  std::deque<Request> owned;
+  Request& r = owned.emplace_back();
+  r.prompt_len = 64;
+  r.target_output_len = 10;
+  StepPlan chunk;
+  chunk.seqs.push_back(ScheduledRequest{&r, 64, 0, true, false});
+  EXPECT_NEAR(local.OpsSeconds(chunk), 32 * (7 + 3 * 2.0) * 1e-6, 1e-15);
+  EXPECT_NEAR(independent.OpsSeconds(chunk), 32 * (7 + 3 * 8 * (1 - std::pow(0.75, 64))) * 1e-6,
+              1e-15);
+  const StepPlan decodes = DecodeBatch(owned, 16, 50);
+  EXPECT_EQ(local.OpsSeconds(decodes), independent.OpsSeconds(decodes));
+}
+
 // DeepSeek-V3 (latent attention, 256 experts of which 8 a token, a shared expert, three
 // dense layers first) at TP 8 with every op on the roofline's form: a decode step costs
 // what the roofline costs it, to rounding. Its attention is the roofline's whatever the

@@ -355,8 +355,15 @@ TEST(CalibrationTest, CountedRoutingReplacesTheUniformExpectation) {
   EXPECT_LT(e->ops.at("moe_mlp").max_error, 1e-6);
   // Against uniform routing (8 experts, 2 a token: 8 (1 - 0.75^n) touched), by hand: each
   // of the two widths' 17 chunk rows of 2 to 454 tokens.
-  const CountedRouting counted = CountedRoutingOf({table});
-  EXPECT_EQ(counted.chunk_rows, 2 * 17);
+  // One MoE shape per expert width: each of the two has its 17 rows.
+  const std::vector<CountedRouting> counts = CountedRoutingOf({table});
+  ASSERT_EQ(counts.size(), 2u);
+  EXPECT_EQ(model->routing.size(), 2u);
+  CountedRouting counted = counts[0];
+  EXPECT_EQ(counted.expert_intermediate_size, 512);
+  EXPECT_EQ(counts[1].expert_intermediate_size, 384);
+  EXPECT_EQ(counted.chunk_rows + counts[1].chunk_rows, 2 * 17);
+  counted.chunk_ratio = (counted.chunk_ratio + counts[1].chunk_ratio) / 2;
   EXPECT_EQ(counted.decode_rows, 0);
   double ratio = 0;
   for (const ProfileRow& r : table.rows) {
@@ -370,30 +377,6 @@ TEST(CalibrationTest, CountedRoutingReplacesTheUniformExpectation) {
   auto u = Evaluate(*uniform, table);
   ASSERT_TRUE(u.ok());
   EXPECT_GT(u->ops.at("moe_mlp").max_error, 1.0);  // percent
-}
-
-// Decode batches whose counted experts are those a Zipf popularity of exponent 1.3 touches
-// (ExpertRouting's expectation): the skew that matches them is 1.3, on its 0.01 grid;
-// uniform counts give 0.
-TEST(CalibrationTest, TheDecodeCountsGiveTheRoutersSkew) {
-  const ModelSpec shape = SmallMixtral();
-  const ExpertRouting skewed(8, 2, 1, ExpertRoutingOptions{0, 1.3});
-  const ExpertRouting uniform(8, 2, 1, {});
-  ProfileTable table, even;
-  for (int64_t seqs = 2; seqs <= 16; seqs += 2) {
-    ProfileRow r = MoeRow(shape, seqs);
-    r.batch = seqs;
-    r.experts_run = skewed.Touched(double(seqs));
-    table.rows.push_back(r);
-    r.experts_run = uniform.Touched(double(seqs));
-    even.rows.push_back(r);
-  }
-  const CountedRouting counted = CountedRoutingOf({table});
-  EXPECT_EQ(counted.decode_rows, 8);
-  EXPECT_NEAR(counted.decode_skew, 1.3, 1e-9);
-  EXPECT_LT(counted.decode_ratio, 1.0);
-  EXPECT_NEAR(CountedRoutingOf({even}).decode_skew, 0.0, 1e-12);
-  EXPECT_NEAR(CountedRoutingOf({even}).decode_ratio, 1.0, 1e-12);
 }
 
 // moe_mlp, a MoE layer's whole MLP, generated on the CPU by a known model with a cost per
@@ -475,6 +458,16 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   model.ops[Op::kRope].beyond_cache_memory_efficiency = 0.41;
   model.ops[Op::kMoeMlp] = Truth(Op::kMoeMlp, 30.0, 8.5, 21.0);
   model.ops[Op::kMoeMlp].per_expert_us = 41.5;
+  CountedRouting routing;
+  routing.num_experts = 8;
+  routing.experts_per_token = 2;
+  routing.hidden_size = 256;
+  routing.expert_intermediate_size = 1024;
+  routing.routing_skew = 0.96;
+  routing.routing_locality = 0.47;
+  routing.decode_rows = 40;
+  routing.chunk_rows = 12;
+  model.routing = {routing};
   const std::string text = CalibratedModelYaml(model, {});
   auto back = ReadCalibratedModel(Write(text));
   ASSERT_TRUE(back.ok()) << back.status().message();
@@ -489,6 +482,11 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   EXPECT_EQ(back->ops.at(Op::kRope).cache_bytes, 3.5e7);
   EXPECT_EQ(back->ops.at(Op::kRope).beyond_cache_memory_efficiency, 0.41);
   EXPECT_EQ(back->ops.at(Op::kMoeMlp).per_expert_us, 41.5);
+  ASSERT_EQ(back->routing.size(), 1u);
+  EXPECT_EQ(back->routing[0].routing_skew, 0.96);
+  EXPECT_EQ(back->routing[0].routing_locality, 0.47);
+  EXPECT_EQ(back->routing[0].expert_intermediate_size, 1024);
+  EXPECT_EQ(back->routing[0].chunk_rows, 12);
   EXPECT_EQ(CalibratedModelYaml(*back, {}), text);
 }
 
@@ -510,6 +508,18 @@ TEST_F(ModelFileTest, BadFilesNameLineAndKey) {
       "device: cpu\nops:\n  rope: {fixed_us: 1, memory_efficiency: 1, per_expert_us: 3}\n"));
   EXPECT_THAT(experts.status().message(),
               HasSubstr("m.yaml:3: ops.rope.per_expert_us: only moe_mlp runs experts"));
+  const std::string routing =
+      "device: cpu\nrouting:\n  - num_experts: 8\n    experts_per_token: 2\n    hidden_size: 256\n"
+      "    expert_intermediate_size: 1024\n    routing_skew: 0.5\n";
+  const std::string ops = "ops:\n  rope: {fixed_us: 1, memory_efficiency: 1}\n";
+  EXPECT_THAT(ReadCalibratedModel(Write(routing + "    routing_locality: 1.5\n" + ops)).status().message(),
+              HasSubstr("m.yaml:8: routing[0].routing_locality: value out of range: must be in [0.0, 1.0]"));
+  EXPECT_THAT(ReadCalibratedModel(Write(routing + ops)).status().message(),
+              HasSubstr("m.yaml:3: routing[0].routing_locality: missing"));
+  EXPECT_THAT(ReadCalibratedModel(Write(routing + "    routing_locality: 0\n    skew: 1\n" + ops))
+                  .status().message(),
+              HasSubstr("m.yaml:9: routing[0].skew: unknown key 'skew'"));
+  EXPECT_TRUE(ReadCalibratedModel(Write(routing + "    routing_locality: 0\n" + ops)).ok());
   auto syntax = ReadCalibratedModel(Write("device: [a100\n"));
   EXPECT_THAT(syntax.status().message(), HasSubstr("YAML syntax error"));
   EXPECT_EQ(ReadCalibratedModel((dir_ / "none.yaml").string()).status().code(), StatusCode::kNotFound);

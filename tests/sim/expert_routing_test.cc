@@ -109,5 +109,72 @@ TEST(ExpertRoutingTest, SkewTouchesFewerExpertsThanUniformRouting) {
             ExpertRouting(64, 2, 4, {}).BusiestGpuRows(1000));
 }
 
+// Locality: a decode is one draw; a chunk of 64 tokens at locality 0.5 is 64^0.5 = 8
+// draws, so it touches what 8 independent tokens touch, 8 (1 - 0.75^8) of Mixtral's 8
+// experts, against 8 (1 - 0.75^64) for 64 independent tokens; at locality 1 it picks as
+// one token: its k = 2 experts. Locality 0 changes nothing.
+TEST(ExpertRoutingTest, AChunksTokensRouteTogetherUnderLocality) {
+  ExpertRoutingOptions half;
+  half.routing_locality = 0.5;
+  const ExpertRouting local(8, 2, 1, half), independent(8, 2, 1, {});
+  RoutedTokens step;
+  local.Add(step, 64);
+  local.Add(step, 1);
+  local.Add(step, 1);
+  local.Add(step, 0);
+  EXPECT_DOUBLE_EQ(step.tokens, 66.0);
+  EXPECT_DOUBLE_EQ(step.draws, 10.0);
+  EXPECT_DOUBLE_EQ(step.single_draws, 2.0);
+  RoutedTokens chunk;
+  local.Add(chunk, 64);
+  EXPECT_NEAR(local.Touched(chunk), 8 * (1 - std::pow(0.75, 8)), 1e-12);
+  EXPECT_NEAR(independent.Touched(64), 8 * (1 - std::pow(0.75, 64)), 1e-12);
+  EXPECT_EQ(local.BusiestGpuRows(chunk), 128.0);  // every token still has its k rows
+
+  ExpertRoutingOptions whole;
+  whole.routing_locality = 1;
+  RoutedTokens one;
+  ExpertRouting(8, 2, 1, whole).Add(one, 64);
+  EXPECT_DOUBLE_EQ(one.draws, 1.0);
+  EXPECT_NEAR(ExpertRouting(8, 2, 1, whole).Touched(one), 2.0, 1e-12);
+
+  RoutedTokens same;
+  for (const int32_t n : {64, 1, 17, 1}) independent.Add(same, n);
+  EXPECT_EQ(same.draws, 83.0);
+  EXPECT_EQ(same.single_draws, 83.0);
+  EXPECT_EQ(independent.Touched(same), independent.Touched(83));
+  EXPECT_EQ(independent.BusiestGpuPaddedRows(same, 16), independent.BusiestGpuPaddedRows(83, 16));
+  EXPECT_EQ(independent.BusiestGpuSingleRowExperts(same),
+            independent.BusiestGpuSingleRowExperts(83));
+}
+
+// At locality 1 a chunk of 40 tokens brings 40 rows to each of its 2 experts: 3 tiles of
+// 16 each, 96 padded rows for 80; 64 tokens fill 4 tiles each exactly. Three decodes
+// beside a chunk of 64 at locality 0.5 (8 draws): an expert has one row when exactly one
+// decode picks it and no other draw does, 3 q (1 - q)^10 with q = 1/4, for each of 8.
+TEST(ExpertRoutingTest, LocalityPilesAChunksRowsIntoItsExperts) {
+  ExpertRoutingOptions whole;
+  whole.routing_locality = 1;
+  const ExpertRouting local(8, 2, 1, whole);
+  RoutedTokens forty, sixty_four;
+  local.Add(forty, 40);
+  local.Add(sixty_four, 64);
+  EXPECT_NEAR(local.BusiestGpuPaddedRows(forty, 16), 96.0, 1e-9);
+  EXPECT_NEAR(local.BusiestGpuPaddedRows(sixty_four, 16), 128.0, 1e-9);
+  EXPECT_EQ(local.BusiestGpuSingleRowExperts(forty), 0.0);
+
+  ExpertRoutingOptions half;
+  half.routing_locality = 0.5;
+  const ExpertRouting mixed(8, 2, 1, half);
+  RoutedTokens step;
+  for (const int32_t n : {1, 64, 1, 1}) mixed.Add(step, n);
+  EXPECT_NEAR(mixed.BusiestGpuSingleRowExperts(step), 8 * 3 * 0.25 * std::pow(0.75, 10), 1e-12);
+
+  // Under expert parallelism over 2 GPUs the one draw's 2 picks set the imbalance.
+  const ExpertRouting ep(8, 2, 2, whole);
+  EXPECT_NEAR(ep.BusiestGpuRows(sixty_four), 128.0 / 2 * ExpertImbalance(2, 2.0), 1e-9);
+  EXPECT_GT(ep.BusiestGpuRows(sixty_four), ExpertRouting(8, 2, 2, {}).BusiestGpuRows(64));
+}
+
 }  // namespace
 }  // namespace servelab

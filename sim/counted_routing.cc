@@ -1,0 +1,107 @@
+#include "sim/counted_routing.h"
+
+#include <limits>
+#include <tuple>
+
+#include "core/op.h"
+
+namespace servelab {
+namespace {
+
+std::tuple<int32_t, int32_t, int32_t, int32_t> MoeShapeOf(const ModelSpec& m) {
+  return {m.num_experts, m.num_experts_per_tok, m.hidden_size, m.ExpertWidth()};
+}
+
+// The point of {lo, lo + step, ...} up to `points` points with the least `squares`: the
+// expected experts touched is not linear in either parameter, and a few hundred points
+// are cheap.
+template <typename Squares>
+double BestOnGrid(double lo, double step, int32_t points, Squares squares) {
+  double best = std::numeric_limits<double>::infinity(), at = lo;
+  for (int32_t i = 0; i < points; ++i) {
+    const double x = lo + step * i;
+    if (const double s = squares(x); s < best) {
+      best = s;
+      at = x;
+    }
+  }
+  return at;
+}
+
+// Least squares of expected experts touched against the counts, each row one step.
+double Squares(const std::vector<const ProfileRow*>& rows, const ExpertRoutingOptions& options) {
+  double squares = 0;
+  for (const ProfileRow* r : rows) {
+    const ExpertRouting routing(r->shape.num_experts, r->shape.num_experts_per_tok, 1, options);
+    RoutedTokens step;
+    for (int64_t s = 0; s < r->batch; ++s) {
+      routing.Add(step, static_cast<int32_t>(r->tokens / r->batch));
+    }
+    const double miss = routing.Touched(step) - r->experts_run;
+    squares += miss * miss;
+  }
+  return squares;
+}
+
+}  // namespace
+
+bool CountedRouting::Matches(const ModelSpec& model) const {
+  return model.IsMoe() &&
+         MoeShapeOf(model) == std::tuple(num_experts, experts_per_token, hidden_size,
+                                         expert_intermediate_size);
+}
+
+ExpertRoutingOptions CountedRouting::Options() const {
+  ExpertRoutingOptions o;
+  o.routing_skew = routing_skew;
+  o.routing_locality = routing_locality;
+  return o;
+}
+
+std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& tables) {
+  struct Rows {
+    std::vector<const ProfileRow*> chunks, decodes;
+  };
+  std::vector<CountedRouting> out;
+  std::vector<Rows> rows;
+  for (const ProfileTable& table : tables) {
+    for (const ProfileRow& r : table.rows) {
+      if (r.op != InfoOf(Op::kMoeMlp).name || r.experts_run <= 0 || r.tokens < 2) continue;
+      const bool chunk = r.batch == 1, decode = r.batch == r.tokens;
+      if (!chunk && !decode) continue;
+      size_t i = 0;
+      while (i < out.size() && !out[i].Matches(r.shape)) ++i;
+      if (i == out.size()) {
+        CountedRouting c;
+        std::tie(c.num_experts, c.experts_per_token, c.hidden_size, c.expert_intermediate_size) =
+            MoeShapeOf(r.shape);
+        out.push_back(c);
+        rows.emplace_back();
+      }
+      const ExpertRouting uniform(r.shape.num_experts, r.shape.num_experts_per_tok, 1, {});
+      const double ratio = r.experts_run / uniform.Touched(static_cast<double>(r.tokens));
+      (chunk ? out[i].chunk_ratio : out[i].decode_ratio) += ratio;
+      (chunk ? rows[i].chunks : rows[i].decodes).push_back(&r);
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    CountedRouting& c = out[i];
+    c.chunk_rows = static_cast<int64_t>(rows[i].chunks.size());
+    c.decode_rows = static_cast<int64_t>(rows[i].decodes.size());
+    if (c.decode_rows > 0) {
+      c.decode_ratio /= static_cast<double>(c.decode_rows);
+      c.routing_skew = BestOnGrid(0.0, 0.01, 401, [&](double skew) {
+        return Squares(rows[i].decodes, ExpertRoutingOptions{0, skew, 0});
+      });
+    }
+    if (c.chunk_rows > 0) {
+      c.chunk_ratio /= static_cast<double>(c.chunk_rows);
+      c.routing_locality = BestOnGrid(0.0, 0.01, 101, [&](double locality) {
+        return Squares(rows[i].chunks, ExpertRoutingOptions{0, c.routing_skew, locality});
+      });
+    }
+  }
+  return out;
+}
+
+}  // namespace servelab

@@ -1,0 +1,45 @@
+#pragma once
+// The routing a MoE profile counted (experts_run on its moe_mlp rows: the engine's own
+// router at work) as the simulator's routing model (ExpertRoutingOptions): the expert
+// popularity skew its decode batches show, and the locality its prefill chunks show.
+// `calibrate` writes it into MODEL.yaml; a calibrated cost model routes a model of the
+// same MoE shape with it (sim/calibrated_cost_model.h).
+#include <cstdint>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "driver/profile_table.h"
+#include "sim/expert_routing.h"
+
+namespace servelab {
+
+struct CountedRouting {
+  // The MoE shape it was counted on (a router belongs to one model).
+  int32_t num_experts = 0;
+  int32_t experts_per_token = 0;
+  int32_t hidden_size = 0;
+  int32_t expert_intermediate_size = 0;
+  // Rows counted: prefill chunks (one sequence, more than one token) and decode batches
+  // (more than one sequence, one token each); a one-token row runs its k experts either way.
+  int64_t chunk_rows = 0;
+  int64_t decode_rows = 0;
+  // The experts run over uniform routing's expectation at the same tokens (ExpertRouting::
+  // Touched), the mean over the rows: how far from uniform the router is.
+  double chunk_ratio = 0;
+  double decode_ratio = 0;
+  // The routing_skew (a Zipf exponent, [0, 4] to 0.01) whose expected experts touched is
+  // closest to the decode rows' counts in least squares; 0 without decode rows.
+  double routing_skew = 0;
+  // Then, at that skew, the routing_locality ([0, 1] to 0.01) closest to the chunk rows'
+  // counts; 0 without chunk rows.
+  double routing_locality = 0;
+
+  bool Matches(const ModelSpec& model) const;
+  ExpertRoutingOptions Options() const;
+};
+
+// One entry per MoE shape whose moe_mlp rows counted their routing (experts_run > 0), in
+// the order the shapes first appear.
+std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& tables);
+
+}  // namespace servelab
