@@ -318,6 +318,24 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     ops[std::string(InfoOf(op).name)] = o;
   }
   json["ops"] = ops;
+  if (!model->routing.empty()) {
+    nlohmann::ordered_json routing = nlohmann::ordered_json::array();
+    for (const CountedRouting& r : model->routing) {
+      routing.push_back({{"num_experts", r.num_experts},
+                         {"experts_per_token", r.experts_per_token},
+                         {"hidden_size", r.hidden_size},
+                         {"expert_intermediate_size", r.expert_intermediate_size},
+                         {"decode_rows", r.decode_rows},
+                         {"decode_ratio", r.decode_ratio},
+                         {"routing_skew", r.routing_skew},
+                         {"chunk_rows", r.chunk_rows},
+                         {"chunk_ratio", r.chunk_ratio},
+                         {"routing_locality", r.routing_locality},
+                         {"touched_mape_pct", r.touched_mape_pct},
+                         {"uniform_touched_mape_pct", r.uniform_touched_mape_pct}});
+    }
+    json["routing"] = routing;
+  }
   json["in_sample"] = EvaluationJson(*in_sample);
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
   for (const Evaluation& e : fitted) files.push_back(EvaluationJson(e));
@@ -351,11 +369,13 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     std::printf("routing (%d experts, %d a token): the engine ran %.2fx the experts uniform "
                 "routing expects in prefill chunks (%lld rows) and %.2fx in decode batches "
                 "(%lld); moe_mlp is fitted on what it ran. For the simulator: routing_skew %s "
-                "(decode batches), routing_locality %s (chunks), in MODEL.yaml\n",
+                "(decode batches), routing_locality %s (chunks), in MODEL.yaml: experts per "
+                "row within %.1f%% of the counts (uniform routing: %.1f%%)\n",
                 r.num_experts, r.experts_per_token, r.chunk_ratio,
                 static_cast<long long>(r.chunk_rows), r.decode_ratio,
                 static_cast<long long>(r.decode_rows), FormatDouble(r.routing_skew).c_str(),
-                FormatDouble(r.routing_locality).c_str());
+                FormatDouble(r.routing_locality).c_str(), r.touched_mape_pct,
+                r.uniform_touched_mape_pct);
   }
   for (const Evaluation& e : fitted) {
     std::printf("in sample  %s: per-layer MAPE %.2f%% (bias %+.2f%%, worst %.1f%%)%s\n",

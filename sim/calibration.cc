@@ -411,12 +411,20 @@ StatusOr<GpuSpec> DeviceSpec(const std::string& device) {
   return *gpu;
 }
 
-OpWork ProfileRowWork(Op op, const ProfileRow& row, const GpuSpec& gpu) {
+OpWork ProfileRowWork(Op op, const ProfileRow& row, const GpuSpec& gpu,
+                      std::span<const CountedRouting> routing) {
   const OpShape shape = ShapeOf(row);
   if (op == Op::kMoeMlp && row.experts_run > 0) {  // the routing the engine counted
     const double tokens = static_cast<double>(row.tokens);
     return MoeMlpWork(shape, tokens, 1, tokens * shape.model.num_experts_per_tok, row.experts_run,
                       row.single_row_experts);
+  }
+  if (op == Op::kMoeMlp && (row.batch == 1 || row.batch == row.tokens)) {
+    for (const CountedRouting& counted : routing) {
+      if (!counted.Matches(row.shape)) continue;
+      const ExpertRouting model(counted.num_experts, counted.experts_per_token, 1, counted.Options());
+      return MoeMlpWork(shape, model.Sequences(row.batch, row.tokens / row.batch), model);
+    }
   }
   OpWork work = ProfiledWork(op, shape, static_cast<double>(row.tokens),
                              static_cast<double>(row.batch), static_cast<double>(row.context));
@@ -499,6 +507,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
   }
   auto gpu = DeviceSpec(model.device);
   if (!gpu.ok()) return gpu.status();
+  model.routing = CountedRoutingOf(tables);
   const RooflineDefaults& d = options.defaults;
   for (const auto& [op, rows] : by_op) {
     const OpInfo& info = InfoOf(op);
@@ -510,7 +519,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     for (const ProfileRow* r : rows) {
       Sample s;
       s.t = r->median_ms * 1e-3;
-      s.work = ProfileRowWork(op, *r, *gpu);
+      s.work = ProfileRowWork(op, *r, *gpu, model.routing);
       (s.work.single_row ? single_row : samples).push_back(s);
     }
     const auto needed = static_cast<size_t>(coefficients * options.min_points_per_coefficient);
@@ -663,7 +672,6 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     model.has_step_overhead = true;
     model.step_overhead_us = std::max(0.0, PercentileOfSorted(residuals, 50)) * 1e6;
   }
-  model.routing = CountedRoutingOf(tables);
   return model;
 }
 
@@ -677,13 +685,13 @@ double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const Profil
     const OpCoefficients c = fit.On(gpu, shape);
     if (op == Op::kAttentionDecode || op == Op::kAttentionPrefill) {
       if ((op == Op::kAttentionDecode) != decode) continue;
-      layer += OpSeconds(c, ProfileRowWork(op, row, gpu));
+      layer += OpSeconds(c, ProfileRowWork(op, row, gpu, model.routing));
     } else if (InfoOf(op).scope == OpScope::kPerLayer) {
       if (op == Op::kAllReduce && row.tp == 1) continue;
       const double calls = op == Op::kAllReduce ? 2.0 : 1.0;
-      layer += calls * OpSeconds(c, ProfileRowWork(op, row, gpu));
+      layer += calls * OpSeconds(c, ProfileRowWork(op, row, gpu, model.routing));
     } else {
-      step += OpSeconds(c, ProfileRowWork(op, row, gpu));
+      step += OpSeconds(c, ProfileRowWork(op, row, gpu, model.routing));
     }
   }
   return step + layer * row.shape.num_hidden_layers;
@@ -736,7 +744,7 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
     }
     const OpShape shape = ShapeOf(row);
     const double predicted_ms =
-        1e3 * OpSeconds(fit->second.On(*gpu, shape), ProfileRowWork(op, row, *gpu));
+        1e3 * OpSeconds(fit->second.On(*gpu, shape), ProfileRowWork(op, row, *gpu, model.routing));
     errors[row.op].push_back((predicted_ms - row.median_ms) / row.median_ms);
     e.points.push_back(PointPrediction{row.op, row.tokens, row.batch, row.context, row.tp,
                                        row.median_ms, predicted_ms});

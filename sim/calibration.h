@@ -189,7 +189,11 @@ struct Evaluation {
 
 // A profile row's work as the fit and the evaluation count it: ProfiledWork, and for
 // decode attention the split-KV grid on `gpu` (op_model.h; none when its SMs are unknown).
-OpWork ProfileRowWork(Op op, const ProfileRow& row, const GpuSpec& gpu);
+// A moe_mlp row's routing is what it counted; without counts, `routing`'s entry for its
+// MoE shape (the simulator's routing model: a decode row `batch` one-token draws, a chunk
+// one sequence's), else uniform routing over independent tokens.
+OpWork ProfileRowWork(Op op, const ProfileRow& row, const GpuSpec& gpu,
+                      std::span<const CountedRouting> routing = {});
 
 // Predicts every row of `table` whose op the model fits; rows measured as 0 are skipped.
 // The file's device must be a catalog GPU or the model's own device.

@@ -1,5 +1,6 @@
 #include "sim/counted_routing.h"
 
+#include <cmath>
 #include <limits>
 #include <tuple>
 
@@ -7,6 +8,10 @@
 
 namespace servelab {
 namespace {
+
+struct Rows {
+  std::vector<const ProfileRow*> chunks, decodes;
+};
 
 std::tuple<int32_t, int32_t, int32_t, int32_t> MoeShapeOf(const ModelSpec& m) {
   return {m.num_experts, m.num_experts_per_tok, m.hidden_size, m.ExpertWidth()};
@@ -28,19 +33,26 @@ double BestOnGrid(double lo, double step, int32_t points, Squares squares) {
   return at;
 }
 
+// A row's expected experts touched under `options` minus what it counted.
+double Miss(const ProfileRow& r, const ExpertRoutingOptions& options) {
+  const ExpertRouting routing(r.shape.num_experts, r.shape.num_experts_per_tok, 1, options);
+  return routing.Touched(routing.Sequences(r.batch, r.tokens / r.batch)) - r.experts_run;
+}
+
 // Least squares of expected experts touched against the counts, each row one step.
 double Squares(const std::vector<const ProfileRow*>& rows, const ExpertRoutingOptions& options) {
   double squares = 0;
-  for (const ProfileRow* r : rows) {
-    const ExpertRouting routing(r->shape.num_experts, r->shape.num_experts_per_tok, 1, options);
-    RoutedTokens step;
-    for (int64_t s = 0; s < r->batch; ++s) {
-      routing.Add(step, static_cast<int32_t>(r->tokens / r->batch));
-    }
-    const double miss = routing.Touched(step) - r->experts_run;
-    squares += miss * miss;
-  }
+  for (const ProfileRow* r : rows) squares += Miss(*r, options) * Miss(*r, options);
   return squares;
+}
+
+// Mean |miss| / counted over the rows, in percent.
+double MapePct(const Rows& rows, const ExpertRoutingOptions& options) {
+  double sum = 0;
+  for (const auto* part : {&rows.chunks, &rows.decodes}) {
+    for (const ProfileRow* r : *part) sum += std::abs(Miss(*r, options)) / r->experts_run;
+  }
+  return 100.0 * sum / static_cast<double>(rows.chunks.size() + rows.decodes.size());
 }
 
 }  // namespace
@@ -59,9 +71,6 @@ ExpertRoutingOptions CountedRouting::Options() const {
 }
 
 std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& tables) {
-  struct Rows {
-    std::vector<const ProfileRow*> chunks, decodes;
-  };
   std::vector<CountedRouting> out;
   std::vector<Rows> rows;
   for (const ProfileTable& table : tables) {
@@ -100,6 +109,8 @@ std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& ta
         return Squares(rows[i].chunks, ExpertRoutingOptions{0, c.routing_skew, locality});
       });
     }
+    c.touched_mape_pct = MapePct(rows[i], c.Options());
+    c.uniform_touched_mape_pct = MapePct(rows[i], {});
   }
   return out;
 }

@@ -33,6 +33,10 @@ struct CountedRouting {
   // Then, at that skew, the routing_locality ([0, 1] to 0.01) closest to the chunk rows'
   // counts; 0 without chunk rows.
   double routing_locality = 0;
+  // Over every counted row, the mean |expected - counted| / counted experts, in percent:
+  // this routing's expectation, and uniform routing over independent tokens'.
+  double touched_mape_pct = 0;
+  double uniform_touched_mape_pct = 0;
 
   bool Matches(const ModelSpec& model) const;
   ExpertRoutingOptions Options() const;

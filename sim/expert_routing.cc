@@ -93,6 +93,19 @@ void ExpertRouting::Add(RoutedTokens& step, int32_t new_tokens) const {
   }
 }
 
+RoutedTokens ExpertRouting::Sequences(int64_t seqs, int64_t each) const {
+  RoutedTokens step;
+  if (seqs <= 0 || each <= 0) return step;
+  const double n = static_cast<double>(seqs), m = static_cast<double>(each);
+  step.tokens = n * m;
+  if (each == 1 || locality_ <= 0) {
+    step.draws = step.single_draws = step.tokens;
+  } else {
+    step.draws = n * std::pow(m, 1.0 - locality_);
+  }
+  return step;
+}
+
 double ExpertRouting::Touched(const RoutedTokens& step) const {
   if (log_not_picked_.empty()) return ExpectedExpertsTouched(experts_, per_token_, step.draws);
   // Expert i is touched unless each of the draws passes it over: 1 - (1 - q_i)^D.

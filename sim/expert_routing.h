@@ -94,6 +94,8 @@ class ExpertRouting {
   // Adds one sequence's `new_tokens` tokens of a step to `step`: a decode (or any token
   // without locality) one draw each, a prefill chunk of n tokens n^(1 - locality) draws.
   void Add(RoutedTokens& step, int32_t new_tokens) const;
+  // A step of `seqs` sequences of `each` new tokens: Add `seqs` times, in O(1).
+  RoutedTokens Sequences(int64_t seqs, int64_t each) const;
 
   // The distinct experts a step's draws touch, over all GPUs (expected): per expert
   // 1 - (1 - q)^D with q its pick probability, D the draws.

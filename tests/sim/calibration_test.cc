@@ -379,6 +379,52 @@ TEST(CalibrationTest, CountedRoutingReplacesTheUniformExpectation) {
   EXPECT_GT(u->ops.at("moe_mlp").max_error, 1.0);  // percent
 }
 
+// The simulator's view of a profile: rows without counts are routed by the routing the
+// counted rows gave (MODEL.yaml's), so a profile whose counts are that routing's own
+// expectation (skew 0.5, locality 0.5, both on the fit's grid) is predicted as exactly
+// without its counts as with them; routed uniformly instead, it is not.
+TEST(CalibrationTest, UncountedRowsTakeTheCountedRouting) {
+  const OpFit truth = MoeTruth();
+  const GpuSpec cpu = *DeviceSpec("cpu");
+  const ExpertRouting routing(8, 2, 1, ExpertRoutingOptions{0, 0.5, 0.5});
+  ModelSpec shape = SmallMixtral();
+  ProfileTable table;
+  table.path = "moe.csv";
+  for (const int32_t width : {512, 384}) {
+    shape.moe_intermediate_size = width;
+    OpShape s;
+    s.model = shape;
+    auto add = [&](int64_t seqs, int64_t each) {
+      ProfileRow r = MoeRow(shape, seqs * each);
+      r.batch = seqs;
+      const RoutedTokens step = routing.Sequences(seqs, each);
+      r.experts_run = routing.Touched(step);
+      r.single_row_experts = std::min(routing.BusiestGpuSingleRowExperts(step), r.experts_run);
+      r.median_ms = 1e3 * OpSeconds(truth.On(cpu, s), MoeMlpWork(s, step, routing));
+      table.rows.push_back(r);
+    };
+    for (int64_t seqs = 1; seqs <= 16; ++seqs) add(seqs, 1);
+    for (int64_t chunk = 2; chunk <= 512; chunk = chunk * 3 / 2 + 1) add(1, chunk);
+  }
+  auto model = FitProfiles({table});
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ASSERT_EQ(model->routing.size(), 2u);
+  EXPECT_NEAR(model->routing[0].routing_skew, 0.5, 1e-9);
+  EXPECT_NEAR(model->routing[0].routing_locality, 0.5, 1e-9);
+  EXPECT_LT(model->routing[0].touched_mape_pct, 1e-6);
+  EXPECT_GT(model->routing[0].uniform_touched_mape_pct, 5.0);
+  ProfileTable uncounted = table;
+  for (ProfileRow& r : uncounted.rows) r.experts_run = r.single_row_experts = 0;
+  auto e = Evaluate(*model, uncounted);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_LT(e->ops.at("moe_mlp").max_error, 1e-6);
+  CalibratedModel uniform = *model;
+  uniform.routing.clear();
+  auto u = Evaluate(uniform, uncounted);
+  ASSERT_TRUE(u.ok());
+  EXPECT_GT(u->ops.at("moe_mlp").max_error, 1.0);  // percent
+}
+
 // moe_mlp, a MoE layer's whole MLP, generated on the CPU by a known model with a cost per
 // expert run (the CPU runner's one GEMM call an expert) and a rate of its own for the
 // experts given one row (its GEMV path) over three MoE shapes, tokens 1 to 512: the fit

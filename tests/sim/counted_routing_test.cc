@@ -68,12 +68,15 @@ TEST(CountedRoutingTest, RecoversTheSkewFromDecodesAndTheLocalityFromChunks) {
   EXPECT_EQ(c.Options().routing_skew, c.routing_skew);
   EXPECT_EQ(c.Options().routing_locality, c.routing_locality);
   EXPECT_EQ(c.Options().expert_imbalance, 0.0);
+  EXPECT_LT(c.touched_mape_pct, 1e-6);  // the counts are its own expectation
+  EXPECT_GT(c.uniform_touched_mape_pct, 10.0);
 
   const CountedRouting e = CountedRoutingOf({even})[0];
   EXPECT_NEAR(e.routing_skew, 0.0, 1e-12);
   EXPECT_NEAR(e.routing_locality, 0.0, 1e-12);
   EXPECT_NEAR(e.decode_ratio, 1.0, 1e-12);
   EXPECT_NEAR(e.chunk_ratio, 1.0, 1e-12);
+  EXPECT_LT(e.uniform_touched_mape_pct, 1e-9);
 }
 
 // A router belongs to its model: rows of two MoE shapes are two entries, each matching its
