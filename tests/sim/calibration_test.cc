@@ -14,11 +14,13 @@
 #include "core/rng.h"
 #include "driver/gpu_catalog.h"
 #include "driver/model_catalog.h"
+#include "tests/sim/moe_shapes.h"
 
 namespace servelab {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::SmallMixtral;
 
 // One op's rows as a known fit would time them: Llama-2-7B shapes, TP 1, 2, 4, 8,
 // tokens 1..4096 (attention_prefill: chunks over cached contexts), times multiplied by
@@ -309,14 +311,6 @@ ProfileRow MoeRow(const ModelSpec& shape, int64_t tokens) {
   r.op = "moe_mlp";
   r.tokens = tokens;
   return r;
-}
-// Mixtral's layout at hidden 256, 4 heads of 64, 2 KV heads.
-ModelSpec SmallMixtral() {
-  ModelSpec m = *FindModel("mixtral-8x7b");
-  m.hidden_size = 256;
-  m.num_attention_heads = 4;
-  m.num_key_value_heads = 2;
-  return m;
 }
 
 // A profile that counted its routing (experts_run, single_row_experts: a chunk's tokens

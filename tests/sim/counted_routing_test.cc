@@ -4,19 +4,12 @@
 
 #include <gtest/gtest.h>
 
-#include "driver/model_catalog.h"
+#include "tests/sim/moe_shapes.h"
 
 namespace servelab {
 namespace {
 
-// Mixtral's layout (8 experts, 2 a token) at hidden 256.
-ModelSpec SmallMixtral() {
-  ModelSpec m = *FindModel("mixtral-8x7b");
-  m.hidden_size = 256;
-  m.num_attention_heads = 4;
-  m.num_key_value_heads = 2;
-  return m;
-}
+using testing::SmallMixtral;
 
 // A moe_mlp row of `seqs` sequences of `each` tokens whose counted experts are what
 // `routing` expects of them.

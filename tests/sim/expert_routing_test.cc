@@ -130,6 +130,11 @@ TEST(ExpertRoutingTest, AChunksTokensRouteTogetherUnderLocality) {
   EXPECT_NEAR(local.Touched(chunk), 8 * (1 - std::pow(0.75, 8)), 1e-12);
   EXPECT_NEAR(independent.Touched(64), 8 * (1 - std::pow(0.75, 64)), 1e-12);
   EXPECT_EQ(local.BusiestGpuRows(chunk), 128.0);  // every token still has its k rows
+  RoutedTokens three;
+  for (int i = 0; i < 3; ++i) local.Add(three, 64);
+  EXPECT_DOUBLE_EQ(local.Sequences(3, 64).draws, three.draws);
+  EXPECT_DOUBLE_EQ(local.Sequences(3, 64).tokens, 192.0);
+  EXPECT_DOUBLE_EQ(local.Sequences(5, 1).single_draws, 5.0);
 
   ExpertRoutingOptions whole;
   whole.routing_locality = 1;
