@@ -960,7 +960,16 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
     if (const YAML::Node routing = root["routing"]) {
       if (!routing.IsSequence()) Fail(path, routing, "routing", "expected a list");
       for (size_t i = 0; i < routing.size(); ++i) {
-        model.routing.push_back(ReadRouting(path, routing[i], "routing[" + std::to_string(i) + "]"));
+        const std::string where = "routing[" + std::to_string(i) + "]";
+        const CountedRouting r = ReadRouting(path, routing[i], where);
+        for (size_t j = 0; j < model.routing.size(); ++j) {
+          const CountedRouting& o = model.routing[j];
+          if (o.SameShapeAs(r)) {
+            Fail(path, routing[i], where,
+                 "the same MoE shape as routing[" + std::to_string(j) + "]: one routing a shape");
+          }
+        }
+        model.routing.push_back(r);
       }
     }
     const YAML::Node ops = root["ops"];

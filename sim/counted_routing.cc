@@ -63,6 +63,11 @@ bool CountedRouting::Matches(const ModelSpec& model) const {
                                          expert_intermediate_size);
 }
 
+bool CountedRouting::SameShapeAs(const CountedRouting& o) const {
+  return std::tie(num_experts, experts_per_token, hidden_size, expert_intermediate_size) ==
+         std::tie(o.num_experts, o.experts_per_token, o.hidden_size, o.expert_intermediate_size);
+}
+
 ExpertRoutingOptions CountedRouting::Options() const {
   ExpertRoutingOptions o;
   o.routing_skew = routing_skew;

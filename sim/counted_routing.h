@@ -39,6 +39,7 @@ struct CountedRouting {
   double uniform_touched_mape_pct = 0;
 
   bool Matches(const ModelSpec& model) const;
+  bool SameShapeAs(const CountedRouting& other) const;
   ExpertRoutingOptions Options() const;
 };
 

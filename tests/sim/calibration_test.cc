@@ -560,6 +560,10 @@ TEST_F(ModelFileTest, BadFilesNameLineAndKey) {
                   .status().message(),
               HasSubstr("m.yaml:9: routing[0].skew: unknown key 'skew'"));
   EXPECT_TRUE(ReadCalibratedModel(Write(routing + "    routing_locality: 0\n" + ops)).ok());
+  const std::string twice = routing + "    routing_locality: 0\n" +
+                            routing.substr(routing.find("  - ")) + "    routing_locality: 0.5\n";
+  EXPECT_THAT(ReadCalibratedModel(Write(twice + ops)).status().message(),
+              HasSubstr("m.yaml:9: routing[1]: the same MoE shape as routing[0]"));
   auto syntax = ReadCalibratedModel(Write("device: [a100\n"));
   EXPECT_THAT(syntax.status().message(), HasSubstr("YAML syntax error"));
   EXPECT_EQ(ReadCalibratedModel((dir_ / "none.yaml").string()).status().code(), StatusCode::kNotFound);
