@@ -14,6 +14,7 @@
 #include "core/text.h"
 #include "driver/output_dir.h"
 #include "sim/calibration.h"
+#include "sim/model_file.h"
 #include "driver/profile_table.h"
 
 namespace servelab {

@@ -17,6 +17,7 @@
 #include "driver/model_catalog.h"
 #include "fuzz/fuzz_util.h"
 #include "sim/calibration.h"
+#include "sim/model_file.h"
 #include "sim/cost_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

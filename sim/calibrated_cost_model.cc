@@ -4,6 +4,7 @@
 
 #include "core/params.h"
 #include "core/text.h"
+#include "sim/model_file.h"
 #include "sim/roofline_cost_model.h"
 
 namespace servelab {

@@ -203,11 +203,5 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
 // a nominal device of 1 GB/s and 1 GFLOP/s (CPU fits are kept in those units).
 StatusOr<GpuSpec> DeviceSpec(const std::string& device);
 
-// MODEL.yaml: every fitted op's coefficients and what they were fitted from. The text is
-// deterministic; ReadCalibratedModel reads it back (errors name file, line and key). An
-// efficiency of .inf makes its term free (a hand-written model of what costs nothing).
-std::string CalibratedModelYaml(const CalibratedModel& model,
-                                const std::map<std::string, ErrorStats>& in_sample);
-StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path);
 
 }  // namespace servelab

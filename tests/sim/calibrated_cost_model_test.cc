@@ -18,6 +18,7 @@
 #include "driver/gpu_catalog.h"
 #include "driver/model_catalog.h"
 #include "sim/calibration.h"
+#include "sim/model_file.h"
 #include "sim/roofline_cost_model.h"
 #include "sim/sim_backend.h"
 

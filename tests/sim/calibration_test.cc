@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "driver/gpu_catalog.h"
 #include "driver/model_catalog.h"
+#include "sim/model_file.h"
 #include "tests/sim/moe_shapes.h"
 
 namespace servelab {

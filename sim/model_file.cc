@@ -1,0 +1,392 @@
+#include "sim/model_file.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/fields.h"
+#include "core/read_file.h"
+#include "core/text.h"
+#include "driver/config_yaml.h"
+
+namespace servelab {
+namespace {
+
+// A YAML number: FormatDouble, and .inf for an unbounded efficiency.
+std::string YamlNumber(double v) { return std::isinf(v) ? ".inf" : FormatDouble(v); }
+
+std::string Percent(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string CalibratedModelYaml(const CalibratedModel& model,
+                                const std::map<std::string, ErrorStats>& in_sample) {
+  std::ostringstream out;
+  out << "# servelab calibrated cost model, written by `servelab calibrate`.\n"
+         "# Per op, per layer (or per step) and per GPU:\n"
+         "#   roofline ops: fixed_us + max(bytes / (bandwidth x memory_efficiency),\n"
+         "#                                flops / (peak x compute_efficiency))\n"
+         "#   stream ops:   fixed_us + bytes / (bandwidth x memory_efficiency)\n"
+         "#   additive:     the roofline's terms summed, not max()ed (no overlap)\n"
+         "#   split_kv:     decode attention as FlashAttention's split-KV grid runs it:\n"
+         "#                 fixed_us + bytes / (bandwidth x memory_efficiency) + the\n"
+         "#                 busiest SM's waves: wave_us each, and its CTAs' bytes at\n"
+         "#                 bandwidth / SMs x pair_memory_efficiency (while two run\n"
+         "#                 together in the first wave; their first pair_ramp_tokens at\n"
+         "#                 pair_ramp_memory_efficiency) or cta_memory_efficiency (one\n"
+         "#                 alone; each later wave's longest), +\n"
+         "#                 combine_us + combine_per_split_us x splits when split, +\n"
+         "#                 per_row_us a sequence (sim/op_model.h)\n"
+         "#   moe_mlp:      a MoE layer's MLP, its form + per_expert_us an expert run +\n"
+         "#                 its one-row experts' bytes / (bandwidth x\n"
+         "#                 single_row_expert_memory_efficiency)\n"
+         "# with the work of sim/op_model.h and the peaks of `device` (a catalog GPU; for\n"
+         "# cpu, 1 GB/s and 1 GFLOP/s). An efficiency marked `fitted: false` kept the\n"
+         "# datasheet roofline's value: no measurement was bound by that term.\n"
+         "# routing: per MoE shape, the routing its profile counted (experts_run), as\n"
+         "# cost_model.routing_skew (from decode batches) and routing_locality (from\n"
+         "# prefill chunks, at that skew): the default for a model of that shape.\n";
+  out << "device: " << model.device << "\n";
+  out << "fitted_from:\n";
+  for (const std::string& f : model.fitted_from) out << "  - " << YamlQuoted(f) << "\n";
+  if (model.has_step_overhead) out << "step_overhead_us: " << FormatDouble(model.step_overhead_us) << "\n";
+  if (!model.routing.empty()) out << "routing:\n";
+  for (const CountedRouting& r : model.routing) {
+    out << "  - num_experts: " << r.num_experts << "\n";
+    out << "    experts_per_token: " << r.experts_per_token << "\n";
+    out << "    hidden_size: " << r.hidden_size << "\n";
+    out << "    expert_intermediate_size: " << r.expert_intermediate_size << "\n";
+    out << "    routing_skew: " << FormatDouble(r.routing_skew) << "\n";
+    out << "    routing_locality: " << FormatDouble(r.routing_locality) << "\n";
+    out << "    decode_rows: " << r.decode_rows << "\n";
+    out << "    chunk_rows: " << r.chunk_rows << "\n";
+  }
+  out << "ops:\n";
+  for (const auto& [op, f] : model.ops) {
+    const OpInfo& info = InfoOf(op);
+    out << "  " << info.name << ":\n";
+    out << "    form: " << f.FormName() << "\n";
+    out << "    fixed_us: " << FormatDouble(f.fixed_us) << "\n";
+    out << "    memory_efficiency: " << YamlNumber(f.memory_efficiency) << "\n";
+    if (!f.memory_fitted) out << "    memory_fitted: false\n";
+    if (info.form == OpForm::kRoofline) {
+      out << "    compute_efficiency: " << YamlNumber(f.compute_efficiency) << "\n";
+      if (!f.compute_fitted) out << "    compute_fitted: false\n";
+    }
+    if (op == Op::kAttentionPrefill) {
+      out << "    causal_efficiency: " << YamlNumber(f.causal_efficiency) << "\n";
+    }
+    if (op == Op::kAttentionPrefill || op == Op::kAttentionDecode) {
+      out << "    per_row_us: " << FormatDouble(f.per_row_us) << "\n";
+    }
+    if (f.row_tile > 1) out << "    row_tile: " << f.row_tile << "\n";
+    if (op == Op::kMoeMlp) {
+      out << "    per_expert_us: " << FormatDouble(f.per_expert_us) << "\n";
+      if (f.single_row_expert_memory_efficiency > 0) {
+        out << "    single_row_expert_memory_efficiency: "
+            << YamlNumber(f.single_row_expert_memory_efficiency) << "\n";
+      }
+    }
+    if (f.split_kv) {
+      out << "    cta_memory_efficiency: " << YamlNumber(f.cta_memory_efficiency) << "\n";
+      out << "    pair_memory_efficiency: " << YamlNumber(f.pair_memory_efficiency) << "\n";
+      out << "    pair_ramp_tokens: " << f.pair_ramp_tokens << "\n";
+      if (f.pair_ramp_tokens > 0) {
+        out << "    pair_ramp_memory_efficiency: " << YamlNumber(f.pair_ramp_memory_efficiency)
+            << "\n";
+      }
+      out << "    wave_us: " << FormatDouble(f.wave_us) << "\n";
+      out << "    combine_us: " << FormatDouble(f.combine_us) << "\n";
+      out << "    combine_per_split_us: " << FormatDouble(f.combine_per_split_us) << "\n";
+    }
+    if (f.cache_bytes > 0) {
+      out << "    cache_bytes: " << FormatDouble(f.cache_bytes) << "\n";
+      out << "    beyond_cache_memory_efficiency: "
+          << YamlNumber(f.beyond_cache_memory_efficiency) << "\n";
+    }
+    out << "    points: " << f.points << "\n";
+    if (f.single_row_fitted) {
+      out << "    single_row:  # one-row products: the matrix-vector kernel\n";
+      out << "      fixed_us: " << FormatDouble(f.single_row_fixed_us) << "\n";
+      out << "      memory_efficiency: " << YamlNumber(f.single_row_memory_efficiency) << "\n";
+      out << "      points: " << f.single_row_points << "\n";
+    }
+    auto it = in_sample.find(std::string(info.name));
+    if (it != in_sample.end()) out << "    in_sample_mape_pct: " << Percent(it->second.mape) << "\n";
+  }
+  return out.str();
+}
+
+namespace {
+
+struct YamlError {
+  std::string message;
+};
+
+[[noreturn]] void Fail(const std::string& path, const YAML::Node& node, const std::string& key,
+                       const std::string& what) {
+  const std::string line = node.Mark().is_null() ? "" : ":" + std::to_string(node.Mark().line + 1);
+  throw YamlError{path + line + ": " + key + ": " + what};
+}
+
+double Number(const std::string& path, const YAML::Node& node, const std::string& key, double lo,
+              double hi) {
+  double v = 0;
+  try {
+    v = node.as<double>();
+  } catch (const YAML::Exception&) {
+    Fail(path, node, key, "expected a number");
+  }
+  if (std::isnan(v) || v < lo || v > hi) {
+    Fail(path, node, key, "value out of range: must be in [" + FormatDouble(lo) + ", " +
+                              FormatDouble(hi) + "]");
+  }
+  return v;
+}
+
+void CheckKeys(const std::string& path, const YAML::Node& map, const std::string& where,
+               const std::vector<std::string>& allowed) {
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      Fail(path, it->first, where.empty() ? key : where + "." + key,
+           "unknown key '" + key + "'" + DidYouMean(key, allowed));
+    }
+  }
+}
+
+CountedRouting ReadRouting(const std::string& path, const YAML::Node& n, const std::string& where) {
+  if (!n.IsMap()) Fail(path, n, where, "expected a mapping");
+  CheckKeys(path, n, where,
+            {"num_experts", "experts_per_token", "hidden_size", "expert_intermediate_size",
+             "routing_skew", "routing_locality", "decode_rows", "chunk_rows"});
+  auto get = [&](const char* key, double lo, double hi) {
+    if (!n[key]) Fail(path, n, where + "." + key, "missing");
+    return Number(path, n[key], where + "." + key, lo, hi);
+  };
+  CountedRouting r;
+  r.num_experts = static_cast<int32_t>(get("num_experts", 1, 1 << 12));
+  r.experts_per_token = static_cast<int32_t>(get("experts_per_token", 1, r.num_experts));
+  r.hidden_size = static_cast<int32_t>(get("hidden_size", 1, 1 << 20));
+  r.expert_intermediate_size = static_cast<int32_t>(get("expert_intermediate_size", 1, 1 << 22));
+  r.routing_skew = get("routing_skew", 0, 4);
+  r.routing_locality = get("routing_locality", 0, 1);
+  if (n["decode_rows"]) r.decode_rows = static_cast<int64_t>(get("decode_rows", 0, 1e15));
+  if (n["chunk_rows"]) r.chunk_rows = static_cast<int64_t>(get("chunk_rows", 0, 1e15));
+  return r;
+}
+
+}  // namespace
+
+StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
+  auto text = ReadRegularFile(path, kMaxConfigFileBytes, "calibrated model");
+  if (!text.ok()) return text.status();
+  YAML::Node root;
+  try {
+    root = YAML::Load(*text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                           std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
+  }
+  CalibratedModel model;
+  try {
+    if (!root.IsMap()) Fail(path, root, "(top)", "expected a mapping");
+    CheckKeys(path, root, "", {"device", "fitted_from", "step_overhead_us", "routing", "ops"});
+    if (!root["device"] || !root["device"].IsScalar()) Fail(path, root, "device", "missing");
+    model.device = root["device"].Scalar();
+    if (auto status = DeviceSpec(model.device); !status.ok()) {
+      Fail(path, root["device"], "device", status.status().message());
+    }
+    if (root["fitted_from"]) {
+      for (const auto& f : root["fitted_from"]) model.fitted_from.push_back(f.Scalar());
+    }
+    if (root["step_overhead_us"]) {
+      model.has_step_overhead = true;
+      model.step_overhead_us = Number(path, root["step_overhead_us"], "step_overhead_us", 0, 1e9);
+    }
+    if (const YAML::Node routing = root["routing"]) {
+      if (!routing.IsSequence()) Fail(path, routing, "routing", "expected a list");
+      for (size_t i = 0; i < routing.size(); ++i) {
+        const std::string where = "routing[" + std::to_string(i) + "]";
+        const CountedRouting r = ReadRouting(path, routing[i], where);
+        for (size_t j = 0; j < model.routing.size(); ++j) {
+          const CountedRouting& o = model.routing[j];
+          if (o.SameShapeAs(r)) {
+            Fail(path, routing[i], where,
+                 "the same MoE shape as routing[" + std::to_string(j) + "]: one routing a shape");
+          }
+        }
+        model.routing.push_back(r);
+      }
+    }
+    const YAML::Node ops = root["ops"];
+    if (!ops || !ops.IsMap() || ops.size() == 0) Fail(path, root, "ops", "missing or empty");
+    for (auto it = ops.begin(); it != ops.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      const std::string where = "ops." + name;
+      const auto op = OpByName(name);
+      if (!op) {
+        Fail(path, it->first, where, "unknown op '" + name + "'" + DidYouMean(name, OpNames()));
+      }
+      const YAML::Node n = it->second;
+      if (!n.IsMap()) Fail(path, n, where, "expected a mapping");
+      CheckKeys(path, n, where,
+                {"form", "fixed_us", "memory_efficiency", "memory_fitted", "compute_efficiency",
+                 "compute_fitted", "causal_efficiency", "per_row_us", "points",
+                 "single_row", "row_tile", "cache_bytes", "beyond_cache_memory_efficiency",
+                 "cta_memory_efficiency", "pair_memory_efficiency", "wave_us", "combine_us",
+                 "combine_per_split_us", "pair_ramp_tokens", "pair_ramp_memory_efficiency",
+                 "per_expert_us", "single_row_expert_memory_efficiency", "in_sample_mape_pct"});
+      const OpInfo& info = InfoOf(*op);
+      OpFit f;
+      f.op = *op;
+      const std::string form = info.form == OpForm::kRoofline ? "roofline" : "stream";
+      if (n["form"]) {
+        const std::string given = n["form"].Scalar();
+        f.split_kv = given == "split_kv" && *op == Op::kAttentionDecode;
+        f.additive = (given == "additive" && info.form == OpForm::kRoofline) || f.split_kv;
+        if (given != form && !f.additive) {
+          Fail(path, n["form"], where + ".form",
+               name + " is a " + form + " op" +
+                   (*op == Op::kAttentionDecode ? " (roofline, additive or split_kv)"
+                    : info.form == OpForm::kRoofline ? " (roofline or additive)"
+                                                     : ""));
+        }
+      }
+      for (const char* key :
+           {"cta_memory_efficiency", "pair_memory_efficiency", "wave_us", "combine_us",
+            "combine_per_split_us"}) {
+        if (n[key] && !f.split_kv) {
+          Fail(path, n[key], where + "." + key, "only the split_kv form has it");
+        }
+        if (!n[key] && f.split_kv) Fail(path, n, where + "." + key, "missing (split_kv form)");
+      }
+      if (f.split_kv) {
+        f.cta_memory_efficiency = Number(path, n["cta_memory_efficiency"],
+                                         where + ".cta_memory_efficiency", 1e-9, kInf);
+        f.pair_memory_efficiency = Number(path, n["pair_memory_efficiency"],
+                                          where + ".pair_memory_efficiency", 1e-9, kInf);
+        f.wave_us = Number(path, n["wave_us"], where + ".wave_us", 0, 1e9);
+        f.combine_us = Number(path, n["combine_us"], where + ".combine_us", 0, 1e9);
+        f.combine_per_split_us =
+            Number(path, n["combine_per_split_us"], where + ".combine_per_split_us", 0, 1e9);
+        // Optional: a model file without the ramp streams every paired byte at one rate.
+        if (n["pair_ramp_tokens"]) {
+          const double tokens =
+              Number(path, n["pair_ramp_tokens"], where + ".pair_ramp_tokens", 0, 1e7);
+          if (tokens != std::floor(tokens)) {
+            Fail(path, n["pair_ramp_tokens"], where + ".pair_ramp_tokens",
+                 "a whole number of tokens");
+          }
+          f.pair_ramp_tokens = static_cast<int64_t>(tokens);
+        }
+        if (f.pair_ramp_tokens > 0) {
+          if (!n["pair_ramp_memory_efficiency"]) {
+            Fail(path, n, where + ".pair_ramp_memory_efficiency",
+                 "missing (pair_ramp_tokens is not 0)");
+          }
+          f.pair_ramp_memory_efficiency =
+              Number(path, n["pair_ramp_memory_efficiency"],
+                     where + ".pair_ramp_memory_efficiency", 1e-9, kInf);
+        } else if (n["pair_ramp_memory_efficiency"]) {
+          Fail(path, n["pair_ramp_memory_efficiency"], where + ".pair_ramp_memory_efficiency",
+               "needs pair_ramp_tokens above 0");
+        }
+      } else {
+        for (const char* key : {"pair_ramp_tokens", "pair_ramp_memory_efficiency"}) {
+          if (n[key]) Fail(path, n[key], where + "." + key, "only the split_kv form has it");
+        }
+      }
+      for (const char* key : {"fixed_us", "memory_efficiency"}) {
+        if (!n[key]) Fail(path, n, where + "." + key, "missing");
+      }
+      f.fixed_us = Number(path, n["fixed_us"], where + ".fixed_us", 0, 1e9);
+      f.memory_efficiency =
+          Number(path, n["memory_efficiency"], where + ".memory_efficiency", 1e-9, kInf);
+      f.memory_fitted = !n["memory_fitted"] || n["memory_fitted"].as<bool>();
+      if (info.form == OpForm::kRoofline) {
+        if (!n["compute_efficiency"]) Fail(path, n, where + ".compute_efficiency", "missing");
+        f.compute_efficiency =
+            Number(path, n["compute_efficiency"], where + ".compute_efficiency", 1e-9, kInf);
+        f.compute_fitted = !n["compute_fitted"] || n["compute_fitted"].as<bool>();
+      }
+      if (*op == Op::kAttentionPrefill) {
+        f.causal_efficiency = n["causal_efficiency"]
+                                  ? Number(path, n["causal_efficiency"],
+                                           where + ".causal_efficiency", 1e-9, kInf)
+                                  : f.compute_efficiency;
+      } else if (n["causal_efficiency"]) {
+        Fail(path, n["causal_efficiency"], where + ".causal_efficiency",
+             "only attention_prefill has it");
+      }
+      if (n["per_row_us"]) {
+        if (*op != Op::kAttentionPrefill && *op != Op::kAttentionDecode) {
+          Fail(path, n["per_row_us"], where + ".per_row_us", "only attention has rows");
+        }
+        f.per_row_us = Number(path, n["per_row_us"], where + ".per_row_us", 0, 1e9);
+      }
+      if (n["per_expert_us"]) {
+        if (*op != Op::kMoeMlp) {
+          Fail(path, n["per_expert_us"], where + ".per_expert_us", "only moe_mlp runs experts");
+        }
+        f.per_expert_us = Number(path, n["per_expert_us"], where + ".per_expert_us", 0, 1e9);
+      }
+      if (n["single_row_expert_memory_efficiency"]) {
+        const std::string at = where + ".single_row_expert_memory_efficiency";
+        if (*op != Op::kMoeMlp) {
+          Fail(path, n["single_row_expert_memory_efficiency"], at, "only moe_mlp runs experts");
+        }
+        f.single_row_expert_memory_efficiency =
+            Number(path, n["single_row_expert_memory_efficiency"], at, 1e-9, kInf);
+      }
+      if (n["points"]) f.points = static_cast<int64_t>(Number(path, n["points"], where + ".points", 0, 1e15));
+      if (n["row_tile"]) {
+        if (!IsGemm(*op)) Fail(path, n["row_tile"], where + ".row_tile", "only GEMMs have row tiles");
+        f.row_tile = static_cast<int32_t>(Number(path, n["row_tile"], where + ".row_tile", 1, 4096));
+      }
+      if (n["cache_bytes"] || n["beyond_cache_memory_efficiency"]) {
+        const std::string at = where + ".cache_bytes";
+        if (info.form != OpForm::kStream) Fail(path, n, at, "only stream ops have a cache tier");
+        if (!n["cache_bytes"] || !n["beyond_cache_memory_efficiency"]) {
+          Fail(path, n, at, "cache_bytes and beyond_cache_memory_efficiency go together");
+        }
+        f.cache_bytes = Number(path, n["cache_bytes"], at, 1, 1e15);
+        f.beyond_cache_memory_efficiency =
+            Number(path, n["beyond_cache_memory_efficiency"],
+                   where + ".beyond_cache_memory_efficiency", 1e-9, kInf);
+      }
+      if (const YAML::Node one = n["single_row"]) {
+        const std::string at = where + ".single_row";
+        if (!IsGemm(*op)) Fail(path, one, at, "only GEMMs have a single-row kernel");
+        if (!one.IsMap()) Fail(path, one, at, "expected a mapping");
+        CheckKeys(path, one, at, {"fixed_us", "memory_efficiency", "points"});
+        for (const char* key : {"fixed_us", "memory_efficiency"}) {
+          if (!one[key]) Fail(path, one, at + "." + key, "missing");
+        }
+        f.single_row_fitted = true;
+        f.single_row_fixed_us = Number(path, one["fixed_us"], at + ".fixed_us", 0, 1e9);
+        f.single_row_memory_efficiency =
+            Number(path, one["memory_efficiency"], at + ".memory_efficiency", 1e-9, kInf);
+        if (one["points"]) {
+          f.single_row_points =
+              static_cast<int64_t>(Number(path, one["points"], at + ".points", 0, 1e15));
+        }
+      }
+      model.ops[*op] = f;
+    }
+  } catch (const YamlError& e) {
+    return InvalidArgument(e.message);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(path + ": " + e.what());
+  }
+  return model;
+}
+
+}  // namespace servelab
