@@ -17,7 +17,7 @@ bool DeviceUsable(std::string* why) {
 }
 
 DeviceContext::~DeviceContext() {
-  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_ != nullptr) blas_->destroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -30,16 +30,19 @@ Status DeviceContext::Init(int32_t device) {
   SERVELAB_CUDA_RETURN(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   name_ = prop.name;
   SERVELAB_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
-  const cublasStatus_t s = cublasCreate(&cublas_);
+  auto blas = LoadCublas();
+  if (!blas.ok()) return blas.status();
+  blas_ = *blas;
+  const cublasStatus_t s = blas_->create(&cublas_);
   if (s != CUBLAS_STATUS_SUCCESS) {
     cublas_ = nullptr;
-    return Internal(std::string("cuda runner: cublasCreate: ") + cublasGetStatusName(s));
+    return Internal(std::string("cuda runner: cublasCreate: ") + blas_->status_name(s));
   }
-  cublasSetStream(cublas_, stream_);
+  blas_->set_stream(cublas_, stream_);
   constexpr int64_t kCublasWorkspace = int64_t{32} << 20;
   unsigned char* workspace = nullptr;
   SERVELAB_RETURN_IF_ERROR(memory_.Alloc(workspace, kCublasWorkspace, "the cuBLAS workspace"));
-  cublasSetWorkspace(cublas_, workspace, kCublasWorkspace);
+  blas_->set_workspace(cublas_, workspace, kCublasWorkspace);
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // The CUDA runner's device, stream and cuBLAS handle (with a workspace of its own, so
 // cuBLAS allocates nothing inside graph captures). Every part enqueues on this stream.
+// cuBLAS itself is opened by Init (cublas_library.h), not linked.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "engine/cuda/cublas_library.h"
 #include "engine/cuda/device_memory.h"
 
 namespace servelab::engine_cuda {
@@ -22,18 +24,21 @@ class DeviceContext {
   DeviceContext& operator=(const DeviceContext&) = delete;
   ~DeviceContext();
 
-  // Errors: no usable device, a failed stream or cuBLAS set-up.
+  // Errors: no usable device, no cuBLAS library, a failed stream or cuBLAS set-up.
   Status Init(int32_t device);
 
   int32_t Device() const { return device_; }
   const std::string& Name() const { return name_; }
   cudaStream_t Stream() const { return stream_; }
   cublasHandle_t Cublas() const { return cublas_; }
+  // REQUIRES: Init() succeeded.
+  const CublasLibrary& Blas() const { return *blas_; }
 
  private:
   int32_t device_ = 0;
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  const CublasLibrary* blas_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceArena memory_;  // the cuBLAS workspace
 };

@@ -90,13 +90,14 @@ Status DeviceStep::Allocate(const StepSizes& sizes) {
 void DeviceStep::Gemm(const bf16* x, int32_t rows, const bf16* w, int32_t out, int32_t in,
                       void* y, cudaDataType_t y_type) {
   const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t s = cublasGemmEx(context_.Cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, rows,
-                                        in, &alpha, w, CUDA_R_16BF, in, x, CUDA_R_16BF, in, &beta,
-                                        y, y_type, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  const CublasLibrary& blas = context_.Blas();
+  const cublasStatus_t s = blas.gemm_ex(context_.Cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in,
+                                        &alpha, w, CUDA_R_16BF, in, x, CUDA_R_16BF, in, &beta, y,
+                                        y_type, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS && error_.ok()) {
     error_ =
         Internal(std::string("cuda runner: cublasGemmEx ") + std::to_string(rows) + "x" +
-                 std::to_string(out) + "x" + std::to_string(in) + ": " + cublasGetStatusName(s));
+                 std::to_string(out) + "x" + std::to_string(in) + ": " + blas.status_name(s));
   }
 }
 
