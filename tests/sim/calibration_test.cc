@@ -15,13 +15,14 @@
 #include "driver/gpu_catalog.h"
 #include "driver/model_catalog.h"
 #include "sim/model_file.h"
-#include "tests/sim/moe_shapes.h"
+#include "tests/sim/calibration_fixtures.h"
 
 namespace servelab {
 namespace {
 
 using ::testing::HasSubstr;
 using testing::SmallMixtral;
+using testing::Truth;
 
 // One op's rows as a known fit would time them: Llama-2-7B shapes, TP 1, 2, 4, 8,
 // tokens 1..4096 (attention_prefill: chunks over cached contexts), times multiplied by
@@ -55,15 +56,6 @@ ProfileTable Generate(const OpFit& truth, double noise, uint64_t seed = 1) {
     }
   }
   return table;
-}
-
-OpFit Truth(Op op, double fixed_us, double memory, double compute) {
-  OpFit f;
-  f.op = op;
-  f.fixed_us = fixed_us;
-  f.memory_efficiency = memory;
-  f.compute_efficiency = compute;
-  return f;
 }
 
 TEST(CalibrationTest, RecoversAKnownRooflineOpExactly) {
@@ -273,22 +265,6 @@ TEST(CalibrationTest, FindsTheCacheKneeOfAStreamOp) {
   EXPECT_EQ(one->ops.at(Op::kInputNorm).cache_bytes, 0.0);
 }
 
-class ModelFileTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("servelab_model_file_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string Write(const std::string& text) {
-    const std::string path = (dir_ / "m.yaml").string();
-    std::ofstream(path) << text;
-    return path;
-  }
-  std::filesystem::path dir_;
-};
-
 // The moe_mlp the two fits below must recover (CPU nominal units): 20 us fixed, memory
 // and compute efficiencies 9 and 25, 35 us an expert run, one-row experts' bytes at 30.
 OpFit MoeTruth() {
@@ -480,94 +456,6 @@ TEST(CalibrationTest, RecoversAMixtureOfExpertsMlpWithItsCostPerExpert) {
   const double gate_up = OpSeconds(model->ops.at(Op::kGateUpProj).On(cpu, s),
                                    RowsWork(Op::kGateUpProj, s, double(step.tokens)));
   EXPECT_NEAR(PredictOps(*model, cpu, step), 3 * gate_up, 1e-12);
-}
-
-TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
-  OpFit prefill = Truth(Op::kAttentionPrefill, 14.0, 0.8, 0.45);
-  prefill.causal_efficiency = 0.2;
-  prefill.per_row_us = 0.07;
-  prefill.memory_fitted = false;
-  prefill.compute_fitted = true;
-  CalibratedModel model;
-  model.device = "a100-80gb";
-  // Profile paths as the shell allows them: quotes, a backslash, a colon, a hash.
-  model.fitted_from = {"a.csv", "runs/\"q\" \\ b: #1.csv"};
-  model.ops[Op::kAttentionPrefill] = prefill;
-  model.ops[Op::kRope] = Truth(Op::kRope, 2.5, 0.49, 0);
-  model.ops[Op::kRope].memory_fitted = true;
-  model.ops[Op::kRope].cache_bytes = 3.5e7;
-  model.ops[Op::kRope].beyond_cache_memory_efficiency = 0.41;
-  model.ops[Op::kMoeMlp] = Truth(Op::kMoeMlp, 30.0, 8.5, 21.0);
-  model.ops[Op::kMoeMlp].per_expert_us = 41.5;
-  CountedRouting routing;
-  routing.num_experts = 8;
-  routing.experts_per_token = 2;
-  routing.hidden_size = 256;
-  routing.expert_intermediate_size = 1024;
-  routing.routing_skew = 0.96;
-  routing.routing_locality = 0.47;
-  routing.decode_rows = 40;
-  routing.chunk_rows = 12;
-  model.routing = {routing};
-  const std::string text = CalibratedModelYaml(model, {});
-  auto back = ReadCalibratedModel(Write(text));
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(back->device, "a100-80gb");
-  EXPECT_EQ(back->fitted_from, model.fitted_from);
-  const OpFit& p = back->ops.at(Op::kAttentionPrefill);
-  EXPECT_EQ(p.fixed_us, 14.0);
-  EXPECT_EQ(p.causal_efficiency, 0.2);
-  EXPECT_EQ(p.per_row_us, 0.07);
-  EXPECT_FALSE(p.memory_fitted);
-  EXPECT_EQ(back->ops.at(Op::kRope).memory_efficiency, 0.49);
-  EXPECT_EQ(back->ops.at(Op::kRope).cache_bytes, 3.5e7);
-  EXPECT_EQ(back->ops.at(Op::kRope).beyond_cache_memory_efficiency, 0.41);
-  EXPECT_EQ(back->ops.at(Op::kMoeMlp).per_expert_us, 41.5);
-  ASSERT_EQ(back->routing.size(), 1u);
-  EXPECT_EQ(back->routing[0].routing_skew, 0.96);
-  EXPECT_EQ(back->routing[0].routing_locality, 0.47);
-  EXPECT_EQ(back->routing[0].expert_intermediate_size, 1024);
-  EXPECT_EQ(back->routing[0].chunk_rows, 12);
-  EXPECT_EQ(CalibratedModelYaml(*back, {}), text);
-}
-
-TEST_F(ModelFileTest, BadFilesNameLineAndKey) {
-  auto unknown = ReadCalibratedModel(Write("device: a100-80gb\nops:\n  qkv_prj: {fixed_us: 1}\n"));
-  EXPECT_THAT(unknown.status().message(),
-              HasSubstr("m.yaml:3: ops.qkv_prj: unknown op 'qkv_prj' (did you mean 'qkv_proj'?)"));
-  auto range = ReadCalibratedModel(Write(
-      "device: a100-80gb\nops:\n  rope:\n    fixed_us: 1\n    memory_efficiency: -2\n"));
-  EXPECT_THAT(range.status().message(), HasSubstr("m.yaml:5: ops.rope.memory_efficiency: value out of range"));
-  auto key = ReadCalibratedModel(Write(
-      "device: a100-80gb\nops:\n  rope: {fixed_us: 1, memory_efficiency: 1, speed: 3}\n"));
-  EXPECT_THAT(key.status().message(), HasSubstr("ops.rope.speed: unknown key 'speed'"));
-  auto missing = ReadCalibratedModel(Write("device: a100-80gb\nops:\n  qkv_proj: {fixed_us: 1, memory_efficiency: 1}\n"));
-  EXPECT_THAT(missing.status().message(), HasSubstr("ops.qkv_proj.compute_efficiency: missing"));
-  auto device = ReadCalibratedModel(Write("device: a101\nops:\n  rope: {fixed_us: 1, memory_efficiency: 1}\n"));
-  EXPECT_THAT(device.status().message(), HasSubstr("m.yaml:1: device: device 'a101'"));
-  auto experts = ReadCalibratedModel(Write(
-      "device: cpu\nops:\n  rope: {fixed_us: 1, memory_efficiency: 1, per_expert_us: 3}\n"));
-  EXPECT_THAT(experts.status().message(),
-              HasSubstr("m.yaml:3: ops.rope.per_expert_us: only moe_mlp runs experts"));
-  const std::string routing =
-      "device: cpu\nrouting:\n  - num_experts: 8\n    experts_per_token: 2\n    hidden_size: 256\n"
-      "    expert_intermediate_size: 1024\n    routing_skew: 0.5\n";
-  const std::string ops = "ops:\n  rope: {fixed_us: 1, memory_efficiency: 1}\n";
-  EXPECT_THAT(ReadCalibratedModel(Write(routing + "    routing_locality: 1.5\n" + ops)).status().message(),
-              HasSubstr("m.yaml:8: routing[0].routing_locality: value out of range: must be in [0.0, 1.0]"));
-  EXPECT_THAT(ReadCalibratedModel(Write(routing + ops)).status().message(),
-              HasSubstr("m.yaml:3: routing[0].routing_locality: missing"));
-  EXPECT_THAT(ReadCalibratedModel(Write(routing + "    routing_locality: 0\n    skew: 1\n" + ops))
-                  .status().message(),
-              HasSubstr("m.yaml:9: routing[0].skew: unknown key 'skew'"));
-  EXPECT_TRUE(ReadCalibratedModel(Write(routing + "    routing_locality: 0\n" + ops)).ok());
-  const std::string twice = routing + "    routing_locality: 0\n" +
-                            routing.substr(routing.find("  - ")) + "    routing_locality: 0.5\n";
-  EXPECT_THAT(ReadCalibratedModel(Write(twice + ops)).status().message(),
-              HasSubstr("m.yaml:9: routing[1]: the same MoE shape as routing[0]"));
-  auto syntax = ReadCalibratedModel(Write("device: [a100\n"));
-  EXPECT_THAT(syntax.status().message(), HasSubstr("YAML syntax error"));
-  EXPECT_EQ(ReadCalibratedModel((dir_ / "none.yaml").string()).status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/sim/moe_shapes.h"
+#include "tests/sim/calibration_fixtures.h"
 
 namespace servelab {
 namespace {

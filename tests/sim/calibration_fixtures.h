@@ -1,0 +1,29 @@
+#pragma once
+// What the calibration tests share: a known op fit to generate and recover, and small
+// mixture-of-experts shapes.
+#include "core/model_spec.h"
+#include "driver/model_catalog.h"
+#include "sim/calibration.h"
+
+namespace servelab::testing {
+
+// An op's fit with the given fixed cost (us) and memory and compute efficiencies.
+inline OpFit Truth(Op op, double fixed_us, double memory, double compute) {
+  OpFit f;
+  f.op = op;
+  f.fixed_us = fixed_us;
+  f.memory_efficiency = memory;
+  f.compute_efficiency = compute;
+  return f;
+}
+
+// Mixtral's layout (8 experts, 2 a token) at hidden 256, 4 heads of 64, 2 KV heads.
+inline ModelSpec SmallMixtral() {
+  ModelSpec m = *FindModel("mixtral-8x7b");
+  m.hidden_size = 256;
+  m.num_attention_heads = 4;
+  m.num_key_value_heads = 2;
+  return m;
+}
+
+}  // namespace servelab::testing
