@@ -42,7 +42,10 @@ double Miss(const ProfileRow& r, const ExpertRoutingOptions& options) {
 // Least squares of expected experts touched against the counts, each row one step.
 double Squares(const std::vector<const ProfileRow*>& rows, const ExpertRoutingOptions& options) {
   double squares = 0;
-  for (const ProfileRow* r : rows) squares += Miss(*r, options) * Miss(*r, options);
+  for (const ProfileRow* r : rows) {
+    const double miss = Miss(*r, options);
+    squares += miss * miss;
+  }
   return squares;
 }
 

@@ -82,15 +82,7 @@ ExpertRouting::ExpertRouting(int32_t experts, int32_t per_token, int32_t ep,
 }
 
 void ExpertRouting::Add(RoutedTokens& step, int32_t new_tokens) const {
-  if (new_tokens <= 0) return;
-  const double n = new_tokens;
-  step.tokens += n;
-  if (new_tokens == 1 || locality_ <= 0) {
-    step.draws += n;
-    step.single_draws += n;
-  } else {
-    step.draws += std::pow(n, 1.0 - locality_);
-  }
+  step += Sequences(1, new_tokens);
 }
 
 RoutedTokens ExpertRouting::Sequences(int64_t seqs, int64_t each) const {

@@ -78,6 +78,12 @@ struct RoutedTokens {
   double draws = 0;
   double single_draws = 0;
   static RoutedTokens Independent(double tokens) { return {tokens, tokens, tokens}; }
+  RoutedTokens& operator+=(const RoutedTokens& o) {
+    tokens += o.tokens;
+    draws += o.draws;
+    single_draws += o.single_draws;
+    return *this;
+  }
 };
 
 class ExpertRouting {

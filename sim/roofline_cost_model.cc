@@ -279,7 +279,7 @@ RooflineCostModel::Batch RooflineCostModel::BatchOf(const StepPlan& plan) const 
     const int32_t n = CostedNewTokens(seq);
     const int64_t context = CostedContextLen(seq);
     batch.tokens += n;
-    routing_.Add(batch.routed, n);
+    if (num_moe_layers_ > 0) routing_.Add(batch.routed, n);
     if (seq.emits_token || seq.is_padding) batch.emitting += 1;
     const double pairs = static_cast<double>(n) * seq.num_computed_tokens + n * (n + 1.0) / 2.0;
     if (mla_ && !seq.IsDecode()) {  // a prefill chunk at full width (see the constructor)
@@ -346,6 +346,9 @@ RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
   if (tokens <= 0) return b;  // swaps only: the backend's copies are not modelled here
 
   auto time = [tokens](const Gemm& g) { return GemmSeconds(g, tokens); };
+  // MoE: the busiest GPU's token x expert rows (all of them without EP), for the experts'
+  // GEMMs and their SiLU x mul.
+  const double gpu_rows = num_moe_layers_ > 0 ? routing_.BusiestGpuRows(batch.routed) : 0.0;
   double layer_s = 0;  // (summed in this order so that dense models keep their bits)
   for (const Gemm& g : attention_gemms_) layer_s += time(g);
   if (num_moe_layers_ == 0) {
@@ -357,7 +360,6 @@ RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
                num_dense_layers_ * (time(dense_mlp_gemms_[0]) + time(dense_mlp_gemms_[1]));
     // Per GPU: all rows at 1/tp of every expert, or (EP) the busiest GPU's rows and its
     // share of the experts touched.
-    const double gpu_rows = routing_.BusiestGpuRows(batch.routed);
     const double touched = routing_.Touched(batch.routed) / expert_parallel_;
     const double experts_s =
         std::max(gpu_rows * expert_compute_s_per_row_,
@@ -368,10 +370,7 @@ RooflineBreakdown RooflineCostModel::BreakdownOf(const Batch& batch) const {
   }
   b.attention_s = num_layers_ * attention_layer_s;
   b.elementwise_s = tokens * elementwise_s_per_token_;
-  if (num_moe_layers_ > 0) {
-    b.elementwise_s +=
-        num_moe_layers_ * routing_.BusiestGpuRows(batch.routed) * expert_silu_s_per_row_;
-  }
+  b.elementwise_s += num_moe_layers_ * gpu_rows * expert_silu_s_per_row_;
   if (emitting > 0) {
     b.lm_head_s = std::max(emitting * lm_head_.compute_s_per_token,
                            lm_head_.weight_s + emitting * lm_head_.act_s_per_token);
