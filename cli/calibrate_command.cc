@@ -38,15 +38,31 @@ nlohmann::ordered_json EvaluationJson(const Evaluation& e) {
   nlohmann::ordered_json j;
   j["file"] = e.file;
   j["device"] = e.device;
+  auto by_tp = [](const std::map<int32_t, ErrorStats>& stats) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (const auto& [tp, s] : stats) j[std::to_string(tp)] = StatsJson(s);
+    return j;
+  };
+  auto by_op = [](const std::map<std::string, ErrorStats>& stats) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (const auto& [op, s] : stats) j[op] = StatsJson(s);
+    return j;
+  };
   j["mape_total"] = e.total.mape;
   j["total"] = StatsJson(e.total);
-  nlohmann::ordered_json by_tp = nlohmann::ordered_json::object();
-  for (const auto& [tp, stats] : e.total_by_tp) by_tp[std::to_string(tp)] = StatsJson(stats);
-  j["total_by_tp"] = by_tp;
+  j["total_by_tp"] = by_tp(e.total_by_tp);
+  // The form alone, and each GEMM row corrected from its shape's other rows.
+  j["gemm_corrected"] = e.corrected;
+  j["mape_total_form"] = e.total_form.mape;
+  j["total_form"] = StatsJson(e.total_form);
+  j["total_form_by_tp"] = by_tp(e.total_form_by_tp);
+  j["mape_total_leave_one_out"] = e.total_leave_one_out.mape;
+  j["total_leave_one_out"] = StatsJson(e.total_leave_one_out);
+  j["total_leave_one_out_by_tp"] = by_tp(e.total_leave_one_out_by_tp);
   if (e.step.points > 0) j["step"] = StatsJson(e.step);
-  nlohmann::ordered_json ops = nlohmann::ordered_json::object();
-  for (const auto& [op, s] : e.ops) ops[op] = StatsJson(s);
-  j["ops"] = ops;
+  j["ops"] = by_op(e.ops);
+  j["ops_form"] = by_op(e.ops_form);
+  j["ops_leave_one_out"] = by_op(e.ops_leave_one_out);
   j["not_modelled"] = e.not_modelled;
   return j;
 }
@@ -66,22 +82,43 @@ std::string PointsCsv(const std::vector<Evaluation>& evaluations, const std::str
   return csv;
 }
 
-std::string ByTp(const Evaluation& e) {
-  std::string text;
-  if (e.step.points > 0) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, " | whole steps: MAPE %.2f%% (bias %+.2f%%)", e.step.mape,
-                  e.step.bias);
-    text += buf;
-  }
-  if (e.total_by_tp.size() < 2) return text;
+// "4.38% (bias -1.08%, worst 19.5%) | by TP: 1: 4.59% 2: 4.94%" (by TP with two or more).
+std::string Figures(const ErrorStats& total, const std::map<int32_t, ErrorStats>& by_tp) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.2f%% (bias %+.2f%%, worst %.1f%%)", total.mape, total.bias,
+                total.max_error);
+  std::string text = buf;
+  if (by_tp.size() < 2) return text;
   text += " | by TP:";
-  for (const auto& [tp, stats] : e.total_by_tp) {
-    char buf[48];
+  for (const auto& [tp, stats] : by_tp) {
     std::snprintf(buf, sizeof buf, " %d: %.2f%%", tp, stats.mape);
     text += buf;
   }
   return text;
+}
+
+// One file's per-layer figures: as the model predicts (with its GEMM corrections where
+// they apply; in sample, each row's correction from its shape's other rows), the form
+// alone, and whole steps.
+void PrintEvaluation(const char* kind, const Evaluation& e, bool in_sample) {
+  const bool loo = in_sample && e.corrected;
+  std::printf("%-10s %s: per-layer MAPE %s%s\n", kind, e.file.c_str(),
+              loo ? Figures(e.total_leave_one_out, e.total_leave_one_out_by_tp).c_str()
+                  : Figures(e.total, e.total_by_tp).c_str(),
+              e.not_modelled.empty() ? "" : " (some ops not modelled)");
+  if (e.corrected) {
+    if (loo) {
+      std::printf("%-10s   with GEMM corrections, each GEMM row's from its shape's other rows "
+                  "(leave-one-out; %.2f%% with its own)\n", "", e.total.mape);
+    } else {
+      std::printf("%-10s   with GEMM corrections where its shapes were measured\n", "");
+    }
+    std::printf("%-10s   the fitted form alone: %s\n", "",
+                Figures(e.total_form, e.total_form_by_tp).c_str());
+  }
+  if (e.step.points > 0) {
+    std::printf("%-10s   whole steps: MAPE %.2f%% (bias %+.2f%%)\n", "", e.step.mape, e.step.bias);
+  }
 }
 
 // A row filter "context>1024": key tokens|batch|context|tp, then > >= < <= =, a number.
@@ -143,20 +180,28 @@ std::string FewWeightSizes(const CalibratedModel& model) {
 }
 
 void PrintFit(const CalibratedModel& model, const Evaluation& in_sample) {
-  std::printf("%-20s %-9s %7s %9s %8s %8s %9s %8s\n", "op", "form", "points", "fixed_us",
-              "mem_eff", "comp_eff", "MAPE_%", "bias_%");
+  // MAPE and bias of the form alone; corrected: a GEMM's with its corrections,
+  // leave-one-out ("-": none at its shapes).
+  std::printf("%-20s %-9s %7s %9s %8s %8s %9s %8s %10s\n", "op", "form", "points", "fixed_us",
+              "mem_eff", "comp_eff", "MAPE_%", "bias_%", "corrected");
+  auto stats_of = [](const std::map<std::string, ErrorStats>& by_op, const std::string& name) {
+    const auto it = by_op.find(name);
+    return it == by_op.end() ? ErrorStats{} : it->second;
+  };
   for (const auto& [op, f] : model.ops) {
     const std::string name(InfoOf(op).name);
-    const auto it = in_sample.ops.find(name);
-    const ErrorStats s = it == in_sample.ops.end() ? ErrorStats{} : it->second;
+    const ErrorStats s = stats_of(in_sample.ops_form, name);
+    const ErrorStats loo = stats_of(in_sample.ops_leave_one_out, name);
+    char corrected[16] = "-";
+    if (loo.mape != s.mape) std::snprintf(corrected, sizeof corrected, "%.2f", loo.mape);
     char comp[16] = "-";
     if (InfoOf(op).form == OpForm::kRoofline) {
       std::snprintf(comp, sizeof comp, "%.3f%s", f.compute_efficiency, f.compute_fitted ? "" : "*");
     }
     const std::string form(f.FormName());
-    std::printf("%-20s %-9s %7lld %9.2f %7.3f%s %8s %9.2f %+8.2f\n", name.c_str(), form.c_str(),
-                static_cast<long long>(f.points), f.fixed_us, f.memory_efficiency,
-                f.memory_fitted ? " " : "*", comp, s.mape, s.bias);
+    std::printf("%-20s %-9s %7lld %9.2f %7.3f%s %8s %9.2f %+8.2f %10s\n", name.c_str(),
+                form.c_str(), static_cast<long long>(f.points), f.fixed_us, f.memory_efficiency,
+                f.memory_fitted ? " " : "*", comp, s.mape, s.bias, corrected);
     if (f.split_kv) {
       char ramp[64] = "";
       if (f.pair_ramp_tokens > 0) {
@@ -192,6 +237,11 @@ constexpr const char* kCalibrateHelp =
     "calibration_points.csv (every row measured and predicted) and calibration.png\n"
     "(plots/calibration.py; skipped with a note if it cannot run). An efficiency marked\n"
     "* kept the roofline's value: no measurement was bound by that term.\n"
+    "Each GEMM weight shape measured at 3 or more row counts also gets a correction, the\n"
+    "measured / fitted time by rows (cuBLAS's kernel choices; sim/gemm_corrections.h),\n"
+    "kept where it predicts left-out rows better than the form. In sample the per-layer\n"
+    "MAPE is then given leave-one-out (each GEMM row corrected from its shape's other\n"
+    "rows) beside the form's alone; the corrections apply on the fitted device only.\n"
     "Exit status: 0 success, 2 bad input (a malformed profile, too few points).\n";
 
 int CalibrateCommand(const std::vector<std::string>& args) {
@@ -352,7 +402,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   const std::string points = "kind,file,op,tokens,batch,context,tp,measured_ms,predicted_ms\n" +
                              PointsCsv(fitted, "fit") + PointsCsv(evaluations, "evaluate");
   Status written =
-      (*folder)->WriteFile(out_path.filename().string(), CalibratedModelYaml(*model, in_sample->ops));
+      (*folder)->WriteFile(out_path.filename().string(), CalibratedModelYaml(*model, in_sample->ops_form));
   if (written.ok()) written = (*folder)->WriteFile("calibration.json", json.dump(2) + "\n");
   if (written.ok()) written = (*folder)->WriteFile("calibration_points.csv", points);
   if (written.ok()) written = (*folder)->Commit();
@@ -378,15 +428,8 @@ int CalibrateCommand(const std::vector<std::string>& args) {
                 FormatDouble(r.routing_locality).c_str(), r.touched_mape_pct,
                 r.uniform_touched_mape_pct);
   }
-  for (const Evaluation& e : fitted) {
-    std::printf("in sample  %s: per-layer MAPE %.2f%% (bias %+.2f%%, worst %.1f%%)%s\n",
-                e.file.c_str(), e.total.mape, e.total.bias, e.total.max_error, ByTp(e).c_str());
-  }
-  for (const Evaluation& e : evaluations) {
-    std::printf("evaluate   %s: per-layer MAPE %.2f%% (bias %+.2f%%, worst %.1f%%)%s%s\n",
-                e.file.c_str(), e.total.mape, e.total.bias, e.total.max_error, ByTp(e).c_str(),
-                e.not_modelled.empty() ? "" : " (some ops not modelled)");
-  }
+  for (const Evaluation& e : fitted) PrintEvaluation("in sample", e, true);
+  for (const Evaluation& e : evaluations) PrintEvaluation("evaluate", e, false);
   if (model->has_step_overhead) {
     std::printf("step overhead (whole steps beyond their ops, median): %.2f us\n",
                 model->step_overhead_us);

@@ -33,7 +33,8 @@ bool CalibratedCostModel::NeedsRoofline(const DeploymentSpec& d) {
 CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std::string& path,
                                          const DeploymentSpec& d, double step_overhead_ms,
                                          int64_t split_kv_length,
-                                         const ExpertRoutingOptions& routing)
+                                         const ExpertRoutingOptions& routing,
+                                         bool gemm_corrections)
     : split_kv_length_(split_kv_length) {
   shape_.model = d.model;
   shape_.tensor_parallel = d.tensor_parallel;
@@ -83,6 +84,22 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   description_ = "calibrated on " + model.device + " (" + path + "); fitted: " +
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
                  "; roofline: " + (roofline.empty() ? std::string("none") : Join(roofline, ", "));
+  // The GEMM corrections at this deployment's shapes, on the fitted device (a CPU fit is
+  // the CPU's whatever the deployment names).
+  corrections_.resize(AllOps().size());
+  if (gemm_corrections && (model.device == "cpu" || model.device == d.gpu.name)) {
+    std::vector<std::string> corrected;
+    for (const OpInfo& info : AllOps()) {
+      if (!IsGemm(info.op) || model.ops.count(info.op) == 0) continue;
+      const OpWork w = RowsWork(info.op, shape_, 1);
+      const GemmCorrection* c =
+          FindGemmCorrection(model.gemm_corrections, info.op, w.gemm_k, w.gemm_n);
+      if (c == nullptr) continue;
+      corrections_[static_cast<size_t>(info.op)] = *c;
+      corrected.emplace_back(info.name);
+    }
+    if (!corrected.empty()) description_ += "; measured GEMM corrections: " + Join(corrected, ", ");
+  }
   if (!NeedsRoofline(d)) return;
   RooflineOptions options;
   options.routing = routing;
@@ -198,13 +215,13 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
   const double allreduce = AllReduceSeconds(tokens);
   if (!moe_ && !mla_) {
     for (const Op op : per_layer_rows_) {
-      layer += op == Op::kAllReduce ? 2.0 * allreduce : OpSeconds(Of(op), RowsWork(op, shape_, tokens));
+      layer += op == Op::kAllReduce ? 2.0 * allreduce : Seconds(op, RowsWork(op, shape_, tokens));
     }
     p.layer_s = layer;
   } else {
     // Every layer: attention and one all-reduce; a dense layer's MLP and its all-reduce; a
     // MoE layer's MLP and its all-reduce, or under expert parallelism its all-to-all.
-    for (const Op op : attention_side_rows_) layer += OpSeconds(Of(op), RowsWork(op, shape_, tokens));
+    for (const Op op : attention_side_rows_) layer += Seconds(op, RowsWork(op, shape_, tokens));
     for (size_t i = 0; i < latent_gemms_.size(); ++i) {  // MLA: the output projection last
       const auto& [k, n] = latent_gemms_[i];
       const Op op = i + 1 == latent_gemms_.size() ? Op::kOProj : Op::kQkvProj;
@@ -212,7 +229,7 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
     }
     double dense_mlp = 0;
     for (const Op op : kDenseMlpOps) {
-      dense_mlp += dense_layers_ > 0 ? OpSeconds(Of(op), RowsWork(op, shape_, tokens)) : 0.0;
+      dense_mlp += dense_layers_ > 0 ? Seconds(op, RowsWork(op, shape_, tokens)) : 0.0;
     }
     const double moe_collective =
         routing_.expert_parallel() > 1 ? roofline_->AllToAllSeconds(tokens) : allreduce;
@@ -220,11 +237,17 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
     p.dense_mlp_s = dense_mlp + allreduce;
     p.moe_mlp_s = moe_ ? MoeMlpSeconds(routed) + moe_collective : 0.0;
   }
-  for (const Op op : per_step_rows_) p.first_s += OpSeconds(Of(op), RowsWork(op, shape_, tokens));
+  for (const Op op : per_step_rows_) p.first_s += Seconds(op, RowsWork(op, shape_, tokens));
   if (emitting > 0) {
-    for (const Op op : per_step_emit_) p.last_s += OpSeconds(Of(op), RowsWork(op, shape_, emitting));
+    for (const Op op : per_step_emit_) p.last_s += Seconds(op, RowsWork(op, shape_, emitting));
   }
   return p;
+}
+
+double CalibratedCostModel::Seconds(Op op, const OpWork& work) const {
+  const double s = OpSeconds(Of(op), work);
+  const GemmCorrection& c = corrections_[static_cast<size_t>(op)];
+  return c.rows.empty() ? s : s * c.At(work.gemm_rows);
 }
 
 double CalibratedCostModel::LayersSeconds(const StepParts& p, double dense, double moe) {
@@ -337,9 +360,13 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
     if (!read.ok()) return read.status();
     routing = *read;
   }
+  // Read (so known and recorded) when the model has corrections, or when given.
+  const bool gemm_corrections = !model->gemm_corrections.empty() || params.Has("gemm_corrections")
+                                    ? params.GetBool("gemm_corrections", true)
+                                    : false;
   SERVELAB_RETURN_IF_ERROR(params.Finish());
   return std::unique_ptr<CostModel>(std::make_unique<CalibratedCostModel>(
-      *model, path, deployment, step_overhead_ms, split_kv_length, routing));
+      *model, path, deployment, step_overhead_ms, split_kv_length, routing, gemm_corrections));
 }
 
 }  // namespace servelab

@@ -63,6 +63,13 @@
 //                     splits: 0 (default) the batch's longest sequence (vLLM's
 //                     max_seqlen_k), or a fixed allocation (Vidur's profiler gave it
 //                     max_model_len)
+//   gemm_corrections  true (default) or false: the GEMMs the model corrects at this
+//                     deployment's weight shapes (qkv_proj, o_proj, gate_up_proj,
+//                     down_proj, lm_head; sim/gemm_corrections.h) take the measured /
+//                     fitted ratio at their rows, on the model's own device only (a CPU
+//                     fit's always); false: the fitted form alone. A MoE model's shared
+//                     and routed experts and latent attention's GEMMs have other shapes
+//                     and take the form alone
 //   expert_imbalance, routing_skew, routing_locality
 //                     MoE models: as the roofline's (ExpertRoutingOptions); the skew and
 //                     locality default to those MODEL.yaml's `routing` counted on a model
@@ -86,7 +93,8 @@ class CalibratedCostModel final : public CostModel {
  public:
   CalibratedCostModel(const CalibratedModel& model, const std::string& path,
                       const DeploymentSpec& deployment, double step_overhead_ms,
-                      int64_t split_kv_length = 0, const ExpertRoutingOptions& routing = {});
+                      int64_t split_kv_length = 0, const ExpertRoutingOptions& routing = {},
+                      bool gemm_corrections = true);
 
   std::string_view Name() const override { return "calibrated"; }
   TimeNs StepTime(const StepPlan& plan) const override;
@@ -103,6 +111,9 @@ class CalibratedCostModel final : public CostModel {
 
  private:
   const OpCoefficients& Of(Op op) const { return coefficients_[static_cast<size_t>(op)]; }
+  // An op at the deployment's own shape (shape_): its coefficients' time, times its GEMM
+  // correction where it has one.
+  double Seconds(Op op, const OpWork& work) const;
   // One step's parts: every layer's (attention, its side ops and all-reduce; a dense
   // model's whole layer), a dense layer's MLP and a MoE layer's (each with its collective)
   // in MoE and MLA models, the first stage's per-step ops and the last stage's.
@@ -135,6 +146,7 @@ class CalibratedCostModel final : public CostModel {
   int32_t split_kv_sms_ = 0;  // > 0: decode attention counts the split-KV grid on these SMs
   int64_t split_kv_length_ = 0;  // the KV length it splits; 0: the longest sequence's
   std::vector<OpCoefficients> coefficients_;  // by Op
+  std::vector<GemmCorrection> corrections_;  // by Op, at shape_; no rows: none
   std::vector<Op> per_layer_rows_;  // token-scaled per-layer ops
   std::vector<Op> per_step_rows_;   // T-scaled: embedding
   std::vector<Op> per_step_emit_;   // E-scaled: final_norm, lm_head, sampling

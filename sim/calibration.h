@@ -51,6 +51,7 @@
 #include "driver/gpu_spec.h"
 #include "driver/profile_table.h"
 #include "sim/counted_routing.h"
+#include "sim/gemm_corrections.h"
 #include "sim/op_model.h"
 
 namespace servelab {
@@ -125,6 +126,9 @@ struct CalibratedModel {
   double step_overhead_us = 0;  // a whole step beyond its ops, from "step" rows
   // The routing MoE profiles counted, one entry per MoE shape (sim/counted_routing.h).
   std::vector<CountedRouting> routing;
+  // The GEMMs' measured / fitted time at the weight shapes the profiles measured, on
+  // `device` only (sim/gemm_corrections.h).
+  std::vector<GemmCorrection> gemm_corrections;
   // Whether decode attention is fitted in the split_kv form (op_model.h).
   bool SplitKvDecode() const {
     const auto it = ops.find(Op::kAttentionDecode);
@@ -136,6 +140,9 @@ struct FitOptions {
   RooflineDefaults defaults;
   int32_t min_points_per_coefficient = 4;
   int32_t min_distinct_sizes = 3;
+  // Correct the GEMMs at the weight shapes measured at min_distinct_sizes row counts or
+  // more (sim/gemm_corrections.h).
+  bool gemm_corrections = true;
 };
 
 // Fits every op the tables measure. All rows must come from one device (a catalog GPU or
@@ -150,8 +157,21 @@ struct FitOptions {
 // fitted.
 //
 // The routing: what MoE rows counted (CountedRoutingOf), per MoE shape.
+//
+// The GEMM corrections: each GEMM row's measured time over its fitted form's, by weight
+// shape and rows (GemmCorrectionsOf); the step overhead is fitted with them applied.
 StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
                                       const FitOptions& options = {});
+
+// How a prediction takes the model's GEMM corrections: not at all (the form alone), as
+// the model has them, or each row's correction from the other rows measured at its
+// shape (GemmCorrection::LeaveOneOut: the correction's error on rows it did not see).
+// They apply only on the model's own device.
+enum class GemmCorrectionUse { kNone, kApplied, kLeaveOneOut };
+
+// One profile row's op as the model predicts it, in seconds. REQUIRES: the model fits op.
+double PredictRow(const CalibratedModel& model, const GpuSpec& gpu, Op op, const ProfileRow& row,
+                  GemmCorrectionUse use = GemmCorrectionUse::kApplied);
 
 // A "step" row's ops as the model predicts them, in seconds (without the step
 // overhead): the configuration is a decode when tokens == batch, else one prefill chunk.
@@ -181,6 +201,14 @@ struct Evaluation {
   // tp), the sum of its per-layer ops, predicted against measured.
   ErrorStats total;
   std::map<int32_t, ErrorStats> total_by_tp;  // the same, per TP degree
+  // The same by the form alone (no GEMM corrections), and with each GEMM row corrected
+  // from its shape's other rows (GemmCorrectionUse::kLeaveOneOut); all three equal when
+  // no correction applies.
+  ErrorStats total_form, total_leave_one_out;
+  std::map<int32_t, ErrorStats> total_form_by_tp, total_leave_one_out_by_tp;
+  std::map<std::string, ErrorStats> ops_form;  // by op name, the form alone
+  std::map<std::string, ErrorStats> ops_leave_one_out;  // by op name, leave-one-out
+  bool corrected = false;  // a GEMM correction applied to some row
   // Whole steps ("step" rows with `layers`): PredictOps plus the model's step overhead.
   ErrorStats step;
   std::vector<std::string> not_modelled;  // ops in the file the model has no fit for

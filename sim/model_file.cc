@@ -68,6 +68,20 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
     out << "    decode_rows: " << r.decode_rows << "\n";
     out << "    chunk_rows: " << r.chunk_rows << "\n";
   }
+  if (!model.gemm_corrections.empty()) {
+    out << "gemm_corrections:  # measured / fitted time by rows (M), at the weight shapes [k, n]\n"
+           "                   # measured, on `device` (sim/gemm_corrections.h)\n";
+  }
+  for (const GemmCorrection& c : model.gemm_corrections) {
+    out << "  - op: " << InfoOf(c.op).name << "\n";
+    out << "    k: " << c.k << "\n";
+    out << "    n: " << c.n << "\n";
+    std::vector<std::string> rows, factors;
+    for (const int64_t m : c.rows) rows.push_back(std::to_string(m));
+    for (const double f : c.factor) factors.push_back(FormatDouble(f));
+    out << "    rows: [" << Join(rows, ", ") << "]\n";
+    out << "    factor: [" << Join(factors, ", ") << "]\n";
+  }
   out << "ops:\n";
   for (const auto& [op, f] : model.ops) {
     const OpInfo& info = InfoOf(op);
@@ -183,6 +197,45 @@ CountedRouting ReadRouting(const std::string& path, const YAML::Node& n, const s
   return r;
 }
 
+GemmCorrection ReadGemmCorrection(const std::string& path, const YAML::Node& n,
+                                  const std::string& where) {
+  if (!n.IsMap()) Fail(path, n, where, "expected a mapping");
+  CheckKeys(path, n, where, {"op", "k", "n", "rows", "factor"});
+  for (const char* key : {"op", "k", "n", "rows", "factor"}) {
+    if (!n[key]) Fail(path, n, where + "." + key, "missing");
+  }
+  GemmCorrection c;
+  const std::string name = n["op"].Scalar();
+  const auto op = OpByName(name);
+  if (!op || !IsGemm(*op)) {
+    Fail(path, n["op"], where + ".op",
+         "'" + name + "' is not a GEMM (qkv_proj, o_proj, gate_up_proj, down_proj, lm_head)");
+  }
+  c.op = *op;
+  auto whole = [&](const YAML::Node& v, const std::string& key, double lo, double hi) {
+    const double x = Number(path, v, key, lo, hi);
+    if (x != std::floor(x)) Fail(path, v, key, "expected a whole number");
+    return static_cast<int64_t>(x);
+  };
+  c.k = whole(n["k"], where + ".k", 1, 1 << 24);
+  c.n = whole(n["n"], where + ".n", 1, 1 << 24);
+  const YAML::Node rows = n["rows"], factor = n["factor"];
+  if (!rows.IsSequence() || rows.size() < 2) Fail(path, rows, where + ".rows", "expected a list of 2 or more");
+  if (!factor.IsSequence() || factor.size() != rows.size()) {
+    Fail(path, factor, where + ".factor", "expected a list as long as rows (" +
+                                              std::to_string(rows.size()) + ")");
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string at = where + ".rows[" + std::to_string(i) + "]";
+    const int64_t m = whole(rows[i], at, 1, 1 << 30);
+    if (!c.rows.empty() && m <= c.rows.back()) Fail(path, rows[i], at, "rows must ascend");
+    c.rows.push_back(m);
+    c.factor.push_back(
+        Number(path, factor[i], where + ".factor[" + std::to_string(i) + "]", 1e-3, 1e3));
+  }
+  return c;
+}
+
 }  // namespace
 
 StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
@@ -198,7 +251,8 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
   CalibratedModel model;
   try {
     if (!root.IsMap()) Fail(path, root, "(top)", "expected a mapping");
-    CheckKeys(path, root, "", {"device", "fitted_from", "step_overhead_us", "routing", "ops"});
+    CheckKeys(path, root, "",
+              {"device", "fitted_from", "step_overhead_us", "routing", "gemm_corrections", "ops"});
     if (!root["device"] || !root["device"].IsScalar()) Fail(path, root, "device", "missing");
     model.device = root["device"].Scalar();
     if (auto status = DeviceSpec(model.device); !status.ok()) {
@@ -224,6 +278,21 @@ StatusOr<CalibratedModel> ReadCalibratedModel(const std::string& path) {
           }
         }
         model.routing.push_back(r);
+      }
+    }
+    if (const YAML::Node corrections = root["gemm_corrections"]) {
+      if (!corrections.IsSequence()) Fail(path, corrections, "gemm_corrections", "expected a list");
+      for (size_t i = 0; i < corrections.size(); ++i) {
+        const std::string where = "gemm_corrections[" + std::to_string(i) + "]";
+        GemmCorrection c = ReadGemmCorrection(path, corrections[i], where);
+        for (size_t j = 0; j < model.gemm_corrections.size(); ++j) {
+          const GemmCorrection& o = model.gemm_corrections[j];
+          if (o.op == c.op && o.k == c.k && o.n == c.n) {
+            Fail(path, corrections[i], where,
+                 "the same op and shape as gemm_corrections[" + std::to_string(j) + "]");
+          }
+        }
+        model.gemm_corrections.push_back(std::move(c));
       }
     }
     const YAML::Node ops = root["ops"];

@@ -41,6 +41,8 @@ OpWork Gemm(double rows, double k, double n, double w, double a_in, double a_out
   work.flops = 2.0 * rows * k * n;
   work.single_row = rows == 1.0;
   work.gemm_rows = rows;
+  work.gemm_k = k;
+  work.gemm_n = n;
   return work;
 }
 
@@ -160,6 +162,7 @@ OpWork MoeMlpWork(const OpShape& shape, double tokens, int32_t ep, double rows, 
   work += experts_work(std::max(0.0, rows - single), touched - single);
   work.single_row = false;
   work.gemm_rows = 0;
+  work.gemm_k = work.gemm_n = 0;
   work.experts = touched;
   work.single_row_expert_bytes = experts_work(single, single).bytes;
   return work;

@@ -136,6 +136,7 @@ struct OpWork {
   // as a matrix-vector product, a kernel of its own (cuBLAS's gemv, Eigen's GEMV path).
   bool single_row = false;
   double gemm_rows = 0;  // a GEMM's M (its rows), for tile quantization; 0 otherwise
+  double gemm_k = 0, gemm_n = 0;  // a GEMM's weight matrix, [K, N] per GPU; 0 otherwise
   // Split-KV decode attention (AddSplitKvWork): the CTA bytes of its paired first wave
   // and of its single ones, its waves, 1 when the splits need the combine kernel, and the
   // splits it combines. 0 for every other op.

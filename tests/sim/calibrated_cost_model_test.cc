@@ -125,6 +125,56 @@ TEST_F(CalibratedCostModelTest, AFittedOpTakesItsFitOnTheDeploymentGpu) {
   EXPECT_THAT(cost.Describe(), HasSubstr("roofline: none"));
 }
 
+// A GEMM correction scales its op at the deployment's weight shape, by the step's rows:
+// Llama-2-7B's qkv_proj ([4096, 12288] at TP 1) corrected 1.5x at 1 row and 2x at 64,
+// every other op free. Not on another GPU, not with gemm_corrections: false, and a
+// correction at another shape applies to nothing.
+TEST_F(CalibratedCostModelTest, GemmCorrectionsScaleTheirOpAtTheDeploymentsShape) {
+  std::string ops = FreeOps();
+  ops.replace(ops.find("  qkv_proj: {fixed_us: 0"), std::string("  qkv_proj: {fixed_us: 0").size(),
+              "  qkv_proj: {fixed_us: 10");
+  ops.replace(ops.find("memory_efficiency: .inf, compute_efficiency: .inf}\n  rope"),
+              std::string("memory_efficiency: .inf").size(), "memory_efficiency: 0.8");
+  const std::string corrections =
+      "gemm_corrections:\n"
+      "  - {op: qkv_proj, k: 4096, n: 12288, rows: [1, 64], factor: [1.5, 2.0]}\n"
+      "  - {op: o_proj, k: 4096, n: 8192, rows: [1, 64], factor: [9.0, 9.0]}\n";
+  const std::string path = Write("corrected.yaml", "device: a100-80gb\n" + corrections + "ops:\n" + ops);
+  auto model = ReadCalibratedModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  DeploymentSpec d;
+  d.model = *FindModel("llama-2-7b");
+  d.gpu = *FindGpu("a100-80gb");
+  Request r;
+  r.prompt_len = 100;
+  r.target_output_len = 10;
+  StepPlan decode, chunk;
+  decode.seqs.push_back(ScheduledRequest{&r, 1, 100, true, false});
+  chunk.seqs.push_back(ScheduledRequest{&r, 32, 0, false, false});
+  // qkv_proj (memory-bound, the test above): K N 2 + T (K + N) 2 bytes at 80% of 2,039 GB/s.
+  auto qkv = [](double t) { return 10e-6 + (4096.0 * 12288 * 2 + t * 16384 * 2) / (2039e9 * 0.8); };
+  const CalibratedCostModel cost(*model, path, d, 0.5);
+  EXPECT_NEAR(cost.OpsSeconds(decode), 32 * qkv(1) * 1.5, 1e-12);
+  EXPECT_NEAR(cost.OpsSeconds(chunk), 32 * qkv(32) * (1.5 + 0.5 * 31.0 / 63.0), 1e-12);
+  EXPECT_THAT(cost.Describe(), HasSubstr("measured GEMM corrections: qkv_proj"));
+  EXPECT_THAT(cost.Describe(), Not(HasSubstr("o_proj\n")));
+  const CalibratedCostModel off(*model, path, d, 0.5, 0, {}, /*gemm_corrections=*/false);
+  EXPECT_NEAR(off.OpsSeconds(decode), 32 * qkv(1), 1e-12);
+  EXPECT_THAT(off.Describe(), Not(HasSubstr("corrections")));
+  DeploymentSpec h100 = d;
+  h100.gpu = *FindGpu("h100-80gb");
+  const CalibratedCostModel other_gpu(*model, path, h100, 0.5);
+  EXPECT_THAT(other_gpu.Describe(), Not(HasSubstr("corrections")));
+
+  // Through the experiment: the key is read (and recorded) when the model has corrections.
+  const std::string on = Outputs(Experiment("{type: calibrated, path: corrected.yaml}", dir_.string()));
+  const std::string given_off = Outputs(
+      Experiment("{type: calibrated, path: corrected.yaml, gemm_corrections: false}", dir_.string()));
+  EXPECT_NE(on, given_off);
+  Write("uncorrected.yaml", "device: a100-80gb\nops:\n" + ops);
+  EXPECT_EQ(given_off, Outputs(Experiment("{type: calibrated, path: uncorrected.yaml}", dir_.string())));
+}
+
 // Ops the profile did not cover come from the roofline's form; Describe says which.
 TEST_F(CalibratedCostModelTest, UncoveredOpsComeFromTheRoofline) {
   const std::string path = Write("gemms.yaml",

@@ -243,6 +243,56 @@ TEST(CalibrationTest, TheStepOverheadIsWhatWholeStepsTakeBeyondTheirOps) {
   EXPECT_NEAR(PredictOps(truth, gpu, at), 32 * per_layer, 1e-15);
 }
 
+// A GEMM that runs 20% slower from 65 to 256 rows than its form says (another cuBLAS
+// kernel there): the form cannot hold it, the correction at each TP's weight shape
+// does, exactly in sample and nearly at rows it did not see; elsewhere (another GPU,
+// corrections off) the form alone.
+TEST(CalibrationTest, GemmCorrectionsHoldWhatTheFormCannot) {
+  ProfileTable table = Generate(Truth(Op::kGateUpProj, 15.0, 0.8, 0.72), 0.0);
+  for (ProfileRow& r : table.rows) {
+    if (r.tokens > 64 && r.tokens <= 256) r.median_ms *= 1.2;
+  }
+  auto model = FitProfiles({table});
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ASSERT_EQ(model->gemm_corrections.size(), 4u);  // TP 1, 2, 4, 8: four weight shapes
+  OpShape s;
+  s.model = table.rows.front().shape;
+  s.tensor_parallel = 2;
+  const OpWork w = RowsWork(Op::kGateUpProj, s, 1);
+  const GemmCorrection* c =
+      FindGemmCorrection(model->gemm_corrections, Op::kGateUpProj, w.gemm_k, w.gemm_n);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->k, 4096);
+  EXPECT_EQ(c->n, 11008);  // 2 x 11,008 / 2
+
+  auto e = Evaluate(*model, table);
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->corrected);
+  EXPECT_LT(e->total.max_error, 1e-3);  // each row its own ratio, to 1e-6
+  EXPECT_GT(e->total_form.mape, 2.0);
+  // Left out, a row is its neighbours' interpolation: exact inside the plateaus, off only
+  // at the rows beside the two steps.
+  EXPECT_LT(e->total_leave_one_out.mape, e->total_form.mape);
+  EXPECT_GT(e->total_leave_one_out.max_error, 5.0);
+  ASSERT_EQ(e->total_leave_one_out_by_tp.size(), 4u);
+
+  ProfileTable h100 = table;
+  for (ProfileRow& r : h100.rows) r.device = "h100-80gb";
+  auto other_gpu = Evaluate(*model, h100);
+  ASSERT_TRUE(other_gpu.ok());
+  EXPECT_FALSE(other_gpu->corrected);
+  EXPECT_EQ(other_gpu->total.mape, other_gpu->total_form.mape);
+
+  FitOptions off;
+  off.gemm_corrections = false;
+  auto plain = FitProfiles({table}, off);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->gemm_corrections.empty());
+  auto form = Evaluate(*plain, table);
+  EXPECT_FALSE(form->corrected);
+  EXPECT_EQ(form->total.mape, e->total_form.mape);
+}
+
 // A stream op whose first 40 MB run at 1.5x the HBM rate (the A100's L2): the two-tier
 // form is chosen, its knee found among the measured sizes, and the fit is close; a
 // one-tier op keeps one tier.

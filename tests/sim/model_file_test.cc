@@ -60,6 +60,13 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   routing.decode_rows = 40;
   routing.chunk_rows = 12;
   model.routing = {routing};
+  GemmCorrection correction;
+  correction.op = Op::kGateUpProj;
+  correction.k = 4096;
+  correction.n = 22016;
+  correction.rows = {1, 64, 136};
+  correction.factor = {0.945123, 1.186, 0.955};
+  model.gemm_corrections = {correction};
   const std::string text = CalibratedModelYaml(model, {});
   auto back = ReadCalibratedModel(Write(text));
   ASSERT_TRUE(back.ok()) << back.status().message();
@@ -79,6 +86,11 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   EXPECT_EQ(back->routing[0].routing_locality, 0.47);
   EXPECT_EQ(back->routing[0].expert_intermediate_size, 1024);
   EXPECT_EQ(back->routing[0].chunk_rows, 12);
+  ASSERT_EQ(back->gemm_corrections.size(), 1u);
+  EXPECT_EQ(back->gemm_corrections[0].op, Op::kGateUpProj);
+  EXPECT_EQ(back->gemm_corrections[0].n, 22016);
+  EXPECT_EQ(back->gemm_corrections[0].rows, correction.rows);
+  EXPECT_EQ(back->gemm_corrections[0].factor, correction.factor);
   EXPECT_EQ(CalibratedModelYaml(*back, {}), text);
 }
 
@@ -116,6 +128,23 @@ TEST_F(ModelFileTest, BadFilesNameLineAndKey) {
                             routing.substr(routing.find("  - ")) + "    routing_locality: 0.5\n";
   EXPECT_THAT(ReadCalibratedModel(Write(twice + ops)).status().message(),
               HasSubstr("m.yaml:9: routing[1]: the same MoE shape as routing[0]"));
+  const std::string gemm = "device: cpu\ngemm_corrections:\n  - op: ";
+  EXPECT_THAT(ReadCalibratedModel(Write(gemm + "rope\n    k: 1\n    n: 1\n    rows: [1, 2]\n"
+                                        "    factor: [1, 1]\n" + ops)).status().message(),
+              HasSubstr("m.yaml:3: gemm_corrections[0].op: 'rope' is not a GEMM"));
+  EXPECT_THAT(ReadCalibratedModel(Write(gemm + "o_proj\n    k: 1\n    n: 1\n    rows: [1, 4, 2]\n"
+                                        "    factor: [1, 1, 1]\n" + ops)).status().message(),
+              HasSubstr("m.yaml:6: gemm_corrections[0].rows[2]: rows must ascend"));
+  EXPECT_THAT(ReadCalibratedModel(Write(gemm + "o_proj\n    k: 1\n    n: 1\n    rows: [1, 2]\n"
+                                        "    factor: [1]\n" + ops)).status().message(),
+              HasSubstr("m.yaml:7: gemm_corrections[0].factor: expected a list as long as rows (2)"));
+  EXPECT_THAT(ReadCalibratedModel(Write(gemm + "o_proj\n    k: 1\n    n: 1\n    rows: [1, 2]\n"
+                                        "    factor: [1, 0]\n" + ops)).status().message(),
+              HasSubstr("gemm_corrections[0].factor[1]: value out of range"));
+  const std::string once = gemm + "o_proj\n    k: 1\n    n: 1\n    rows: [1, 2]\n    factor: [1, 1]\n";
+  EXPECT_TRUE(ReadCalibratedModel(Write(once + ops)).ok());
+  EXPECT_THAT(ReadCalibratedModel(Write(once + once.substr(once.find("  - ")) + ops)).status().message(),
+              HasSubstr("m.yaml:8: gemm_corrections[1]: the same op and shape as gemm_corrections[0]"));
   auto syntax = ReadCalibratedModel(Write("device: [a100\n"));
   EXPECT_THAT(syntax.status().message(), HasSubstr("YAML syntax error"));
   EXPECT_EQ(ReadCalibratedModel((dir_ / "none.yaml").string()).status().code(), StatusCode::kNotFound);
