@@ -137,10 +137,17 @@ TEST_F(ModelFileTest, BadFilesNameLineAndKey) {
               HasSubstr("m.yaml:6: gemm_corrections[0].rows[2]: rows must ascend"));
   EXPECT_THAT(ReadCalibratedModel(Write(gemm + "o_proj\n    k: 1\n    n: 1\n    rows: [1, 2]\n"
                                         "    factor: [1]\n" + ops)).status().message(),
-              HasSubstr("m.yaml:7: gemm_corrections[0].factor: expected a list as long as rows (2)"));
+              HasSubstr("m.yaml:7: gemm_corrections[0].factor: expected as many numbers as rows (2)"));
   EXPECT_THAT(ReadCalibratedModel(Write(gemm + "o_proj\n    k: 1\n    n: 1\n    rows: [1, 2]\n"
                                         "    factor: [1, 0]\n" + ops)).status().message(),
               HasSubstr("gemm_corrections[0].factor[1]: value out of range"));
+  // The writer's form: a string of numbers; its items' messages name its line.
+  EXPECT_THAT(ReadCalibratedModel(Write(gemm + "o_proj\n    k: 1\n    n: 1\n    rows: \"1 2 2.5\"\n"
+                                        "    factor: \"1 1 1\"\n" + ops)).status().message(),
+              HasSubstr("m.yaml:6: gemm_corrections[0].rows[2]: expected a whole number"));
+  EXPECT_THAT(ReadCalibratedModel(Write(gemm + "o_proj\n    k: 1\n    n: 1\n    rows: \"1 2 3\"\n"
+                                        "    factor: \"1 1 x\"\n" + ops)).status().message(),
+              HasSubstr("m.yaml:7: gemm_corrections[0].factor[2]: expected a number, not 'x'"));
   const std::string once = gemm + "o_proj\n    k: 1\n    n: 1\n    rows: [1, 2]\n    factor: [1, 1]\n";
   EXPECT_TRUE(ReadCalibratedModel(Write(once + ops)).ok());
   EXPECT_THAT(ReadCalibratedModel(Write(once + once.substr(once.find("  - ")) + ops)).status().message(),
