@@ -247,7 +247,9 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
 double CalibratedCostModel::Seconds(Op op, const OpWork& work) const {
   const double s = OpSeconds(Of(op), work);
   const GemmCorrection& c = corrections_[static_cast<size_t>(op)];
-  return c.rows.empty() ? s : s * c.At(work.gemm_rows);
+  // A one-row product with a matrix-vector fit of its own is that kernel's, uncorrected.
+  if (c.rows.empty() || (work.single_row && Of(op).has_single_row)) return s;
+  return s * c.At(work.gemm_rows);
 }
 
 double CalibratedCostModel::LayersSeconds(const StepParts& p, double dense, double moe) {

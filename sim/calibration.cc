@@ -655,6 +655,9 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
       if (!IsGemm(op)) continue;
       for (const ProfileRow* r : rows) {
         const OpWork w = ProfileRowWork(op, *r, *gpu, model.routing);
+        // One-row products with a matrix-vector fit of their own: another kernel, whose
+        // form is fitted on its own rows (and not interpolated with the GEMM's).
+        if (w.single_row && model.ops.at(op).single_row_fitted) continue;
         const double fitted = PredictRow(model, *gpu, op, *r, GemmCorrectionUse::kNone);
         if (fitted <= 0) continue;
         ratios.push_back(GemmRatio{op, std::llround(w.gemm_k), std::llround(w.gemm_n),
@@ -679,7 +682,10 @@ double PredictRow(const CalibratedModel& model, const GpuSpec& gpu, Op op, const
                   GemmCorrectionUse use) {
   const OpWork work = ProfileRowWork(op, row, gpu, model.routing);
   const double form = OpSeconds(model.ops.at(op).On(gpu, ShapeOf(row)), work);
-  if (use == GemmCorrectionUse::kNone || !IsGemm(op) || gpu.name != model.device) return form;
+  if (use == GemmCorrectionUse::kNone || !IsGemm(op) || gpu.name != model.device ||
+      (work.single_row && model.ops.at(op).single_row_fitted)) {
+    return form;
+  }
   const GemmCorrection* c = FindGemmCorrection(model.gemm_corrections, op, work.gemm_k, work.gemm_n);
   if (c == nullptr) return form;
   return form * (use == GemmCorrectionUse::kLeaveOneOut ? c->LeaveOneOut(work.gemm_rows)

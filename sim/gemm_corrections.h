@@ -15,6 +15,9 @@
 // GPU: no correction applies) and the correction adds what the profile measured of
 // cuBLAS's choices at these shapes, as a table would, without leaving the form.
 //
+// One-row products of a GEMM with a matrix-vector fit (OpFit::single_row_fitted) are
+// that kernel's and are neither in its table nor corrected.
+//
 // The honest measure of a correction is at rows it did not see: LeaveOneOut() is the
 // ratio a row would get from its neighbours alone (calibrate's leave-one-out figures).
 #include <cstdint>

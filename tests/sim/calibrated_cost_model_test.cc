@@ -165,6 +165,15 @@ TEST_F(CalibratedCostModelTest, GemmCorrectionsScaleTheirOpAtTheDeploymentsShape
   h100.gpu = *FindGpu("h100-80gb");
   const CalibratedCostModel other_gpu(*model, path, h100, 0.5);
   EXPECT_THAT(other_gpu.Describe(), Not(HasSubstr("corrections")));
+  // With a matrix-vector fit of its own (here the same terms), one row is that kernel's,
+  // uncorrected; 32 rows are still the GEMM's, corrected.
+  CalibratedModel gemv = *model;
+  gemv.ops.at(Op::kQkvProj).single_row_fitted = true;
+  gemv.ops.at(Op::kQkvProj).single_row_fixed_us = 10;
+  gemv.ops.at(Op::kQkvProj).single_row_memory_efficiency = 0.8;
+  const CalibratedCostModel with_gemv(gemv, path, d, 0.5);
+  EXPECT_NEAR(with_gemv.OpsSeconds(decode), 32 * qkv(1), 1e-12);
+  EXPECT_NEAR(with_gemv.OpsSeconds(chunk), 32 * qkv(32) * (1.5 + 0.5 * 31.0 / 63.0), 1e-12);
 
   // Through the experiment: the key is read (and recorded) when the model has corrections.
   const std::string on = Outputs(Experiment("{type: calibrated, path: corrected.yaml}", dir_.string()));
