@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/plot_script.h"
 #include "core/text.h"
+#include "driver/csv_writer.h"
 #include "driver/output_dir.h"
 #include "sim/calibration.h"
 #include "sim/model_file.h"
@@ -68,18 +70,21 @@ nlohmann::ordered_json EvaluationJson(const Evaluation& e) {
 }
 
 std::string PointsCsv(const std::vector<Evaluation>& evaluations, const std::string& kind) {
-  std::string csv;
+  std::ostringstream csv;
+  CsvWriter w(&csv);
+  auto number = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return std::string(buf);
+  };
   for (const Evaluation& e : evaluations) {
     for (const PointPrediction& p : e.points) {
-      char buf[512];
-      std::snprintf(buf, sizeof buf, "%s,%s,%s,%lld,%lld,%lld,%d,%.6g,%.6g\n", kind.c_str(),
-                    e.file.c_str(), p.op.c_str(), static_cast<long long>(p.tokens),
-                    static_cast<long long>(p.batch), static_cast<long long>(p.context), p.tp,
-                    p.measured_ms, p.predicted_ms);
-      csv += buf;
+      w.Str(kind).Str(e.file).Str(p.op).Int(p.tokens).Int(p.batch).Int(p.context).Int(p.tp);
+      w.Str(number(p.measured_ms)).Str(number(p.predicted_ms)).Str(number(p.form_ms));
+      w.Str(number(p.leave_one_out_ms)).EndRow();
     }
   }
-  return csv;
+  return csv.str();
 }
 
 // "4.38% (bias -1.08%, worst 19.5%) | by TP: 1: 4.59% 2: 4.94%" (by TP with two or more).
@@ -234,7 +239,8 @@ constexpr const char* kCalibrateHelp =
     "mlp.csv / attention.csv). Writes MODEL.yaml (use it as `cost_model: {type:\n"
     "calibrated, path: MODEL.yaml}`) and, beside it, calibration.json (per file and per\n"
     "op: MAPE, max error, bias, in percent; one `evaluations` entry per --evaluate file),\n"
-    "calibration_points.csv (every row measured and predicted) and calibration.png\n"
+    "calibration_points.csv (every row measured and predicted: as the model does, by the\n"
+    "form alone, and leave-one-out) and calibration.png\n"
     "(plots/calibration.py; skipped with a note if it cannot run). An efficiency marked\n"
     "* kept the roofline's value: no measurement was bound by that term.\n"
     "Each GEMM weight shape measured at 3 or more row counts also gets a correction, the\n"
@@ -399,7 +405,8 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   const std::string dir = out_path.has_parent_path() ? out_path.parent_path().string() : ".";
   auto folder = OutputDir::Open(dir);
   if (!folder.ok()) return Report(folder.status());
-  const std::string points = "kind,file,op,tokens,batch,context,tp,measured_ms,predicted_ms\n" +
+  const std::string points =
+      "kind,file,op,tokens,batch,context,tp,measured_ms,predicted_ms,form_ms,leave_one_out_ms\n" +
                              PointsCsv(fitted, "fit") + PointsCsv(evaluations, "evaluate");
   Status written =
       (*folder)->WriteFile(out_path.filename().string(), CalibratedModelYaml(*model, in_sample->ops_form));

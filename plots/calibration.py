@@ -3,12 +3,15 @@
 
 usage: calibration.py POINTS [--out PNG] [--max-ops N]
 POINTS is calibration_points.csv, written by `servelab calibrate` beside MODEL.yaml
-(columns kind,file,op,tokens,batch,context,tp,measured_ms,predicted_ms; kind is "fit"
-for the fitted profiles and "evaluate" for --evaluate ones). One panel per op (at most
---max-ops, default 16, the ops with the most rows): measured times as dots and
-predicted ones as crosses against the op's tokens (log-log), one colour per TP degree,
-fitted rows filled and evaluated rows hollow; the panel title carries the op's MAPE.
-Writes PNG (default calibration.png beside POINTS).
+(columns kind,file,op,tokens,batch,context,tp,measured_ms,predicted_ms, and optionally
+form_ms,leave_one_out_ms; kind is "fit" for the fitted profiles and "evaluate" for
+--evaluate ones). One panel per op (at most --max-ops, default 16, the ops with the most
+rows): measured times as dots and the fitted form's as crosses against the op's tokens
+(log-log), one colour per TP degree, fitted rows filled and evaluated rows hollow; where
+a GEMM correction applies, a thin line for its predictions (leave-one-out on the fitted
+rows: each from its shape's other rows). The panel title carries the op's MAPE (the
+form's, and the corrected one's when there is one). Writes PNG (default calibration.png
+beside POINTS).
 """
 import argparse
 import math
@@ -46,6 +49,12 @@ def load(path):
     df = df[(df.measured_ms > 0) & (df.predicted_ms > 0)]
     if df.empty:
         raise sp.InputError(f"{path}: no rows with positive times")
+    # Older files have neither: the prediction is the form's, uncorrected.
+    for c in ["form_ms", "leave_one_out_ms"]:
+        df[c] = pd.to_numeric(df[c], errors="coerce") if c in df.columns else np.nan
+        df[c] = df[c].fillna(df.predicted_ms)
+    # What a row is predicted as when corrected: from its shape's other rows when fitted.
+    df["corrected_ms"] = np.where(df.kind == "fit", df.leave_one_out_ms, df.predicted_ms)
     return df
 
 
@@ -70,9 +79,15 @@ def main(argv):
             ax.scatter(g.tokens, g.measured_ms, s=8, color=colors[tp],
                        facecolors=colors[tp] if filled else "none",
                        label=f"TP {int(tp)} {'fit' if filled else 'evaluated'}")
-            ax.scatter(g.tokens, g.predicted_ms, s=10, marker="x", color=colors[tp], alpha=0.6)
-        mape = 100 * np.mean(np.abs(d.predicted_ms - d.measured_ms) / d.measured_ms)
-        ax.set_title(f"{op}  (MAPE {mape:.1f}%)", fontsize=9)
+            ax.scatter(g.tokens, g.form_ms, s=10, marker="x", color=colors[tp], alpha=0.6)
+            if (g.corrected_ms != g.form_ms).any():
+                ax.plot(g.tokens, g.corrected_ms, lw=0.7, color=colors[tp], alpha=0.8)
+        def mape(col):
+            return 100 * np.mean(np.abs(d[col] - d.measured_ms) / d.measured_ms)
+        title = f"{op}  (MAPE {mape('form_ms'):.1f}%"
+        if (d.corrected_ms != d.form_ms).any():
+            title += f", corrected {mape('corrected_ms'):.1f}%"
+        ax.set_title(title + ")", fontsize=9)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("tokens (attention_decode: sequences)", fontsize=8)
@@ -83,7 +98,8 @@ def main(argv):
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.tight_layout(rect=(0, 0, 1, 0.94))
     fig.legend(handles, labels, loc="upper center", ncol=min(8, len(labels)), fontsize=8,
-               title="measured: dots, predicted: crosses", title_fontsize=8)
+               title="measured: dots, the fitted form: crosses, with GEMM corrections: lines",
+               title_fontsize=8)
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.points)), "calibration.png")
     return [sp.save(fig, os.path.dirname(os.path.abspath(out)), os.path.basename(out))]
 

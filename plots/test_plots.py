@@ -383,6 +383,18 @@ class PolicyFigureTest(PlotTestCase):
         self.assertOk(r)
         self.assertEqual(r.stdout.split(), [os.path.join(self.tmp, "cal", "calibration.png")])
         self.assertPng(os.path.join(self.tmp, "cal", "calibration.png"))
+        # With the form's and the leave-one-out predictions (a GEMM corrected; a blank
+        # leave-one-out is the prediction's).
+        rows = ["kind,file,op,tokens,batch,context,tp,measured_ms,predicted_ms,form_ms,"
+                "leave_one_out_ms"]
+        for tokens in (1, 16, 256, 4096):
+            t = 0.01 + tokens * 1e-4
+            rows.append(f"fit,a.csv,qkv_proj,{tokens},1,0,1,{t},{t},{t * 1.1},{t * 1.02}")
+            rows.append(f"fit,a.csv,rope,{tokens},1,0,1,{t},{t},{t},")
+        with open(path, "w") as f:
+            f.write("\n".join(rows) + "\n")
+        self.assertOk(run("calibration.py", path))
+        self.assertPng(os.path.join(self.tmp, "cal", "calibration.png"))
         with open(path, "w") as f:
             f.write("kind,op\nfit,rope\n")
         r = run("calibration.py", path)

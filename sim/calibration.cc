@@ -770,7 +770,7 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
           1e3 * PredictOps(model, *gpu, row) + 1e-3 * model.step_overhead_us;
       step_rel.push_back((predicted_ms - row.median_ms) / row.median_ms);
       e.points.push_back(PointPrediction{row.op, row.tokens, row.batch, row.context, row.tp,
-                                         row.median_ms, predicted_ms});
+                                         row.median_ms, predicted_ms, predicted_ms, predicted_ms});
     }
     if (row.op == "step" || row.median_ms <= 0) continue;
     const Op op = *OpByName(row.op);
@@ -786,7 +786,7 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
     form_errors[row.op].push_back((form_ms - row.median_ms) / row.median_ms);
     loo_errors[row.op].push_back((loo_ms - row.median_ms) / row.median_ms);
     e.points.push_back(PointPrediction{row.op, row.tokens, row.batch, row.context, row.tp,
-                                       row.median_ms, predicted_ms});
+                                       row.median_ms, predicted_ms, form_ms, loo_ms});
     if (InfoOf(op).scope == OpScope::kPerLayer) {
       const ConfigKey key{row.tokens, row.batch, row.context, row.tp, row.shape.hidden_size,
                           row.shape.num_attention_heads, row.shape.intermediate_size,

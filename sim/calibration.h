@@ -191,6 +191,9 @@ struct PointPrediction {
   int64_t tokens = 0, batch = 0, context = 0;
   int32_t tp = 1;
   double measured_ms = 0, predicted_ms = 0;
+  // The fitted form alone, and with the row's GEMM correction from its shape's other rows
+  // (GemmCorrectionUse); predicted_ms where no correction applies.
+  double form_ms = 0, leave_one_out_ms = 0;
 };
 
 struct Evaluation {
