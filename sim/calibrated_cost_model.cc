@@ -85,12 +85,19 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
                  "; roofline: " + (roofline.empty() ? std::string("none") : Join(roofline, ", "));
   // The GEMM corrections at this deployment's shapes, on the fitted device (a CPU fit is
-  // the CPU's whatever the deployment names).
+  // the CPU's whatever the deployment names), for 16-bit floating-point weights and
+  // activations (what the profiles ran; fp8 or int4 GEMMs are other kernels), and for the
+  // GEMMs costed at those shapes: not qkv_proj and o_proj under latent attention, not a
+  // MoE model's dense MLP when it has no dense layer.
   corrections_.resize(AllOps().size());
-  if (gemm_corrections && (model.device == "cpu" || model.device == d.gpu.name)) {
+  auto half = [](DType t) { return t == DType::kBf16 || t == DType::kFp16; };
+  if (gemm_corrections && (model.device == "cpu" || model.device == d.gpu.name) &&
+      half(d.weight_dtype) && half(d.activation_dtype)) {
     std::vector<std::string> corrected;
     for (const OpInfo& info : AllOps()) {
       if (!IsGemm(info.op) || model.ops.count(info.op) == 0) continue;
+      if (d.model.IsMla() && (info.op == Op::kQkvProj || info.op == Op::kOProj)) continue;
+      if (IsDenseMlp(info.op) && d.model.IsMoe() && d.model.NumDenseLayers() == 0) continue;
       const OpWork w = RowsWork(info.op, shape_, 1);
       const GemmCorrection* c =
           FindGemmCorrection(model.gemm_corrections, info.op, w.gemm_k, w.gemm_n);

@@ -67,9 +67,11 @@
 //                     deployment's weight shapes (qkv_proj, o_proj, gate_up_proj,
 //                     down_proj, lm_head; sim/gemm_corrections.h) take the measured /
 //                     fitted ratio at their rows, on the model's own device only (a CPU
-//                     fit's always); false: the fitted form alone. A MoE model's shared
-//                     and routed experts and latent attention's GEMMs have other shapes
-//                     and take the form alone
+//                     fit's always) and with 16-bit floating-point weights and
+//                     activations (the profiles'); false: the fitted form alone. A MoE
+//                     model's shared and routed experts and latent attention's GEMMs take
+//                     the form alone. Read (and recorded) when the model has corrections.
+//                     The fitted step overhead was fitted with them applied
 //   expert_imbalance, routing_skew, routing_locality
 //                     MoE models: as the roofline's (ExpertRoutingOptions); the skew and
 //                     locality default to those MODEL.yaml's `routing` counted on a model

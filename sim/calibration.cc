@@ -658,6 +658,8 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
         // One-row products with a matrix-vector fit of their own: another kernel, whose
         // form is fitted on its own rows (and not interpolated with the GEMM's).
         if (w.single_row && model.ops.at(op).single_row_fitted) continue;
+        // A shape split unevenly over TP (vocab / tp) is no whole matrix to key.
+        if (w.gemm_k != std::floor(w.gemm_k) || w.gemm_n != std::floor(w.gemm_n)) continue;
         const double fitted = PredictRow(model, *gpu, op, *r, GemmCorrectionUse::kNone);
         if (fitted <= 0) continue;
         ratios.push_back(GemmRatio{op, std::llround(w.gemm_k), std::llround(w.gemm_n),

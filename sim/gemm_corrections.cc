@@ -68,6 +68,11 @@ std::vector<GemmCorrection> GemmCorrectionsOf(std::vector<GemmRatio> ratios, int
       c.factor.push_back(std::round(PercentileOfSorted(same_rows, 50) * 1e6) / 1e6);
     }
     if (c.rows.size() < static_cast<size_t>(std::max(min_rows, 2))) continue;
+    // A ratio beyond 1e-3 .. 1e3 is a broken measurement, not a kernel's step (and past
+    // what MODEL.yaml reads back).
+    if (std::any_of(c.factor.begin(), c.factor.end(), [](double f) { return f < 1e-3 || f > 1e3; })) {
+      continue;
+    }
     // Kept when it predicts the shape's rows from their neighbours better than the form
     // does: noise alone, interpolated, would predict them worse.
     double form_error = 0, loo_error = 0;

@@ -11,15 +11,18 @@
 // GEMM and 3-5% a layer there, in sample, whatever its terms (waves of fitted 2-D tiles
 // did worse). A correction holds, for each weight shape measured, the measured / fitted
 // ratio at each M measured; between two measured M it is linear, beyond the ends it is
-// the end's. The form still carries a fit to other shapes (another model, TP degree or
-// GPU: no correction applies) and the correction adds what the profile measured of
-// cuBLAS's choices at these shapes, as a table would, without leaving the form.
+// the end's. The form still carries a fit to other shapes (a TP degree, GPU or model
+// whose GEMMs were not measured: no correction applies; another model's GEMM of a
+// measured shape takes that shape's) and the correction adds what the profile measured
+// of cuBLAS's choices at these shapes, as a table would, without leaving the form.
 //
 // One-row products of a GEMM with a matrix-vector fit (OpFit::single_row_fitted) are
 // that kernel's and are neither in its table nor corrected.
 //
-// The honest measure of a correction is at rows it did not see: LeaveOneOut() is the
-// ratio a row would get from its neighbours alone (calibrate's leave-one-out figures).
+// A correction is measured at rows it did not see: LeaveOneOut() is the ratio a row
+// would get from its neighbours alone (calibrate's leave-one-out figures). Not quite
+// held out: the form was fitted on every row, the left-out one too, and the same errors
+// decide which corrections are kept (on Vidur's profiles, all of them).
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -50,7 +53,8 @@ struct GemmRatio {
 };
 
 // A correction per (op, K, N) measured at `min_rows` distinct M or more (fewer: none;
-// the form alone), sorted by (op, K, N), kept only where it predicts the shape's rows
+// the form alone) with every ratio in [1e-3, 1e3], sorted by (op, K, N), kept only where
+// it predicts the shape's rows
 // better left out than the form does (the sum of |LeaveOneOut / ratio - 1| below the sum
 // of |1 / ratio - 1|): a correction that holds only the measurements' noise makes the
 // predictions of rows it did not see worse, and is dropped.

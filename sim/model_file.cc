@@ -226,9 +226,9 @@ Numbers ReadNumbers(const std::string& path, const YAML::Node& n, const std::str
   }
   if (!n.IsScalar()) Fail(path, n, key, "expected a list of numbers");
   const std::string& text = n.Scalar();
-  for (size_t at = text.find_first_not_of(' '); at != std::string::npos;
-       at = text.find_first_not_of(' ', at)) {
-    const size_t end = std::min(text.find(' ', at), text.size());
+  for (size_t at = text.find_first_not_of(" \t"); at != std::string::npos;
+       at = text.find_first_not_of(" \t", at)) {
+    const size_t end = std::min(text.find_first_of(" \t", at), text.size());
     const std::string item = key + "[" + std::to_string(out.values.size()) + "]";
     double v = 0;
     const auto [ptr, ec] = std::from_chars(text.data() + at, text.data() + end, v);

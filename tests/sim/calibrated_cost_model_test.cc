@@ -127,14 +127,17 @@ TEST_F(CalibratedCostModelTest, AFittedOpTakesItsFitOnTheDeploymentGpu) {
 
 // A GEMM correction scales its op at the deployment's weight shape, by the step's rows:
 // Llama-2-7B's qkv_proj ([4096, 12288] at TP 1) corrected 1.5x at 1 row and 2x at 64,
-// every other op free. Not on another GPU, not with gemm_corrections: false, and a
-// correction at another shape applies to nothing.
+// o_proj a fixed 7 us with a 9x correction at a shape it does not have ([4096, 8192]),
+// every other op free. Not at TP 2 (another shape), not on another GPU, not for int4
+// weights, not with gemm_corrections: false.
 TEST_F(CalibratedCostModelTest, GemmCorrectionsScaleTheirOpAtTheDeploymentsShape) {
   std::string ops = FreeOps();
   ops.replace(ops.find("  qkv_proj: {fixed_us: 0"), std::string("  qkv_proj: {fixed_us: 0").size(),
               "  qkv_proj: {fixed_us: 10");
   ops.replace(ops.find("memory_efficiency: .inf, compute_efficiency: .inf}\n  rope"),
               std::string("memory_efficiency: .inf").size(), "memory_efficiency: 0.8");
+  ops.replace(ops.find("  o_proj: {fixed_us: 0"), std::string("  o_proj: {fixed_us: 0").size(),
+              "  o_proj: {fixed_us: 7");
   const std::string corrections =
       "gemm_corrections:\n"
       "  - {op: qkv_proj, k: 4096, n: 12288, rows: [1, 64], factor: [1.5, 2.0]}\n"
@@ -151,20 +154,32 @@ TEST_F(CalibratedCostModelTest, GemmCorrectionsScaleTheirOpAtTheDeploymentsShape
   StepPlan decode, chunk;
   decode.seqs.push_back(ScheduledRequest{&r, 1, 100, true, false});
   chunk.seqs.push_back(ScheduledRequest{&r, 32, 0, false, false});
-  // qkv_proj (memory-bound, the test above): K N 2 + T (K + N) 2 bytes at 80% of 2,039 GB/s.
-  auto qkv = [](double t) { return 10e-6 + (4096.0 * 12288 * 2 + t * 16384 * 2) / (2039e9 * 0.8); };
+  // qkv_proj (memory-bound, the test above): K N 2 + T (K + N) 2 bytes at 80% of the
+  // GPU's bandwidth, N = 12,288 / tp.
+  auto qkv = [](double t, double tp = 1, double bandwidth = 2039e9) {
+    const double n = 12288 / tp;
+    return 10e-6 + (4096.0 * n * 2 + t * (4096 + n) * 2) / (bandwidth * 0.8);
+  };
+  const double o = 7e-6;
   const CalibratedCostModel cost(*model, path, d, 0.5);
-  EXPECT_NEAR(cost.OpsSeconds(decode), 32 * qkv(1) * 1.5, 1e-12);
-  EXPECT_NEAR(cost.OpsSeconds(chunk), 32 * qkv(32) * (1.5 + 0.5 * 31.0 / 63.0), 1e-12);
-  EXPECT_THAT(cost.Describe(), HasSubstr("measured GEMM corrections: qkv_proj"));
-  EXPECT_THAT(cost.Describe(), Not(HasSubstr("o_proj\n")));
+  EXPECT_NEAR(cost.OpsSeconds(decode), 32 * (qkv(1) * 1.5 + o), 1e-12);
+  EXPECT_NEAR(cost.OpsSeconds(chunk), 32 * (qkv(32) * (1.5 + 0.5 * 31.0 / 63.0) + o), 1e-12);
+  EXPECT_THAT(cost.Describe(), ::testing::EndsWith("; measured GEMM corrections: qkv_proj"));
   const CalibratedCostModel off(*model, path, d, 0.5, 0, {}, /*gemm_corrections=*/false);
-  EXPECT_NEAR(off.OpsSeconds(decode), 32 * qkv(1), 1e-12);
+  EXPECT_NEAR(off.OpsSeconds(decode), 32 * (qkv(1) + o), 1e-12);
   EXPECT_THAT(off.Describe(), Not(HasSubstr("corrections")));
+  DeploymentSpec tp2 = d;
+  tp2.tensor_parallel = 2;
+  EXPECT_NEAR(CalibratedCostModel(*model, path, tp2, 0.5).OpsSeconds(decode),
+              32 * (qkv(1, 2) + o), 1e-12);
   DeploymentSpec h100 = d;
   h100.gpu = *FindGpu("h100-80gb");
   const CalibratedCostModel other_gpu(*model, path, h100, 0.5);
+  EXPECT_NEAR(other_gpu.OpsSeconds(decode), 32 * (qkv(1, 1, 3350e9) + o), 1e-12);
   EXPECT_THAT(other_gpu.Describe(), Not(HasSubstr("corrections")));
+  DeploymentSpec int4 = d;
+  int4.weight_dtype = DType::kInt4;
+  EXPECT_THAT(CalibratedCostModel(*model, path, int4, 0.5).Describe(), Not(HasSubstr("corrections")));
   // With a matrix-vector fit of its own (here the same terms), one row is that kernel's,
   // uncorrected; 32 rows are still the GEMM's, corrected.
   CalibratedModel gemv = *model;
@@ -172,8 +187,21 @@ TEST_F(CalibratedCostModelTest, GemmCorrectionsScaleTheirOpAtTheDeploymentsShape
   gemv.ops.at(Op::kQkvProj).single_row_fixed_us = 10;
   gemv.ops.at(Op::kQkvProj).single_row_memory_efficiency = 0.8;
   const CalibratedCostModel with_gemv(gemv, path, d, 0.5);
-  EXPECT_NEAR(with_gemv.OpsSeconds(decode), 32 * qkv(1), 1e-12);
-  EXPECT_NEAR(with_gemv.OpsSeconds(chunk), 32 * qkv(32) * (1.5 + 0.5 * 31.0 / 63.0), 1e-12);
+  EXPECT_NEAR(with_gemv.OpsSeconds(decode), 32 * (qkv(1) + o), 1e-12);
+  EXPECT_NEAR(with_gemv.OpsSeconds(chunk), 32 * (qkv(32) * (1.5 + 0.5 * 31.0 / 63.0) + o), 1e-12);
+  // A model without dense MLPs (Mixtral) at a shape whose gate|up is corrected: its MLP is
+  // the experts', uncorrected, and the summary does not claim otherwise.
+  CalibratedModel moe = *model;
+  DeploymentSpec mixtral = d;
+  mixtral.model = *FindModel("mixtral-8x7b");
+  const OpWork up = RowsWork(Op::kGateUpProj, OpShape{mixtral.model, 1}, 1);
+  moe.gemm_corrections.push_back(GemmCorrection{Op::kGateUpProj, static_cast<int64_t>(up.gemm_k),
+                                                static_cast<int64_t>(up.gemm_n), {1, 2}, {3.0, 3.0}});
+  EXPECT_THAT(CalibratedCostModel(moe, path, mixtral, 0.5).Describe(),
+              Not(HasSubstr("measured GEMM corrections")));
+  mixtral.model.first_k_dense_replace = 1;  // a dense first layer: its MLP is corrected
+  EXPECT_THAT(CalibratedCostModel(moe, path, mixtral, 0.5).Describe(),
+              HasSubstr("; measured GEMM corrections: gate_up_proj; mixture of experts"));
 
   // Through the experiment: the key is read (and recorded) when the model has corrections.
   const std::string on = Outputs(Experiment("{type: calibrated, path: corrected.yaml}", dir_.string()));
