@@ -52,6 +52,15 @@ class CalibratedCostModelTest : public ::testing::Test {
     }
     return ops;
   }
+  // FreeOps with qkv_proj a fixed 10 us plus its bytes at 80% of the bandwidth.
+  std::string QkvOps() {
+    std::string ops = FreeOps();
+    const std::string qkv = "  qkv_proj: {fixed_us: 0";
+    ops.replace(ops.find(qkv), qkv.size(), "  qkv_proj: {fixed_us: 10");
+    ops.replace(ops.find("memory_efficiency: .inf, compute_efficiency: .inf}\n  rope"),
+                std::string("memory_efficiency: .inf").size(), "memory_efficiency: 0.8");
+    return ops;
+  }
   // A model file that fits only an op servelab's step does not run (a free residual
   // add): every op of the step takes the roofline's form.
   std::string RooflineFormModel() {
@@ -99,11 +108,7 @@ TEST_F(CalibratedCostModelTest, FreeOpsAndAFixedOverheadAreTheConstantModel) {
 // Hand-computed: one decode step of Llama-2-7B at TP 1 with only qkv_proj fitted (fixed
 // 10 us, memory-bound at 80% of 2,039 GB/s) and every other op free.
 TEST_F(CalibratedCostModelTest, AFittedOpTakesItsFitOnTheDeploymentGpu) {
-  std::string ops = FreeOps();
-  ops.replace(ops.find("  qkv_proj: {fixed_us: 0"), std::string("  qkv_proj: {fixed_us: 0").size(),
-              "  qkv_proj: {fixed_us: 10");
-  ops.replace(ops.find("memory_efficiency: .inf, compute_efficiency: .inf}\n  rope"),
-              std::string("memory_efficiency: .inf").size(), "memory_efficiency: 0.8");
+  std::string ops = QkvOps();
   const std::string path = Write("one.yaml", "device: a100-80gb\nops:\n" + ops);
   auto model = ReadCalibratedModel(path);
   ASSERT_TRUE(model.ok()) << model.status().message();
@@ -131,11 +136,7 @@ TEST_F(CalibratedCostModelTest, AFittedOpTakesItsFitOnTheDeploymentGpu) {
 // every other op free. Not at TP 2 (another shape), not on another GPU, not for int4
 // weights, not with gemm_corrections: false.
 TEST_F(CalibratedCostModelTest, GemmCorrectionsScaleTheirOpAtTheDeploymentsShape) {
-  std::string ops = FreeOps();
-  ops.replace(ops.find("  qkv_proj: {fixed_us: 0"), std::string("  qkv_proj: {fixed_us: 0").size(),
-              "  qkv_proj: {fixed_us: 10");
-  ops.replace(ops.find("memory_efficiency: .inf, compute_efficiency: .inf}\n  rope"),
-              std::string("memory_efficiency: .inf").size(), "memory_efficiency: 0.8");
+  std::string ops = QkvOps();
   ops.replace(ops.find("  o_proj: {fixed_us: 0"), std::string("  o_proj: {fixed_us: 0").size(),
               "  o_proj: {fixed_us: 7");
   const std::string corrections =
