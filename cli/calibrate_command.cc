@@ -16,6 +16,7 @@
 #include "driver/csv_writer.h"
 #include "driver/output_dir.h"
 #include "sim/calibration.h"
+#include "sim/fit_evaluation.h"
 #include "sim/model_file.h"
 #include "driver/profile_table.h"
 

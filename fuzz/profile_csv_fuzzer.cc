@@ -9,6 +9,7 @@
 #include "driver/profile_table.h"
 #include "fuzz/fuzz_util.h"
 #include "sim/calibration.h"
+#include "sim/fit_evaluation.h"
 #include "sim/model_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

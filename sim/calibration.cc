@@ -12,6 +12,7 @@
 
 #include "core/percentile.h"
 #include "driver/gpu_catalog.h"
+#include "sim/fit_evaluation.h"
 
 namespace servelab {
 namespace {
@@ -373,14 +374,14 @@ Coefficients FitSingleRow(const std::vector<Sample>& samples, const Coefficients
   return c;
 }
 
-OpShape ShapeOf(const ProfileRow& row) {
+}  // namespace
+
+OpShape ProfileRowShape(const ProfileRow& row) {
   OpShape shape;
   shape.model = row.shape;
   shape.tensor_parallel = row.tp;
   return shape;
 }
-
-}  // namespace
 
 StatusOr<GpuSpec> DeviceSpec(const std::string& device) {
   if (device == "cpu") {
@@ -399,7 +400,7 @@ StatusOr<GpuSpec> DeviceSpec(const std::string& device) {
 
 OpWork ProfileRowWork(Op op, const ProfileRow& row, const GpuSpec& gpu,
                       std::span<const CountedRouting> routing) {
-  const OpShape shape = ShapeOf(row);
+  const OpShape shape = ProfileRowShape(row);
   if (op == Op::kMoeMlp && row.experts_run > 0) {  // the routing the engine counted
     const double tokens = static_cast<double>(row.tokens);
     return MoeMlpWork(shape, tokens, 1, tokens * shape.model.num_experts_per_tok, row.experts_run,
@@ -501,7 +502,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     const int32_t coefficients = (info.form == OpForm::kRoofline ? 3 : 2) + (op == Op::kMoeMlp ? 2 : 0);
     std::set<double> sizes;
     std::vector<Sample> samples, single_row;
-    OpShape first = ShapeOf(*rows.front());
+    OpShape first = ProfileRowShape(*rows.front());
     for (const ProfileRow* r : rows) {
       Sample s;
       s.t = r->median_ms * 1e-3;
@@ -610,7 +611,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     f.points = static_cast<int64_t>(samples.size());
     if (IsGemm(op)) {
       std::set<double> weights;
-      for (const ProfileRow* r : rows) weights.insert(RowsWork(op, ShapeOf(*r), 0).bytes);
+      for (const ProfileRow* r : rows) weights.insert(RowsWork(op, ProfileRowShape(*r), 0).bytes);
       f.weight_sizes = static_cast<int64_t>(weights.size());
     }
     if (!single_row.empty()) {
@@ -678,138 +679,6 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     model.step_overhead_us = std::max(0.0, PercentileOfSorted(residuals, 50)) * 1e6;
   }
   return model;
-}
-
-double PredictRow(const CalibratedModel& model, const GpuSpec& gpu, Op op, const ProfileRow& row,
-                  GemmCorrectionUse use) {
-  const OpWork work = ProfileRowWork(op, row, gpu, model.routing);
-  const double form = OpSeconds(model.ops.at(op).On(gpu, ShapeOf(row)), work);
-  if (use == GemmCorrectionUse::kNone || !IsGemm(op) || gpu.name != model.device ||
-      (work.single_row && model.ops.at(op).single_row_fitted)) {
-    return form;
-  }
-  const GemmCorrection* c = FindGemmCorrection(model.gemm_corrections, op, work.gemm_k, work.gemm_n);
-  if (c == nullptr) return form;
-  return form * (use == GemmCorrectionUse::kLeaveOneOut ? c->LeaveOneOut(work.gemm_rows)
-                                                        : c->At(work.gemm_rows));
-}
-
-double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row) {
-  const bool decode = row.tokens == row.batch;  // every sequence brings one token
-  double layer = 0, step = 0;
-  for (const auto& entry : model.ops) {
-    const Op op = entry.first;
-    // A MoE layer's MLP is moe_mlp, a dense one's its three ops.
-    if (row.shape.IsMoe() ? IsDenseMlp(op) : op == Op::kMoeMlp) continue;
-    if (op == Op::kAttentionDecode || op == Op::kAttentionPrefill) {
-      if ((op == Op::kAttentionDecode) != decode) continue;
-      layer += PredictRow(model, gpu, op, row);
-    } else if (InfoOf(op).scope == OpScope::kPerLayer) {
-      if (op == Op::kAllReduce && row.tp == 1) continue;
-      const double calls = op == Op::kAllReduce ? 2.0 : 1.0;
-      layer += calls * PredictRow(model, gpu, op, row);
-    } else {
-      step += PredictRow(model, gpu, op, row);
-    }
-  }
-  return step + layer * row.shape.num_hidden_layers;
-}
-
-ErrorStats ErrorStats::Of(std::span<const double> relative_errors) {
-  ErrorStats s;
-  s.points = static_cast<int64_t>(relative_errors.size());
-  for (double r : relative_errors) {
-    s.mape += std::abs(r);
-    s.bias += r;
-    s.max_error = std::max(s.max_error, std::abs(r));
-  }
-  if (s.points > 0) {
-    s.mape *= 100.0 / static_cast<double>(s.points);
-    s.bias *= 100.0 / static_cast<double>(s.points);
-  }
-  s.max_error *= 100.0;
-  return s;
-}
-
-namespace {
-
-// Per-layer totals (Evaluation::total): measured and predicted sums by configuration.
-struct Sums {
-  double measured = 0, predicted = 0;
-};
-using ConfigKey = std::tuple<int64_t, int64_t, int64_t, int32_t, int32_t, int32_t, int32_t, int32_t>;
-
-void SetTotals(const std::map<ConfigKey, Sums>& totals, ErrorStats& total,
-               std::map<int32_t, ErrorStats>& by_tp) {
-  std::vector<double> all;
-  std::map<int32_t, std::vector<double>> tp_rel;
-  for (const auto& [key, s] : totals) {
-    const double rel = (s.predicted - s.measured) / s.measured;
-    all.push_back(rel);
-    tp_rel[std::get<3>(key)].push_back(rel);
-  }
-  total = ErrorStats::Of(all);
-  for (const auto& [tp, rel] : tp_rel) by_tp[tp] = ErrorStats::Of(rel);
-}
-
-}  // namespace
-
-StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& table) {
-  Evaluation e;
-  e.file = table.path;
-  e.device = table.rows.empty() ? model.device : table.rows.front().device;
-  auto gpu = DeviceSpec(e.device);
-  if (!gpu.ok()) return gpu.status();
-  // op -> signed relative errors, as the model predicts and by the form alone
-  std::map<std::string, std::vector<double>> errors, form_errors, loo_errors;
-  // as the model predicts, by the form alone, leave-one-out
-  std::map<ConfigKey, Sums> totals, form_totals, loo_totals;
-  std::set<std::string> missing;
-  std::vector<double> step_rel;
-  for (const ProfileRow& row : table.rows) {
-    if (row.op == "step" && row.shape.num_hidden_layers > 0 && row.median_ms > 0) {
-      const double predicted_ms =
-          1e3 * PredictOps(model, *gpu, row) + 1e-3 * model.step_overhead_us;
-      step_rel.push_back((predicted_ms - row.median_ms) / row.median_ms);
-      e.points.push_back(PointPrediction{row.op, row.tokens, row.batch, row.context, row.tp,
-                                         row.median_ms, predicted_ms, predicted_ms, predicted_ms});
-    }
-    if (row.op == "step" || row.median_ms <= 0) continue;
-    const Op op = *OpByName(row.op);
-    if (model.ops.count(op) == 0) {
-      missing.insert(row.op);
-      continue;
-    }
-    const double predicted_ms = 1e3 * PredictRow(model, *gpu, op, row);
-    const double form_ms = 1e3 * PredictRow(model, *gpu, op, row, GemmCorrectionUse::kNone);
-    const double loo_ms = 1e3 * PredictRow(model, *gpu, op, row, GemmCorrectionUse::kLeaveOneOut);
-    e.corrected = e.corrected || predicted_ms != form_ms;
-    errors[row.op].push_back((predicted_ms - row.median_ms) / row.median_ms);
-    form_errors[row.op].push_back((form_ms - row.median_ms) / row.median_ms);
-    loo_errors[row.op].push_back((loo_ms - row.median_ms) / row.median_ms);
-    e.points.push_back(PointPrediction{row.op, row.tokens, row.batch, row.context, row.tp,
-                                       row.median_ms, predicted_ms, form_ms, loo_ms});
-    if (InfoOf(op).scope == OpScope::kPerLayer) {
-      const ConfigKey key{row.tokens, row.batch, row.context, row.tp, row.shape.hidden_size,
-                          row.shape.num_attention_heads, row.shape.intermediate_size,
-                          row.shape.num_experts};
-      for (auto [sums, predicted] : {std::pair{&totals, predicted_ms}, std::pair{&form_totals, form_ms},
-                                     std::pair{&loo_totals, loo_ms}}) {
-        Sums& s = (*sums)[key];
-        s.measured += row.median_ms;
-        s.predicted += predicted;
-      }
-    }
-  }
-  for (const auto& [op, rel] : errors) e.ops[op] = ErrorStats::Of(rel);
-  for (const auto& [op, rel] : form_errors) e.ops_form[op] = ErrorStats::Of(rel);
-  for (const auto& [op, rel] : loo_errors) e.ops_leave_one_out[op] = ErrorStats::Of(rel);
-  SetTotals(totals, e.total, e.total_by_tp);
-  SetTotals(form_totals, e.total_form, e.total_form_by_tp);
-  SetTotals(loo_totals, e.total_leave_one_out, e.total_leave_one_out_by_tp);
-  e.step = ErrorStats::Of(step_rel);
-  e.not_modelled.assign(missing.begin(), missing.end());
-  return e;
 }
 
 }  // namespace servelab

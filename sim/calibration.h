@@ -1,6 +1,6 @@
 #pragma once
-// Fitting per-op time models (sim/op_model.h) to measured profiles, and measuring how
-// well a fit predicts a profile.
+// Fitting per-op time models (sim/op_model.h) to measured profiles (how well a fit
+// predicts a profile: sim/fit_evaluation.h).
 //
 // Each op is fitted on its own, in its physical form (a fixed per-kernel cost plus
 // memory and compute terms, or memory alone for stream ops), minimising the squared
@@ -163,61 +163,6 @@ struct FitOptions {
 StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
                                       const FitOptions& options = {});
 
-// How a prediction takes the model's GEMM corrections: not at all (the form alone), as
-// the model has them, or each row's correction from the other rows measured at its
-// shape (GemmCorrection::LeaveOneOut: the correction's error on rows it did not see).
-// They apply only on the model's own device.
-enum class GemmCorrectionUse { kNone, kApplied, kLeaveOneOut };
-
-// One profile row's op as the model predicts it, in seconds. REQUIRES: the model fits op.
-double PredictRow(const CalibratedModel& model, const GpuSpec& gpu, Op op, const ProfileRow& row,
-                  GemmCorrectionUse use = GemmCorrectionUse::kApplied);
-
-// A "step" row's ops as the model predicts them, in seconds (without the step
-// overhead): the configuration is a decode when tokens == batch, else one prefill chunk.
-double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row);
-
-// Relative errors in percent: mean of |predicted - measured| / measured, the largest one,
-// and the mean signed error (bias; negative = predicted too low).
-struct ErrorStats {
-  int64_t points = 0;
-  double mape = 0, max_error = 0, bias = 0;
-  // Of relative errors (predicted - measured) / measured, as fractions.
-  static ErrorStats Of(std::span<const double> relative_errors);
-};
-
-struct PointPrediction {
-  std::string op;
-  int64_t tokens = 0, batch = 0, context = 0;
-  int32_t tp = 1;
-  double measured_ms = 0, predicted_ms = 0;
-  // The fitted form alone, and with the row's GEMM correction from its shape's other rows
-  // (GemmCorrectionUse); predicted_ms where no correction applies.
-  double form_ms = 0, leave_one_out_ms = 0;
-};
-
-struct Evaluation {
-  std::string file;
-  std::string device;
-  std::map<std::string, ErrorStats> ops;  // by op name
-  // Per-layer totals: for each measured configuration (shape, tokens, batch, context,
-  // tp), the sum of its per-layer ops, predicted against measured.
-  ErrorStats total;
-  std::map<int32_t, ErrorStats> total_by_tp;  // the same, per TP degree
-  // The same by the form alone (no GEMM corrections), and with each GEMM row corrected
-  // from its shape's other rows (GemmCorrectionUse::kLeaveOneOut); all three equal when
-  // no correction applies.
-  ErrorStats total_form, total_leave_one_out;
-  std::map<int32_t, ErrorStats> total_form_by_tp, total_leave_one_out_by_tp;
-  std::map<std::string, ErrorStats> ops_form;  // by op name, the form alone
-  std::map<std::string, ErrorStats> ops_leave_one_out;  // by op name, leave-one-out
-  bool corrected = false;  // a GEMM correction applied to some row
-  // Whole steps ("step" rows with `layers`): PredictOps plus the model's step overhead.
-  ErrorStats step;
-  std::vector<std::string> not_modelled;  // ops in the file the model has no fit for
-  std::vector<PointPrediction> points;
-};
-
 // A profile row's work as the fit and the evaluation count it: ProfiledWork, and for
 // decode attention the split-KV grid on `gpu` (op_model.h; none when its SMs are unknown).
 // A moe_mlp row's routing is what it counted; without counts, `routing`'s entry for its
@@ -225,10 +170,8 @@ struct Evaluation {
 // one sequence's), else uniform routing over independent tokens.
 OpWork ProfileRowWork(Op op, const ProfileRow& row, const GpuSpec& gpu,
                       std::span<const CountedRouting> routing = {});
-
-// Predicts every row of `table` whose op the model fits; rows measured as 0 are skipped.
-// The file's device must be a catalog GPU or the model's own device.
-StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& table);
+// A profile row's model shape and TP degree, at OpShape's dtypes (what profiles run).
+OpShape ProfileRowShape(const ProfileRow& row);
 
 // The GPU whose peaks the efficiencies of `device` refer to: a catalog GPU, or for "cpu"
 // a nominal device of 1 GB/s and 1 GFLOP/s (CPU fits are kept in those units).

@@ -6,6 +6,7 @@
 
 #include "core/status.h"
 #include "sim/calibration.h"
+#include "sim/fit_evaluation.h"
 
 namespace servelab {
 

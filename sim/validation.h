@@ -24,6 +24,7 @@
 #include "driver/experiment_config.h"
 #include "driver/metrics.h"
 #include "sim/calibration.h"
+#include "sim/fit_evaluation.h"
 
 namespace servelab {
 

@@ -2,6 +2,7 @@
 // (exactly without noise, closely with it), refuses to fit too few points, and its
 // model file reads back to the same coefficients.
 #include "sim/calibration.h"
+#include "sim/fit_evaluation.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -14,6 +14,7 @@
 #include "driver/model_catalog.h"
 #include "sim/calibrated_cost_model.h"
 #include "sim/calibration.h"
+#include "sim/fit_evaluation.h"
 #include "sim/model_file.h"
 #include "sim/op_model.h"
 
