@@ -56,6 +56,8 @@ nlohmann::ordered_json EvaluationJson(const Evaluation& e) {
   j["total_by_tp"] = by_tp(e.total_by_tp);
   // The form alone, and each GEMM row corrected from its shape's other rows.
   j["gemm_corrected"] = e.corrected;
+  j["gemm_shapes"] = e.gemm_shapes;
+  j["gemm_shapes_corrected"] = e.corrected_gemm_shapes;
   j["mape_total_form"] = e.total_form.mape;
   j["total_form"] = StatsJson(e.total_form);
   j["total_form_by_tp"] = by_tp(e.total_form_by_tp);
@@ -114,10 +116,14 @@ void PrintEvaluation(const char* kind, const Evaluation& e, bool in_sample) {
               e.not_modelled.empty() ? "" : " (some ops not modelled)");
   if (e.corrected) {
     if (loo) {
-      std::printf("%-10s   with GEMM corrections, each GEMM row's from its shape's other rows "
-                  "(leave-one-out; %.2f%% with its own)\n", "", e.total.mape);
+      std::printf("%-10s   with GEMM corrections at %lld of its %lld GEMM shapes, each GEMM "
+                  "row's from its shape's other rows (leave-one-out; %.2f%% with its own)\n",
+                  "", static_cast<long long>(e.corrected_gemm_shapes),
+                  static_cast<long long>(e.gemm_shapes), e.total.mape);
     } else {
-      std::printf("%-10s   with GEMM corrections where its shapes were measured\n", "");
+      std::printf("%-10s   with GEMM corrections at %lld of its %lld GEMM shapes (those the fit "
+                  "measured)\n", "", static_cast<long long>(e.corrected_gemm_shapes),
+                  static_cast<long long>(e.gemm_shapes));
     }
     std::printf("%-10s   the fitted form alone: %s\n", "",
                 Figures(e.total_form, e.total_form_by_tp).c_str());

@@ -93,6 +93,7 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
   // as the model predicts, by the form alone, leave-one-out
   std::map<ConfigKey, Sums> totals, form_totals, loo_totals;
   std::set<std::string> missing;
+  std::set<std::tuple<Op, double, double>> gemm_shapes, corrected_shapes;  // (op, K, N)
   std::vector<double> step_rel;
   for (const ProfileRow& row : table.rows) {
     if (row.op == "step" && row.shape.num_hidden_layers > 0 && row.median_ms > 0) {
@@ -112,6 +113,12 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
     const double form_ms = 1e3 * PredictRow(model, *gpu, op, row, GemmCorrectionUse::kNone);
     const double loo_ms = 1e3 * PredictRow(model, *gpu, op, row, GemmCorrectionUse::kLeaveOneOut);
     e.corrected = e.corrected || predicted_ms != form_ms;
+    if (IsGemm(op)) {
+      const OpWork w = ProfileRowWork(op, row, *gpu, model.routing);
+      const std::tuple<Op, double, double> shape{op, w.gemm_k, w.gemm_n};
+      gemm_shapes.insert(shape);
+      if (predicted_ms != form_ms) corrected_shapes.insert(shape);
+    }
     errors[row.op].push_back((predicted_ms - row.median_ms) / row.median_ms);
     form_errors[row.op].push_back((form_ms - row.median_ms) / row.median_ms);
     loo_errors[row.op].push_back((loo_ms - row.median_ms) / row.median_ms);
@@ -137,6 +144,8 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
   SetTotals(loo_totals, e.total_leave_one_out, e.total_leave_one_out_by_tp);
   e.step = ErrorStats::Of(step_rel);
   e.not_modelled.assign(missing.begin(), missing.end());
+  e.gemm_shapes = static_cast<int64_t>(gemm_shapes.size());
+  e.corrected_gemm_shapes = static_cast<int64_t>(corrected_shapes.size());
   return e;
 }
 

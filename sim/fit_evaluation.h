@@ -65,6 +65,8 @@ struct Evaluation {
   std::map<std::string, ErrorStats> ops_form;  // by op name, the form alone
   std::map<std::string, ErrorStats> ops_leave_one_out;  // by op name, leave-one-out
   bool corrected = false;  // a GEMM correction applied to some row
+  // The GEMM weight shapes (op, K, N) the file measured, and those a correction applied to.
+  int64_t gemm_shapes = 0, corrected_gemm_shapes = 0;
   // Whole steps ("step" rows with `layers`): PredictOps plus the model's step overhead.
   ErrorStats step;
   std::vector<std::string> not_modelled;  // ops in the file the model has no fit for

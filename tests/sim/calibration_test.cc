@@ -269,6 +269,8 @@ TEST(CalibrationTest, GemmCorrectionsHoldWhatTheFormCannot) {
   auto e = Evaluate(*model, table);
   ASSERT_TRUE(e.ok());
   EXPECT_TRUE(e->corrected);
+  EXPECT_EQ(e->gemm_shapes, 4);
+  EXPECT_EQ(e->corrected_gemm_shapes, 4);
   EXPECT_LT(e->total.max_error, 1e-3);  // each row its own ratio, to 1e-6
   EXPECT_GT(e->total_form.mape, 2.0);
   // Left out, a row is its neighbours' interpolation: exact inside the plateaus, off only
@@ -282,6 +284,7 @@ TEST(CalibrationTest, GemmCorrectionsHoldWhatTheFormCannot) {
   auto other_gpu = Evaluate(*model, h100);
   ASSERT_TRUE(other_gpu.ok());
   EXPECT_FALSE(other_gpu->corrected);
+  EXPECT_EQ(other_gpu->corrected_gemm_shapes, 0);
   EXPECT_EQ(other_gpu->total.mape, other_gpu->total_form.mape);
 
   FitOptions off;
