@@ -15,6 +15,7 @@
 #include "driver/output_dir.h"
 #include "driver/sweep_config.h"
 #include "engine/engine_setup.h"
+#include "engine/profiler.h"
 #include "sim/validation.h"
 
 namespace servelab {
@@ -36,6 +37,18 @@ std::string StepsCsv(const LoadValidation& v) {
   return csv;
 }
 
+// The engine's HostCheckPoints, timed as `servelab profile` times its rows (in passes,
+// each configuration warmed up first).
+StatusOr<std::vector<ProfileRow>> TimeReferenceSteps(const ExperimentConfig& config) {
+  ProfileOptions options;
+  options.host_check = true;
+  options.repeats = 9;
+  auto rows = ProfileEngine(config, options);
+  if (!rows.ok()) return rows.status();
+  std::erase_if(*rows, [](const ProfileRow& r) { return r.op != "step"; });
+  return rows;
+}
+
 }  // namespace
 
 constexpr const char* kValidateHelp = R"(
@@ -51,6 +64,16 @@ DIR/validation.csv (load,quantity,statistic,engine,sim,error_pct: the step-time 
 bias and worst error over all, decode-only and mixed steps, then TTFT, TPOT, ITL and
 E2E at mean, p50, p90, p99 and the throughputs), DIR/validation.md, and
 DIR/validation_cdf.png (measured and predicted latency CDFs per load).
+
+Host check: right before and after each load's run, three reference steps of the
+profile's grid (a decode of one sequence, a decode of max_num_seqs, a prefill chunk of
+up to 128 tokens) are timed as `servelab profile` times them (each load's model is
+loaded for them twice; --no-host-check skips them). Their medians' mean change across
+the run is the host's drift: a shared or throttled host that changes speed during a run
+shows up there, not only as the model's error; the simulator's error on them says how
+far the host then was from the one the model was fitted on. With --retries N, a load
+whose reference steps drifted more than --max-drift percent runs again, up to N times
+(the last run is kept; validation.md says how many runs each load took).
 Exit status: 0 success, 2 bad input (nothing ran), 1 a runtime failure.
 )";
 
@@ -58,6 +81,8 @@ int ValidateCommand(const std::vector<std::string>& args) {
   po::options_description options("servelab validate EXPERIMENT.yaml [options]");
   std::vector<std::string> sets;
   std::string out_dir, cost_model;
+  int32_t retries = 0;
+  double max_drift = 5.0;
   options.add_options()
       ("help,h", "show this help")
       ("set", po::value<std::vector<std::string>>(&sets)->composing(),
@@ -66,6 +91,11 @@ int ValidateCommand(const std::vector<std::string>& args) {
        "MODEL.yaml from `servelab calibrate` for the simulator")
       ("out", po::value<std::string>(&out_dir),
        "validation folder (default results/<name>-validation)")
+      ("no-host-check", "skip timing the reference steps before and after each load")
+      ("retries", po::value<int32_t>(&retries)->default_value(0),
+       "re-run a load whose reference steps drifted more than --max-drift, up to N times (0-10)")
+      ("max-drift", po::value<double>(&max_drift)->default_value(5.0),
+       "percent the reference steps may drift across a run before --retries re-runs it (0-100)")
       ("no-plots", "skip the CDF plot")
       ("no-progress", "never draw the progress line");
   std::string experiment_path;
@@ -74,6 +104,13 @@ int ValidateCommand(const std::vector<std::string>& args) {
                                              experiment_path)) {
     return *exit;
   }
+  if (retries < 0 || retries > 10) {
+    return Report(InvalidArgument("--retries " + std::to_string(retries) + ": must be in [0, 10]"));
+  }
+  if (!(max_drift >= 0 && max_drift <= 100)) {
+    return Report(InvalidArgument("--max-drift: must be in [0, 100] (percent)"));
+  }
+  const bool host_check = !vm.count("no-host-check");
   if (!cost_model.empty()) {
     std::error_code ec;
     const fs::path absolute = fs::absolute(cost_model, ec);
@@ -116,8 +153,37 @@ int ValidateCommand(const std::vector<std::string>& args) {
     auto engine = MakeEngineBackendFactory(config);
     if (!engine.ok()) return Report(engine.status());
     const std::string load_dir = (fs::path(dir) / label).string();
-    auto v = ValidateLoad(config, *engine, load_dir, progress);
-    if (!v.ok()) return Report(Status(v.status().code(), label + ": " + v.status().message()));
+    StatusOr<LoadValidation> v = Internal("validate: no run");
+    for (int32_t attempt = 1; attempt <= retries + 1; ++attempt) {
+      StatusOr<std::vector<ProfileRow>> before = std::vector<ProfileRow>{};
+      if (host_check) before = TimeReferenceSteps(config);
+      if (!before.ok()) return Report(Status(before.status().code(), label + ": " + before.status().message()));
+      v = ValidateLoad(config, *engine, load_dir, progress);
+      if (!v.ok()) return Report(Status(v.status().code(), label + ": " + v.status().message()));
+      if (!host_check) break;
+      auto after = TimeReferenceSteps(config);
+      if (!after.ok()) return Report(Status(after.status().code(), label + ": " + after.status().message()));
+      HostCheck& host = v->host;
+      host.attempts = attempt;
+      for (size_t i = 0; i < before->size() && i < after->size(); ++i) {
+        const ProfileRow& b = (*before)[i];
+        ReferenceStep r;
+        r.decode = b.tokens == b.batch;
+        r.tokens = static_cast<int32_t>(b.tokens);
+        r.context = static_cast<int32_t>(b.context);
+        r.before_s = b.median_ms * 1e-3;
+        r.after_s = (*after)[i].median_ms * 1e-3;
+        host.steps.push_back(r);
+      }
+      if (Status predicted = PredictReferenceSteps(v->sim_config, host.steps); !predicted.ok()) {
+        return Report(Status(predicted.code(), label + ": " + predicted.message()));
+      }
+      if (!host.Drifted(max_drift)) break;
+      std::fprintf(stderr, "servelab validate: %s: the host drifted %+.2f%% during the run "
+                   "(the reference steps' sum %.3f -> %.3f ms)%s\n", label.c_str(), host.DriftPct(),
+                   1e3 * host.Before(), 1e3 * host.After(),
+                   attempt <= retries ? "; running it again" : "; keeping it (no retries left)");
+    }
     v->label = label;
     auto folder = OutputDir::Open(load_dir);
     if (!folder.ok()) return Report(folder.status());
@@ -125,10 +191,14 @@ int ValidateCommand(const std::vector<std::string>& args) {
     if (written.ok()) written = (*folder)->Commit();
     if (!written.ok()) return Report(written);
     std::printf("%s: %lld steps, step-time MAPE %.2f%% (bias %+.2f%%); TTFT p50 %+.2f%%, "
-                "E2E p50 %+.2f%%, p99 %+.2f%%\n", label.c_str(),
+                "E2E p50 %+.2f%%, p99 %+.2f%%", label.c_str(),
                 static_cast<long long>(v->step_error.points), v->step_error.mape,
                 v->step_error.bias, v->ErrorPct("ttft", "p50"), v->ErrorPct("e2e", "p50"),
                 v->ErrorPct("e2e", "p99"));
+    if (!v->host.steps.empty()) {
+      std::printf("; host drift %+.2f%% (run %d)", v->host.DriftPct(), v->host.attempts);
+    }
+    std::printf("\n");
     results.push_back(std::move(v).value());
   }
 

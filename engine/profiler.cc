@@ -1,10 +1,12 @@
 #include "engine/profiler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "core/percentile.h"
 #include "core/rng.h"
@@ -13,12 +15,6 @@
 
 namespace servelab {
 namespace {
-
-struct Config {
-  bool decode = false;
-  int32_t tokens = 0;   // prefill: the chunk; decode: the batch
-  int32_t context = 0;  // cached tokens per sequence
-};
 
 // 1, 2, 3, 4, 6, 8, 12, 16, ... up to `limit` (and `limit` itself).
 std::vector<int32_t> Sizes(int32_t limit) {
@@ -34,15 +30,15 @@ std::vector<int32_t> Sizes(int32_t limit) {
   return sizes;
 }
 
-std::vector<Config> Grid(int32_t max_tokens, int32_t max_batch, int32_t max_context) {
-  std::vector<Config> grid;
+std::vector<ProfilePoint> Grid(int32_t max_tokens, int32_t max_batch, int32_t max_context) {
+  std::vector<ProfilePoint> grid;
   for (int32_t context = 0; context < max_context; context = context == 0 ? 128 : context * 4) {
     for (int32_t t : Sizes(max_tokens)) {
-      if (context + t <= max_context) grid.push_back(Config{false, t, context});
+      if (context + t <= max_context) grid.push_back(ProfilePoint{false, t, context});
     }
   }
   for (int32_t context = 15; context + 1 <= max_context; context = context * 4 + 3) {
-    for (int32_t b : Sizes(max_batch)) grid.push_back(Config{true, b, context});
+    for (int32_t b : Sizes(max_batch)) grid.push_back(ProfilePoint{true, b, context});
   }
   return grid;
 }
@@ -82,6 +78,19 @@ int64_t NowNs() {
 
 }  // namespace
 
+std::vector<ProfilePoint> HostCheckPoints(int32_t max_tokens, int32_t max_batch, int32_t max_context) {
+  // The grid's decode context at most `want` that leaves room for the new token.
+  auto context = [&](int32_t want) {
+    for (int32_t c = want; c >= 15; c = (c - 3) / 4) {
+      if (c + 1 <= max_context) return c;
+    }
+    return std::max(0, max_context - 1);
+  };
+  return {ProfilePoint{true, 1, context(63)},
+          ProfilePoint{true, std::max(1, max_batch), context(255)},
+          ProfilePoint{false, std::clamp(std::min(max_tokens, max_context), 1, 128), 0}};
+}
+
 StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
                                                 const ProfileOptions& options) {
   if (config.backend != BackendKind::kEngine) {
@@ -107,12 +116,40 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
   const int32_t max_context =
       std::min(options.max_context > 0 ? options.max_context : (*model)->MaxModelLen(),
                (*model)->MaxModelLen());
-  std::vector<Config> grid = Grid(max_tokens, max_batch, max_context);
-  std::erase_if(grid, [&](const Config& c) {
+  auto fits = [&](const ProfilePoint& c) {
     const int64_t per_seq = (int64_t{c.context} + (c.decode ? 1 : c.tokens) + capacity.block_size - 1) /
                             capacity.block_size;
-    return per_seq * (c.decode ? c.tokens : 1) > capacity.num_gpu_blocks;
-  });
+    return per_seq * (c.decode ? c.tokens : 1) <= capacity.num_gpu_blocks;
+  };
+  std::vector<ProfilePoint> grid;
+  std::vector<ProfilePoint> points = options.points;
+  if (points.empty() && options.host_check) {
+    // The host check's steps, each decode's batch halved until the KV pool holds it.
+    for (ProfilePoint c : HostCheckPoints(max_tokens, max_batch, max_context)) {
+      while (c.decode && c.tokens > 1 && !fits(c)) c.tokens /= 2;
+      if (fits(c)) points.push_back(c);
+    }
+    if (points.empty()) return InvalidArgument("profile: the KV pool holds none of the host check's steps");
+  }
+  if (points.empty()) {
+    grid = Grid(max_tokens, max_batch, max_context);
+    std::erase_if(grid, [&](const ProfilePoint& c) { return !fits(c); });
+  } else {
+    for (const ProfilePoint& c : points) {
+      const std::string what = std::string(c.decode ? "a decode of " : "a prefill chunk of ") +
+                               std::to_string(c.tokens) + (c.decode ? " sequences" : " tokens") +
+                               " after " + std::to_string(c.context) + " cached";
+      if (c.tokens < 1 || c.context < 0 || c.tokens > (c.decode ? max_batch : max_tokens) ||
+          int64_t{c.context} + (c.decode ? 1 : c.tokens) > max_context) {
+        return InvalidArgument("profile: " + what + " is outside the experiment's limits (" +
+                               std::to_string(max_tokens) + " tokens a chunk, " +
+                               std::to_string(max_batch) + " sequences, context " +
+                               std::to_string(max_context) + ")");
+      }
+      if (!fits(c)) return InvalidArgument("profile: " + what + " does not fit the KV pool");
+      grid.push_back(c);
+    }
+  }
 
   SamplingParams greedy;  // temperature 0: what the timed runs sample with
   const bool on_device = runner.SamplesOnDevice(greedy);
@@ -121,7 +158,7 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
 
   // Every configuration's step, built up front.
   struct Timed {
-    Config c;
+    ProfilePoint c;
     std::deque<Request> requests;
     TokenStore tokens;
     StepPlan plan;
@@ -131,7 +168,7 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
     double experts_run = 0, single_row_experts = 0;
   };
   std::vector<std::unique_ptr<Timed>> timed;
-  for (const Config& c : grid) {
+  for (const ProfilePoint& c : grid) {
     auto t = std::make_unique<Timed>();
     t->c = c;
     const int32_t seqs = c.decode ? c.tokens : 1;

@@ -40,6 +40,14 @@
 
 namespace servelab {
 
+// One configuration of the grid: a prefill chunk of `tokens` tokens of one sequence, or
+// a decode of `tokens` sequences, after `context` cached tokens each.
+struct ProfilePoint {
+  bool decode = false;
+  int32_t tokens = 0;
+  int32_t context = 0;
+};
+
 struct ProfileOptions {
   int32_t warmup = 2;         // unmeasured runs per configuration, at least
   double warmup_ms = 25;      // and at least this long
@@ -50,9 +58,23 @@ struct ProfileOptions {
   // true: each configuration's warm-up runs back to back, then `repeats` passes over the
   // whole grid in grid order; false: each configuration's runs back to back.
   bool interleave = true;
+  // Non-empty: these configurations, in this order, instead of the grid (each within the
+  // experiment's limits and its KV pool, or InvalidArgument).
+  std::vector<ProfilePoint> points;
+  // True (and no points): the experiment's HostCheckPoints instead of the grid, a decode's
+  // batch halved until the KV pool holds it.
+  bool host_check = false;
   // Called after each configuration with (done, total).
   std::function<void(int32_t, int32_t)> on_progress;
 };
+
+// The steps `servelab validate` times before and after each load to see whether the
+// host changed speed during it (sim/validation.h, HostCheck): points of the grid the
+// profile measures, a memory-bound and a compute-bound one and one between: a decode of
+// one sequence at context 63, a decode of max_batch sequences at context 255, and a
+// prefill chunk of min(128, max_tokens) tokens from position 0 (contexts clamped to what
+// max_context leaves, the chunk to max_context; the sizes of the experiment's scheduler).
+std::vector<ProfilePoint> HostCheckPoints(int32_t max_tokens, int32_t max_batch, int32_t max_context);
 
 // `config` must run on the engine (backend: engine). Errors: the engine's, and options
 // out of range (InvalidArgument).

@@ -1,5 +1,6 @@
 #include "sim/validation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -94,6 +95,43 @@ std::string Pct(double v) {
 
 }  // namespace
 
+double HostCheck::Before() const {
+  double sum = 0;
+  for (const ReferenceStep& r : steps) sum += r.before_s;
+  return sum;
+}
+
+double HostCheck::After() const {
+  double sum = 0;
+  for (const ReferenceStep& r : steps) sum += r.after_s;
+  return sum;
+}
+
+double HostCheck::Predicted() const {
+  double sum = 0;
+  for (const ReferenceStep& r : steps) sum += r.predicted_s;
+  return sum;
+}
+
+double HostCheck::DriftPct() const {
+  double sum = 0;
+  for (const ReferenceStep& r : steps) sum += r.before_s > 0 ? (r.after_s - r.before_s) / r.before_s : 0.0;
+  return steps.empty() ? 0.0 : sum / static_cast<double>(steps.size()) * 100.0;
+}
+
+double HostCheck::ErrorPct(bool after) const {
+  double sum = 0;
+  for (const ReferenceStep& r : steps) {
+    const double measured = after ? r.after_s : r.before_s;
+    sum += measured > 0 ? (r.predicted_s - measured) / measured : 0.0;
+  }
+  return steps.empty() ? 0.0 : sum / static_cast<double>(steps.size()) * 100.0;
+}
+
+bool HostCheck::Drifted(double max_drift_pct) const {
+  return std::abs(DriftPct()) > max_drift_pct;
+}
+
 double LoadValidation::ErrorPct(const std::string& metric, const std::string& statistic) const {
   for (const MetricComparison& m : metrics) {
     if (m.metric == metric && m.statistic == statistic) return m.error_pct;
@@ -109,6 +147,36 @@ ExperimentConfig SimulatedTwin(const ExperimentConfig& engine_config, const KvCa
   sim.scheduler.block_size = capacity.block_size;
   sim.scheduler.max_model_len = max_model_len;
   return sim;
+}
+
+Status PredictReferenceSteps(const ExperimentConfig& sim_config, std::vector<ReferenceStep>& steps) {
+  auto factory = MakeSimBackendFactory(sim_config);
+  if (!factory.ok()) return factory.status();
+  for (ReferenceStep& r : steps) {
+    // A fresh backend per step: nothing a step leaves behind (its swaps, its cache) is
+    // in the next one's cost.
+    auto backend = (*factory)(0);
+    if (!backend.ok()) return backend.status();
+    const int32_t seqs = r.decode ? r.tokens : 1;
+    const int32_t chunk = r.decode ? 1 : r.tokens;
+    std::vector<Request> requests(static_cast<size_t>(seqs));
+    StepPlan plan;
+    for (int32_t i = 0; i < seqs; ++i) {
+      Request& q = requests[static_cast<size_t>(i)];
+      q.id = i;
+      // A decode's request has its prompt behind it (ScheduledRequest::IsDecode).
+      q.prompt_len = r.decode ? std::max(1, r.context) : r.context + chunk;
+      q.target_output_len = 2;
+      q.num_computed_tokens = r.context;
+      plan.seqs.push_back(ScheduledRequest{&q, chunk, r.context, true, false});
+    }
+    plan.num_emitting = seqs;
+    if (r.decode) plan.num_decode_tokens = seqs; else plan.num_prefill_tokens = chunk;
+    auto result = (*backend)->Execute(plan);
+    if (!result.ok()) return result.status();
+    r.predicted_s = ToSeconds(result->elapsed);
+  }
+  return Status::Ok();
 }
 
 std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSummary& sim) {
@@ -162,6 +230,7 @@ StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const Back
     auto sim = (*sims)(replica);
     if (!sim.ok()) return sim.status();
     if (!twin) twin = sim_config;
+    v.sim_config = sim_config;
     v.sim_cost_model = (*sim)->Describe();
     return std::unique_ptr<Backend>(std::make_unique<RecordingBackend>(
         std::move(real).value(), std::move(sim).value(), &v.steps));
@@ -200,6 +269,14 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
       csv += v.label + "," + q + ",bias," + e + "," + s + "," + Number(stats->bias) + "\n";
       csv += v.label + "," + q + ",max," + e + "," + s + "," + Number(stats->max_error) + "\n";
     }
+    if (!v.host.steps.empty()) {
+      const std::string p = Number(v.host.Predicted());
+      for (const bool after : {false, true}) {
+        const double measured = after ? v.host.After() : v.host.Before();
+        csv += v.label + ",reference_steps," + (after ? "after," : "before,") + Number(measured) +
+               "," + p + "," + Number(v.host.ErrorPct(after)) + "\n";
+      }
+    }
     for (const MetricComparison& m : v.metrics) {
       csv += v.label + "," + m.metric + "," + m.statistic + "," + Number(m.engine) + "," +
              Number(m.sim) + "," + Number(m.error_pct) + "\n";
@@ -224,6 +301,34 @@ std::string ValidationMarkdown(const std::string& experiment,
                   v.step_error.bias, v.step_error.max_error, v.decode_step_error.mape,
                   v.mixed_step_error.mape);
     md += row;
+  }
+  bool checked = false;
+  for (const LoadValidation& v : loads) checked = checked || !v.host.steps.empty();
+  if (checked) {
+    const std::vector<ReferenceStep>& first = loads.front().host.steps;
+    md += "\nHost check: the engine's reference steps (";
+    for (size_t i = 0; i < first.size(); ++i) {
+      const ReferenceStep& r = first[i];
+      if (i > 0) md += i + 1 == first.size() ? " and " : ", ";
+      md += r.decode ? "a decode of " + std::to_string(r.tokens) + " at context " +
+                           std::to_string(r.context)
+                     : "a prefill chunk of " + std::to_string(r.tokens) + " tokens after " +
+                           std::to_string(r.context);
+    }
+    md += "), timed as the profile times its rows right before and after the load's run; "
+          "drift is their medians' mean relative change across the run, error the "
+          "simulator's mean relative error on them (for a profiled shape, the fit's in-sample error when the "
+          "host is as it was).\n\n| load | attempts | before ms | after ms | drift % | "
+          "error before % | error after % |\n|---|---|---|---|---|---|---|\n";
+    for (const LoadValidation& v : loads) {
+      if (v.host.steps.empty()) continue;
+      char row[512];
+      std::snprintf(row, sizeof row, "| %s | %d | %.3f | %.3f | %+.2f | %+.2f | %+.2f |\n",
+                    v.label.c_str(), v.host.attempts, 1e3 * v.host.Before(),
+                    1e3 * v.host.After(), v.host.DriftPct(), v.host.ErrorPct(false),
+                    v.host.ErrorPct(true));
+      md += row;
+    }
   }
   md += "\nEnd to end, error % of the simulated run:\n\n| metric |";
   for (const LoadValidation& v : loads) md += " " + v.label + " |";

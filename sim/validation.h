@@ -43,6 +43,40 @@ struct MetricComparison {
   double error_pct = 0;        // (sim - engine) / engine x 100; 0 when both are 0
 };
 
+// A host check: a few fixed steps of the engine's profile grid (engine/profiler.h,
+// HostCheckPoints), timed as the profile times its rows, right before and right after a
+// load's run. A run's steps are compared with a cost model fitted earlier; when the host
+// itself changes speed (a shared machine's neighbours, its clocks), that shows up as the
+// model's error. The same steps timed before and after say whether the host drifted
+// during the run, and the simulator's error on them how far the host then was from the
+// one the model was fitted on (for a profiled shape, these are profiled steps: their
+// error there was the fit's in-sample error).
+struct ReferenceStep {
+  bool decode = false;
+  int32_t tokens = 0;   // a decode: its sequences; a prefill: its chunk
+  int32_t context = 0;  // cached tokens per sequence
+  double before_s = 0, after_s = 0;  // the engine's medians
+  double predicted_s = 0;            // the simulator's time for the step
+};
+
+struct HostCheck {
+  std::vector<ReferenceStep> steps;  // empty: not checked
+  int32_t attempts = 1;              // runs of the load (re-run when the host drifted)
+
+  // Summed over the steps, in seconds.
+  double Before() const;
+  double After() const;
+  double Predicted() const;
+  // The mean over the steps of (after - before) / before, percent (each step weighs the
+  // same: a decode's few milliseconds as much as a chunk's tens); 0 without steps.
+  double DriftPct() const;
+  // The mean over the steps of (predicted - measured) / measured, before or after the
+  // run, percent; 0 without steps.
+  double ErrorPct(bool after) const;
+  // True when |DriftPct()| exceeds max_drift_pct.
+  bool Drifted(double max_drift_pct) const;
+};
+
 struct LoadValidation {
   std::string label;  // the sweep point's folder name
   RunSummary engine, sim;
@@ -50,6 +84,8 @@ struct LoadValidation {
   ErrorStats step_error, decode_step_error, mixed_step_error;  // percent
   std::vector<MetricComparison> metrics;
   std::string sim_cost_model;  // what the simulated backend describes itself as
+  ExperimentConfig sim_config;  // the simulated run's experiment (SimulatedTwin)
+  HostCheck host;
 
   // The error of `metric` at `statistic` (CompareRuns' names); NaN when absent.
   double ErrorPct(const std::string& metric, const std::string& statistic) const;
@@ -66,14 +102,20 @@ ExperimentConfig SimulatedTwin(const ExperimentConfig& engine_config, const KvCa
 StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const BackendFactory& engine,
                                       const std::string& dir, bool progress);
 
+// Each step's predicted_s: its time on a fresh backend of `sim_config` (the simulator's
+// cost model, as on the run's step plans). Errors: the backend's.
+Status PredictReferenceSteps(const ExperimentConfig& sim_config, std::vector<ReferenceStep>& steps);
+
 // Relative errors of the two runs' latency distributions and throughputs.
 std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSummary& sim);
 
 // validation.csv: one row per load and quantity:
 //   load,quantity,statistic,engine,sim,error_pct
 // (step_time rows: statistic mape|bias|max over all|decode|mixed steps, engine and sim
-// the mean step in seconds); validation.md: the same as tables, with the loads' busy
-// fractions.
+// the mean step in seconds; with a host check, reference_steps rows: statistic
+// before|after, engine the reference steps' summed medians and sim their predicted sum,
+// in seconds, error_pct HostCheck::ErrorPct); validation.md: the same as tables, with the loads' busy fractions, and
+// the host check's drift and attempts.
 std::string ValidationCsv(const std::vector<LoadValidation>& loads);
 std::string ValidationMarkdown(const std::string& experiment, const std::vector<LoadValidation>& loads);
 

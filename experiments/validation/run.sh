@@ -20,12 +20,12 @@ mkdir -p "$out"
 "$servelab" calibrate "$out/profile_a.csv" "$out/profile_b.csv" --out "$out/cpu_model/MODEL.yaml"
 for experiment in cpu_profiled_a cpu_unseen_shape; do
   "$servelab" validate "experiments/validation/$experiment.yaml" \
-    --cost-model "$out/cpu_model/MODEL.yaml" --out "$out/$experiment"
+    --cost-model "$out/cpu_model/MODEL.yaml" --retries 1 --out "$out/$experiment"
 done
 # A mixture of experts: its own profile (its MLP as one op, moe_mlp) fitted with the two
 # dense ones (three weight sizes for the attention GEMMs and the LM head).
 "$servelab" profile experiments/validation/cpu_moe.yaml --repeats 15 --out "$out/profile_moe.csv"
 "$servelab" calibrate "$out/profile_a.csv" "$out/profile_b.csv" "$out/profile_moe.csv" \
   --out "$out/moe_model/MODEL.yaml"
-"$servelab" validate experiments/validation/cpu_moe.yaml --cost-model "$out/moe_model/MODEL.yaml" \
+"$servelab" validate experiments/validation/cpu_moe.yaml --cost-model "$out/moe_model/MODEL.yaml" --retries 1 \
   --out "$out/cpu_moe"

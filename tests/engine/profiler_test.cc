@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "core/op.h"
 #include "driver/config_yaml.h"
@@ -31,10 +32,10 @@ class ProfilerTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  ExperimentConfig Config(const std::string& backend = "engine") {
+  ExperimentConfig Config(const std::string& backend = "engine", const std::string& kv_gib = "0.01") {
     auto c = ParseExperiment(
         "name: p\nbackend: " + backend + "\n"
-        "engine: {model_path: model, create_model: true, kv_cache_gib: 0.01}\n"
+        "engine: {model_path: model, create_model: true, kv_cache_gib: " + kv_gib + "}\n"
         "model: {base: llama-3-8b, name: t, hidden_size: 64, num_hidden_layers: 2,\n"
         "        num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 128,\n"
         "        vocab_size: 97, max_position_embeddings: 512}\n"
@@ -185,11 +186,93 @@ TEST_F(ProfilerTest, PassesOverTheGridOrRunsBackToBackTimeTheSameRows) {
     }
     EXPECT_EQ(calls, last_total);
     // Interleaved, progress counts the passes (3); back to back, the configurations.
-    if (interleave) EXPECT_EQ(last_total, 3);
-    if (!interleave) EXPECT_GT(last_total, 3);
+    if (interleave) {
+      EXPECT_EQ(last_total, 3);
+    } else {
+      EXPECT_GT(last_total, 3);
+    }
   }
   EXPECT_EQ(keys[0], keys[1]);
   EXPECT_GT(keys[0].size(), 20u);
+}
+
+// Given points, or the host check's, those configurations are timed, in their order, each
+// as the grid's are.
+TEST_F(ProfilerTest, TimesTheGivenPointsOrTheHostChecks) {
+  ProfileOptions options;
+  options.warmup = 0;
+  options.warmup_ms = 0;
+  options.repeats = 2;
+  options.max_context = 40;
+  options.points = {{true, 3, 20}, {false, 5, 7}, {true, 1, 0}};
+  auto rows = ProfileEngine(Config(), options);
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> steps;
+  for (const ProfileRow& r : *rows) {
+    if (r.op == "step") steps.emplace_back(r.tokens, r.batch, r.context);
+  }
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> given = {{3, 3, 20}, {5, 1, 7}, {1, 1, 0}};
+  EXPECT_EQ(steps, given);
+
+  // The host check's: a decode of one at context 15 (63 is past max_context 40), of
+  // max_num_seqs (4) at 15, a chunk of max_num_batched_tokens (8, under 128) from 0.
+  options.points.clear();
+  options.host_check = true;
+  rows = ProfileEngine(Config(), options);
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  steps.clear();
+  for (const ProfileRow& r : *rows) {
+    if (r.op == "step") steps.emplace_back(r.tokens, r.batch, r.context);
+  }
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> check = {{1, 1, 15}, {4, 4, 15}, {8, 1, 0}};
+  EXPECT_EQ(steps, check);
+
+  // Outside the experiment's limits, or its KV pool: said, naming the step.
+  for (const ProfilePoint& bad : {ProfilePoint{true, 5, 15}, ProfilePoint{false, 9, 0},
+                                  ProfilePoint{false, 8, 33}, ProfilePoint{true, 0, 15}}) {
+    options.points = {bad};
+    auto r = ProfileEngine(Config(), options);
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(r.status().IsBadInput());
+    EXPECT_THAT(r.status().message(), HasSubstr("is outside the experiment's limits (8 tokens a "
+                                                "chunk, 4 sequences, context 40)"));
+  }
+  options.max_context = 0;  // the model's 512 positions; 0.5 MiB of KV holds 1,024 tokens
+  options.points = {{true, 4, 500}};
+  auto pool = ProfileEngine(Config("engine", "0.00049"), options);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_THAT(pool.status().message(),
+              HasSubstr("a decode of 4 sequences after 500 cached does not fit the KV pool"));
+  // The host check's own steps are halved to fit instead: a pool of 0.2 MiB holds about
+  // 400 tokens (26 blocks of 16); a decode of 4 at context 255 needs 64 blocks, of 2 32,
+  // of 1 16.
+  options.points.clear();
+  options.host_check = true;
+  auto shrunk = ProfileEngine(Config("engine", "0.0002"), options);
+  ASSERT_TRUE(shrunk.ok()) << shrunk.status().message();
+  steps.clear();
+  for (const ProfileRow& r : *shrunk) {
+    if (r.op == "step") steps.emplace_back(r.tokens, r.batch, r.context);
+  }
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[0], std::make_tuple(int64_t{1}, int64_t{1}, int64_t{63}));
+  EXPECT_EQ(steps[1], std::make_tuple(int64_t{1}, int64_t{1}, int64_t{255}));
+  EXPECT_EQ(steps[2], std::make_tuple(int64_t{8}, int64_t{1}, int64_t{0}));
+}
+
+// The host check's steps: grid points, clamped to the served context.
+TEST(HostCheckPointsTest, AMemoryBoundACompoundAndAComputeBoundStep) {
+  auto key = [](const std::vector<ProfilePoint>& points) {
+    std::vector<std::tuple<bool, int32_t, int32_t>> k;
+    for (const ProfilePoint& p : points) k.emplace_back(p.decode, p.tokens, p.context);
+    return k;
+  };
+  using K = std::vector<std::tuple<bool, int32_t, int32_t>>;
+  EXPECT_EQ(key(HostCheckPoints(512, 16, 2048)), (K{{true, 1, 63}, {true, 16, 255}, {false, 128, 0}}));
+  EXPECT_EQ(key(HostCheckPoints(512, 16, 200)), (K{{true, 1, 63}, {true, 16, 63}, {false, 128, 0}}));
+  EXPECT_EQ(key(HostCheckPoints(64, 4, 64)), (K{{true, 1, 63}, {true, 4, 63}, {false, 64, 0}}));
+  EXPECT_EQ(key(HostCheckPoints(64, 4, 63)), (K{{true, 1, 15}, {true, 4, 15}, {false, 63, 0}}));
+  EXPECT_EQ(key(HostCheckPoints(8, 1, 10)), (K{{true, 1, 9}, {true, 1, 9}, {false, 8, 0}}));
 }
 
 TEST_F(ProfilerTest, BadInputIsSaid) {
@@ -202,6 +285,7 @@ TEST_F(ProfilerTest, BadInputIsSaid) {
   ASSERT_FALSE(none.ok());
   EXPECT_TRUE(none.status().IsBadInput());
   EXPECT_THAT(none.status().message(), HasSubstr("repeats >= 1"));
+
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // An "engine" whose steps take `factor` x what the roofline predicts for its plan, with
 // a KV pool of its own (not the memory formula's).
@@ -165,6 +166,63 @@ TEST_F(ValidationTest, TheReportsListEveryLoad) {
   const std::string md = ValidationMarkdown("v", {*a, *b});
   EXPECT_THAT(md, HasSubstr("| metric | rate-12 | slow |"));
   EXPECT_THAT(md, HasSubstr("| e2e p99 | +0.00 |"));
+}
+
+// The host check's reference steps are costed as the run's steps are: on the simulator's
+// backend, a decode as decodes of its context and a chunk as a chunk. With a linear cost
+// model (1 ms + 0.1 ms a new token + 0.01 ms a token of context, each sequence's context
+// counting its new token), by hand.
+TEST(ReferenceStepsTest, PredictedByTheSimulatorsCostModel) {
+  auto config = ParseExperiment(
+      "name: v\nbackend: sim\nmodel: llama-3-8b\nhardware: {gpu: a100-80gb}\n"
+      "cost_model: {type: linear, base_ms: 1, per_token_ms: 0.1, per_context_token_ms: 0.01}\n",
+      "exp.yaml", "/");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  std::vector<ReferenceStep> steps = {
+      {true, 1, 63, 0, 0, 0}, {true, 4, 255, 0, 0, 0}, {false, 128, 0, 0, 0, 0}, {false, 32, 512, 0, 0, 0}};
+  ASSERT_TRUE(PredictReferenceSteps(*config, steps).ok());
+  EXPECT_NEAR(steps[0].predicted_s, 1e-3 * (1 + 0.1 + 0.01 * 64), 1e-12);
+  EXPECT_NEAR(steps[1].predicted_s, 1e-3 * (1 + 0.4 + 0.01 * 4 * 256), 1e-12);
+  EXPECT_NEAR(steps[2].predicted_s, 1e-3 * (1 + 12.8 + 0.01 * 128), 1e-12);
+  EXPECT_NEAR(steps[3].predicted_s, 1e-3 * (1 + 3.2 + 0.01 * 544), 1e-12);
+}
+
+// Drift is the reference steps' mean relative change across the run, each step weighing
+// the same; error the simulator's mean relative error on them.
+TEST_F(ValidationTest, TheHostCheckIsReportedPerLoad) {
+  HostCheck host;
+  // Seconds exact in binary, so the sums and percentages are too.
+  host.steps = {{true, 1, 63, 0.25, 0.3125, 0.3125}, {false, 128, 0, 0.75, 0.75, 0.75}};
+  host.attempts = 2;
+  EXPECT_EQ(host.Before(), 1.0);
+  EXPECT_EQ(host.After(), 1.0625);
+  EXPECT_EQ(host.Predicted(), 1.0625);
+  EXPECT_EQ(host.DriftPct(), 12.5);  // +25% and 0%, not the sums' +6.25%
+  EXPECT_TRUE(host.Drifted(12.49));
+  EXPECT_FALSE(host.Drifted(12.5));
+  EXPECT_EQ(host.ErrorPct(false), 12.5);  // +25% and 0%
+  EXPECT_EQ(host.ErrorPct(true), 0.0);
+  EXPECT_EQ(HostCheck{}.DriftPct(), 0.0);
+  EXPECT_FALSE(HostCheck{}.Drifted(0));
+
+  const ExperimentConfig config = Config();
+  auto v = ValidateLoad(config, Engine(config, 1.0), dir_.string(), false);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->sim_config.backend, BackendKind::kSim);
+  EXPECT_EQ(v->sim_config.hardware.num_gpu_blocks, 300);  // the twin's, with the engine's pool
+  v->label = "rate-12";
+  const std::string plain = ValidationCsv({*v});
+  EXPECT_THAT(plain, Not(HasSubstr("reference_steps")));
+  EXPECT_THAT(ValidationMarkdown("v", {*v}), Not(HasSubstr("Host check")));
+  v->host = host;
+  const std::string csv = ValidationCsv({*v});
+  // Predicted 1.0625 s against 1 measured before and 1.0625 after; the errors per step.
+  EXPECT_THAT(csv, HasSubstr("\nrate-12,reference_steps,before,1,1.0625,12.5\n"));
+  EXPECT_THAT(csv, HasSubstr("\nrate-12,reference_steps,after,1.0625,1.0625,0\n"));
+  const std::string md = ValidationMarkdown("v", {*v});
+  EXPECT_THAT(md, HasSubstr("reference steps (a decode of 1 at context 63 and a prefill chunk "
+                            "of 128 tokens after 0)"));
+  EXPECT_THAT(md, HasSubstr("| rate-12 | 2 | 1000.000 | 1062.500 | +12.50 | +12.50 | +0.00 |"));
 }
 
 }  // namespace
