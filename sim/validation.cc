@@ -93,25 +93,17 @@ std::string Pct(double v) {
   return buf;
 }
 
+double SumOf(const std::vector<ReferenceStep>& steps, double ReferenceStep::*seconds) {
+  double sum = 0;
+  for (const ReferenceStep& r : steps) sum += r.*seconds;
+  return sum;
+}
+
 }  // namespace
 
-double HostCheck::Before() const {
-  double sum = 0;
-  for (const ReferenceStep& r : steps) sum += r.before_s;
-  return sum;
-}
-
-double HostCheck::After() const {
-  double sum = 0;
-  for (const ReferenceStep& r : steps) sum += r.after_s;
-  return sum;
-}
-
-double HostCheck::Predicted() const {
-  double sum = 0;
-  for (const ReferenceStep& r : steps) sum += r.predicted_s;
-  return sum;
-}
+double HostCheck::Before() const { return SumOf(steps, &ReferenceStep::before_s); }
+double HostCheck::After() const { return SumOf(steps, &ReferenceStep::after_s); }
+double HostCheck::Predicted() const { return SumOf(steps, &ReferenceStep::predicted_s); }
 
 double HostCheck::DriftPct() const {
   double sum = 0;
