@@ -37,16 +37,19 @@ std::string StepsCsv(const LoadValidation& v) {
   return csv;
 }
 
-// The engine's HostCheckPoints, timed as `servelab profile` times its rows (in passes,
-// each configuration warmed up first).
-StatusOr<std::vector<ProfileRow>> TimeReferenceSteps(const ExperimentConfig& config) {
+// The engine's reference steps (HostCheckPoints, or `points`: the same steps again), timed
+// as `servelab profile` times its rows (in passes, each configuration warmed up first). A
+// failure here comes after the experiment was checked, and earlier loads may have run:
+// it is the host's or the engine's, not bad input.
+StatusOr<std::vector<TimedStep>> TimeReferenceSteps(const ExperimentConfig& config,
+                                                    const std::vector<ProfilePoint>& points) {
   ProfileOptions options;
-  options.host_check = true;
+  options.host_check = points.empty();
+  options.points = points;
   options.repeats = 9;
-  auto rows = ProfileEngine(config, options);
-  if (!rows.ok()) return rows.status();
-  std::erase_if(*rows, [](const ProfileRow& r) { return r.op != "step"; });
-  return rows;
+  auto steps = TimeSteps(config, options);
+  if (!steps.ok()) return Internal("host check: " + steps.status().message());
+  return steps;
 }
 
 }  // namespace
@@ -65,15 +68,19 @@ bias and worst error over all, decode-only and mixed steps, then TTFT, TPOT, ITL
 E2E at mean, p50, p90, p99 and the throughputs), DIR/validation.md, and
 DIR/validation_cdf.png (measured and predicted latency CDFs per load).
 
-Host check: right before and after each load's run, three reference steps of the
-profile's grid (a decode of one sequence, a decode of max_num_seqs, a prefill chunk of
-up to 128 tokens) are timed as `servelab profile` times them (each load's model is
-loaded for them twice; --no-host-check skips them). Their medians' mean change across
-the run is the host's drift: a shared or throttled host that changes speed during a run
-shows up there, not only as the model's error; the simulator's error on them says how
-far the host then was from the one the model was fitted on. With --retries N, a load
-whose reference steps drifted more than --max-drift percent runs again, up to N times
-(the last run is kept; validation.md says how many runs each load took).
+Host check: right before and after each load's run, three reference steps (a prefill
+chunk of up to 128 tokens, a decode of max_num_seqs sequences, halved until the KV pool
+holds it, and a decode of one sequence) are timed as `servelab profile` times its rows;
+each time loads the load's model once more (--no-host-check skips them). Their change
+across the run is the host's drift: a shared or throttled host that changes speed during
+a run shows up there, not only as the model's error; the simulator's error on them says
+how far the host then was from the one the model was fitted on. validation.md has a
+table of them per load, validation.csv a reference_step row per step, before and after
+(statistic before:<step> or after:<step>, engine its median, sim its predicted time).
+With --retries N, a load one of whose reference steps changed by more than --max-drift
+percent across its run runs again, up to N times (the last run is kept; validation.md
+says how many runs each load took).
+
 Exit status: 0 success, 2 bad input (nothing ran), 1 a runtime failure.
 )";
 
@@ -111,6 +118,10 @@ int ValidateCommand(const std::vector<std::string>& args) {
     return Report(InvalidArgument("--max-drift: must be in [0, 100] (percent)"));
   }
   const bool host_check = !vm.count("no-host-check");
+  if (!host_check && retries > 0) {
+    return Report(InvalidArgument("--retries re-runs a load the host check found drifting; "
+                                  "it cannot go with --no-host-check"));
+  }
   if (!cost_model.empty()) {
     std::error_code ec;
     const fs::path absolute = fs::absolute(cost_model, ec);
@@ -155,33 +166,35 @@ int ValidateCommand(const std::vector<std::string>& args) {
     const std::string load_dir = (fs::path(dir) / label).string();
     StatusOr<LoadValidation> v = Internal("validate: no run");
     for (int32_t attempt = 1; attempt <= retries + 1; ++attempt) {
-      StatusOr<std::vector<ProfileRow>> before = std::vector<ProfileRow>{};
-      if (host_check) before = TimeReferenceSteps(config);
+      StatusOr<std::vector<TimedStep>> before = std::vector<TimedStep>{};
+      if (host_check) before = TimeReferenceSteps(config, {});
       if (!before.ok()) return Report(Status(before.status().code(), label + ": " + before.status().message()));
       v = ValidateLoad(config, *engine, load_dir, progress);
       if (!v.ok()) return Report(Status(v.status().code(), label + ": " + v.status().message()));
       if (!host_check) break;
-      auto after = TimeReferenceSteps(config);
+      std::vector<ProfilePoint> points;
+      for (const TimedStep& t : *before) points.push_back(t.point);
+      auto after = TimeReferenceSteps(config, points);  // the very steps timed before
       if (!after.ok()) return Report(Status(after.status().code(), label + ": " + after.status().message()));
       HostCheck& host = v->host;
       host.attempts = attempt;
-      for (size_t i = 0; i < before->size() && i < after->size(); ++i) {
-        const ProfileRow& b = (*before)[i];
+      for (size_t i = 0; i < points.size(); ++i) {
         ReferenceStep r;
-        r.decode = b.tokens == b.batch;
-        r.tokens = static_cast<int32_t>(b.tokens);
-        r.context = static_cast<int32_t>(b.context);
-        r.before_s = b.median_ms * 1e-3;
-        r.after_s = (*after)[i].median_ms * 1e-3;
+        r.decode = points[i].decode;
+        r.tokens = points[i].tokens;
+        r.context = points[i].context;
+        r.before_s = (*before)[i].median_s;
+        r.after_s = (*after)[i].median_s;
         host.steps.push_back(r);
       }
       if (Status predicted = PredictReferenceSteps(v->sim_config, host.steps); !predicted.ok()) {
         return Report(Status(predicted.code(), label + ": " + predicted.message()));
       }
       if (!host.Drifted(max_drift)) break;
-      std::fprintf(stderr, "servelab validate: %s: the host drifted %+.2f%% during the run "
-                   "(the reference steps' sum %.3f -> %.3f ms)%s\n", label.c_str(), host.DriftPct(),
-                   1e3 * host.Before(), 1e3 * host.After(),
+      std::fprintf(stderr, "servelab validate: %s: the host drifted during the run: a reference "
+                   "step by %.2f%%, on average %+.2f%% (their sum %.3f -> %.3f ms)%s\n",
+                   label.c_str(), host.MaxDriftPct(), host.DriftPct(), 1e3 * host.Before(),
+                   1e3 * host.After(),
                    attempt <= retries ? "; running it again" : "; keeping it (no retries left)");
     }
     v->label = label;

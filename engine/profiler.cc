@@ -86,13 +86,17 @@ std::vector<ProfilePoint> HostCheckPoints(int32_t max_tokens, int32_t max_batch,
     }
     return std::max(0, max_context - 1);
   };
-  return {ProfilePoint{true, 1, context(63)},
+  return {ProfilePoint{false, std::clamp(std::min(max_tokens, max_context), 1, 128), 0},
           ProfilePoint{true, std::max(1, max_batch), context(255)},
-          ProfilePoint{false, std::clamp(std::min(max_tokens, max_context), 1, 128), 0}};
+          ProfilePoint{true, 1, context(63)}};
 }
 
-StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
-                                                const ProfileOptions& options) {
+namespace {
+
+// ProfileEngine, and the configurations it timed (in the order of their rows) when
+// `timed_points` is given.
+StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const ProfileOptions& options,
+                                          std::vector<ProfilePoint>* timed_points) {
   if (config.backend != BackendKind::kEngine) {
     return InvalidArgument(config.Where("backend") + ": profile needs an engine experiment "
                            "(backend: engine)");
@@ -271,6 +275,7 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
 
   std::vector<ProfileRow> rows;
   for (const auto& t : timed) {
+    if (timed_points != nullptr) timed_points->push_back(t->c);
     auto row = [&](const std::string& op, std::vector<double> values) {
       std::sort(values.begin(), values.end());
       ProfileRow r;
@@ -295,6 +300,27 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
     row("step", std::move(t->steps));
   }
   return rows;
+}
+
+}  // namespace
+
+StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
+                                                const ProfileOptions& options) {
+  return Profile(config, options, nullptr);
+}
+
+StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const ProfileOptions& options) {
+  std::vector<ProfilePoint> points;
+  auto rows = Profile(config, options, &points);
+  if (!rows.ok()) return rows.status();
+  std::vector<TimedStep> steps;
+  for (const ProfileRow& r : *rows) {
+    if (r.op != "step") continue;
+    if (steps.size() >= points.size()) return Internal("profile: more step rows than steps");
+    steps.push_back(TimedStep{points[steps.size()], r.median_ms * 1e-3});
+  }
+  if (steps.size() != points.size()) return Internal("profile: a step without its row");
+  return steps;
 }
 
 }  // namespace servelab

@@ -69,12 +69,25 @@ struct ProfileOptions {
 };
 
 // The steps `servelab validate` times before and after each load to see whether the
-// host changed speed during it (sim/validation.h, HostCheck): points of the grid the
-// profile measures, a memory-bound and a compute-bound one and one between: a decode of
-// one sequence at context 63, a decode of max_batch sequences at context 255, and a
-// prefill chunk of min(128, max_tokens) tokens from position 0 (contexts clamped to what
-// max_context leaves, the chunk to max_context; the sizes of the experiment's scheduler).
+// host changed speed during it (sim/validation.h, HostCheck): a compute-bound step, a
+// memory-bound one and one between, in this order: a prefill chunk of
+// min(128, max_tokens) tokens from position 0, a decode of max_batch sequences at
+// context 255, and a decode of one sequence at context 63 (so that, in passes, the
+// one-sequence decode follows a decode, as it does in the grid). Contexts are the grid's
+// decode contexts (63 and 255, or the largest below them that max_context leaves, or
+// max_context - 1), the chunk at most max_context.
 std::vector<ProfilePoint> HostCheckPoints(int32_t max_tokens, int32_t max_batch, int32_t max_context);
+
+// A step the profiler timed, and the median of its whole-step times in seconds.
+struct TimedStep {
+  ProfilePoint point;
+  double median_s = 0;
+};
+
+// ProfileEngine's whole steps only, each with its configuration (decodes told from
+// prefill chunks of one token, which the rows cannot). `options.points` or `host_check`
+// usually choose them.
+StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const ProfileOptions& options);
 
 // `config` must run on the engine (backend: engine). Errors: the engine's, and options
 // out of range (InvalidArgument).

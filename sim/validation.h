@@ -43,20 +43,24 @@ struct MetricComparison {
   double error_pct = 0;        // (sim - engine) / engine x 100; 0 when both are 0
 };
 
-// A host check: a few fixed steps of the engine's profile grid (engine/profiler.h,
-// HostCheckPoints), timed as the profile times its rows, right before and right after a
-// load's run. A run's steps are compared with a cost model fitted earlier; when the host
-// itself changes speed (a shared machine's neighbours, its clocks), that shows up as the
-// model's error. The same steps timed before and after say whether the host drifted
-// during the run, and the simulator's error on them how far the host then was from the
-// one the model was fitted on (for a profiled shape, these are profiled steps: their
-// error there was the fit's in-sample error).
+// A host check: a few fixed steps of the engine (engine/profiler.h, HostCheckPoints),
+// timed as the profile times its rows, right before and right after a load's run. A
+// run's steps are compared with a cost model fitted earlier; when the host itself changes
+// speed (a shared machine's neighbours, its clocks), that shows up as the model's error.
+// The same steps timed before and after say whether the host drifted during the run, and
+// the simulator's error on them how far the host then was from the one the model was
+// fitted on (on a profiled shape they are, or are near, profiled steps, timed in passes
+// as the profile's rows are, though after other neighbours).
 struct ReferenceStep {
   bool decode = false;
   int32_t tokens = 0;   // a decode: its sequences; a prefill: its chunk
   int32_t context = 0;  // cached tokens per sequence
   double before_s = 0, after_s = 0;  // the engine's medians
   double predicted_s = 0;            // the simulator's time for the step
+
+  // "decode-16@255" (16 sequences at context 255), "prefill-128@0" (a chunk of 128 tokens
+  // after 0 cached).
+  std::string Label() const;
 };
 
 struct HostCheck {
@@ -70,10 +74,13 @@ struct HostCheck {
   // The mean over the steps of (after - before) / before, percent (each step weighs the
   // same: a decode's few milliseconds as much as a chunk's tens); 0 without steps.
   double DriftPct() const;
+  // The largest |after - before| / before over the steps, percent; 0 without steps.
+  double MaxDriftPct() const;
   // The mean over the steps of (predicted - measured) / measured, before or after the
   // run, percent; 0 without steps.
   double ErrorPct(bool after) const;
-  // True when |DriftPct()| exceeds max_drift_pct.
+  // True when some step changed by more than max_drift_pct (MaxDriftPct): a step that
+  // slowed and one that sped up do not cancel.
   bool Drifted(double max_drift_pct) const;
 };
 
@@ -112,10 +119,10 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
 // validation.csv: one row per load and quantity:
 //   load,quantity,statistic,engine,sim,error_pct
 // (step_time rows: statistic mape|bias|max over all|decode|mixed steps, engine and sim
-// the mean step in seconds; with a host check, reference_steps rows: statistic
-// before|after, engine the reference steps' summed medians and sim their predicted sum,
-// in seconds, error_pct HostCheck::ErrorPct); validation.md: the same as tables, with the loads' busy fractions, and
-// the host check's drift and attempts.
+// the mean step in seconds; with a host check, a reference_step row per step and side,
+// statistic before:<label> or after:<label> (ReferenceStep::Label), engine its median and
+// sim its predicted time in seconds); validation.md: the same as tables, with the loads'
+// busy fractions, and per load the host check's steps, attempts, drift and errors.
 std::string ValidationCsv(const std::vector<LoadValidation>& loads);
 std::string ValidationMarkdown(const std::string& experiment, const std::vector<LoadValidation>& loads);
 

@@ -412,12 +412,15 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_THAT(ReadFile(out / "validation.md"), HasSubstr("| metric | rate-50 | rate-400 |"));
   // The host check: the reference steps timed before and after each load, a row each.
   for (const char* load : {"rate-50", "rate-400"}) {
-    EXPECT_THAT(table, HasSubstr(std::string("\n") + load + ",reference_steps,before,")) << load;
-    EXPECT_THAT(table, HasSubstr(std::string("\n") + load + ",reference_steps,after,")) << load;
+    for (const char* step : {"prefill-16@0", "decode-4@255", "decode-1@63"}) {
+      for (const char* side : {",before:", ",after:"}) {
+        EXPECT_THAT(table, HasSubstr(std::string("\n") + load + ",reference_step" + side + step + ","))
+            << load << side << step;
+      }
+    }
   }
   EXPECT_THAT(ReadFile(out / "validation.md"),
-              HasSubstr("reference steps (a decode of 1 at context 63, a decode of 4 at context "
-                        "255 and a prefill chunk of 16 tokens after 0)"));
+              HasSubstr("| rate-50 | prefill-16@0 decode-4@255 decode-1@63 | 1 | "));
   EXPECT_THAT(v.out, HasSubstr("; host drift "));
 
   // Any drift at all (--max-drift 0: timings never repeat to the nanosecond) re-runs each
@@ -426,22 +429,29 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
                               " --out " + (dir_ / "v2").string() +
                               " --no-plots --retries 1 --max-drift 0 --set workload.num_requests=3");
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_THAT(again.err, HasSubstr("rate-50: the host drifted "));
+  EXPECT_THAT(again.err, HasSubstr("rate-50: the host drifted during the run: a reference step by "));
   EXPECT_THAT(again.err, HasSubstr("; running it again"));
   EXPECT_THAT(again.err, HasSubstr("; keeping it (no retries left)"));
   EXPECT_THAT(again.out, HasSubstr("(run 2)"));
-  EXPECT_THAT(ReadFile(dir_ / "v2" / "validation.md"), HasSubstr("| rate-400 | 2 | "));
+  EXPECT_THAT(ReadFile(dir_ / "v2" / "validation.md"),
+              HasSubstr("| rate-400 | prefill-16@0 decode-4@255 decode-1@63 | 2 | "));
   const CliResult unchecked = Run("validate " + exp.string() + " --cost-model " + fitted.string() +
                                   " --out " + (dir_ / "v3").string() +
                                   " --no-plots --no-host-check --set workload.num_requests=3");
   ASSERT_EQ(unchecked.exit_code, 0) << unchecked.err;
-  EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.csv"), Not(HasSubstr("reference_steps")));
+  EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.csv"), Not(HasSubstr("reference_step")));
   EXPECT_THAT(unchecked.out, Not(HasSubstr("host drift")));
   for (const char* bad : {" --retries 11", " --retries -1", " --max-drift -1", " --max-drift 101"}) {
     const CliResult r = Run("validate " + exp.string() + " --out " + (dir_ / "x").string() + bad);
     EXPECT_EQ(r.exit_code, 2) << bad;
-    EXPECT_THAT(r.err, HasSubstr(std::string(bad).substr(1, std::string(bad).find(' ', 1) - 1))) << bad;
+    const std::string flag = std::string(bad).substr(1, std::string(bad).find(' ', 1) - 1);
+    EXPECT_THAT(r.err, HasSubstr(flag)) << bad;
+    EXPECT_THAT(r.err, HasSubstr("must be in [")) << bad;  // the range check's, not a parse error's
   }
+  const CliResult both = Run("validate " + exp.string() + " --out " + (dir_ / "x").string() +
+                             " --retries 1 --no-host-check");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("it cannot go with --no-host-check"));
 
   // Bad input: a simulator experiment, a missing model file.
   const CliResult sim = Run("validate " + exp.string() + " --set backend=sim --out " +

@@ -214,8 +214,8 @@ TEST_F(ProfilerTest, TimesTheGivenPointsOrTheHostChecks) {
   const std::vector<std::tuple<int64_t, int64_t, int64_t>> given = {{3, 3, 20}, {5, 1, 7}, {1, 1, 0}};
   EXPECT_EQ(steps, given);
 
-  // The host check's: a decode of one at context 15 (63 is past max_context 40), of
-  // max_num_seqs (4) at 15, a chunk of max_num_batched_tokens (8, under 128) from 0.
+  // The host check's: a chunk of max_num_batched_tokens (8, under 128) from 0, a decode of
+  // max_num_seqs (4) at context 15 (255 and 63 are past max_context 40), one of one at 15.
   options.points.clear();
   options.host_check = true;
   rows = ProfileEngine(Config(), options);
@@ -224,7 +224,7 @@ TEST_F(ProfilerTest, TimesTheGivenPointsOrTheHostChecks) {
   for (const ProfileRow& r : *rows) {
     if (r.op == "step") steps.emplace_back(r.tokens, r.batch, r.context);
   }
-  const std::vector<std::tuple<int64_t, int64_t, int64_t>> check = {{1, 1, 15}, {4, 4, 15}, {8, 1, 0}};
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> check = {{8, 1, 0}, {4, 4, 15}, {1, 1, 15}};
   EXPECT_EQ(steps, check);
 
   // Outside the experiment's limits, or its KV pool: said, naming the step.
@@ -255,24 +255,40 @@ TEST_F(ProfilerTest, TimesTheGivenPointsOrTheHostChecks) {
     if (r.op == "step") steps.emplace_back(r.tokens, r.batch, r.context);
   }
   ASSERT_EQ(steps.size(), 3u);
-  EXPECT_EQ(steps[0], std::make_tuple(int64_t{1}, int64_t{1}, int64_t{63}));
+  EXPECT_EQ(steps[0], std::make_tuple(int64_t{8}, int64_t{1}, int64_t{0}));
   EXPECT_EQ(steps[1], std::make_tuple(int64_t{1}, int64_t{1}, int64_t{255}));
-  EXPECT_EQ(steps[2], std::make_tuple(int64_t{8}, int64_t{1}, int64_t{0}));
+  EXPECT_EQ(steps[2], std::make_tuple(int64_t{1}, int64_t{1}, int64_t{63}));
+
+  // TimeSteps: the whole steps with their configurations, which tell a decode of one
+  // sequence from a chunk of one token (their rows cannot: tokens 1, batch 1).
+  options.host_check = false;
+  options.max_context = 40;
+  options.points = {{false, 1, 0}, {true, 1, 15}, {true, 2, 15}};
+  auto timed = TimeSteps(Config(), options);
+  ASSERT_TRUE(timed.ok()) << timed.status().message();
+  ASSERT_EQ(timed->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*timed)[i].point.decode, options.points[i].decode) << i;
+    EXPECT_EQ((*timed)[i].point.tokens, options.points[i].tokens) << i;
+    EXPECT_EQ((*timed)[i].point.context, options.points[i].context) << i;
+    EXPECT_GT((*timed)[i].median_s, 0.0) << i;
+  }
 }
 
-// The host check's steps: grid points, clamped to the served context.
-TEST(HostCheckPointsTest, AMemoryBoundACompoundAndAComputeBoundStep) {
+// The host check's steps: a chunk, then decodes at the grid's contexts, clamped to the
+// served one.
+TEST(HostCheckPointsTest, AComputeBoundStepThenTwoDecodes) {
   auto key = [](const std::vector<ProfilePoint>& points) {
     std::vector<std::tuple<bool, int32_t, int32_t>> k;
     for (const ProfilePoint& p : points) k.emplace_back(p.decode, p.tokens, p.context);
     return k;
   };
   using K = std::vector<std::tuple<bool, int32_t, int32_t>>;
-  EXPECT_EQ(key(HostCheckPoints(512, 16, 2048)), (K{{true, 1, 63}, {true, 16, 255}, {false, 128, 0}}));
-  EXPECT_EQ(key(HostCheckPoints(512, 16, 200)), (K{{true, 1, 63}, {true, 16, 63}, {false, 128, 0}}));
-  EXPECT_EQ(key(HostCheckPoints(64, 4, 64)), (K{{true, 1, 63}, {true, 4, 63}, {false, 64, 0}}));
-  EXPECT_EQ(key(HostCheckPoints(64, 4, 63)), (K{{true, 1, 15}, {true, 4, 15}, {false, 63, 0}}));
-  EXPECT_EQ(key(HostCheckPoints(8, 1, 10)), (K{{true, 1, 9}, {true, 1, 9}, {false, 8, 0}}));
+  EXPECT_EQ(key(HostCheckPoints(512, 16, 2048)), (K{{false, 128, 0}, {true, 16, 255}, {true, 1, 63}}));
+  EXPECT_EQ(key(HostCheckPoints(512, 16, 200)), (K{{false, 128, 0}, {true, 16, 63}, {true, 1, 63}}));
+  EXPECT_EQ(key(HostCheckPoints(64, 4, 64)), (K{{false, 64, 0}, {true, 4, 63}, {true, 1, 63}}));
+  EXPECT_EQ(key(HostCheckPoints(64, 4, 63)), (K{{false, 63, 0}, {true, 4, 15}, {true, 1, 15}}));
+  EXPECT_EQ(key(HostCheckPoints(8, 1, 10)), (K{{false, 8, 0}, {true, 1, 9}, {true, 1, 9}}));
 }
 
 TEST_F(ProfilerTest, BadInputIsSaid) {

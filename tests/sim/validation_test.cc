@@ -168,10 +168,9 @@ TEST_F(ValidationTest, TheReportsListEveryLoad) {
   EXPECT_THAT(md, HasSubstr("| e2e p99 | +0.00 |"));
 }
 
-// The host check's reference steps are costed as the run's steps are: on the simulator's
-// backend, a decode as decodes of its context and a chunk as a chunk. With a linear cost
-// model (1 ms + 0.1 ms a new token + 0.01 ms a token of context, each sequence's context
-// counting its new token), by hand.
+// The host check's reference steps are costed as the run's steps are, on the simulator's
+// backend: with a linear cost model (1 ms + 0.1 ms a new token + 0.01 ms a token of
+// context, each sequence's context counting its new token), by hand.
 TEST(ReferenceStepsTest, PredictedByTheSimulatorsCostModel) {
   auto config = ParseExperiment(
       "name: v\nbackend: sim\nmodel: llama-3-8b\nhardware: {gpu: a100-80gb}\n"
@@ -188,22 +187,32 @@ TEST(ReferenceStepsTest, PredictedByTheSimulatorsCostModel) {
 }
 
 // Drift is the reference steps' mean relative change across the run, each step weighing
-// the same; error the simulator's mean relative error on them.
+// the same; a load drifted when one step changed by more than the limit (a step that
+// slowed and one that sped up do not cancel); error is the simulator's mean relative
+// error on them.
 TEST_F(ValidationTest, TheHostCheckIsReportedPerLoad) {
   HostCheck host;
   // Seconds exact in binary, so the sums and percentages are too.
   host.steps = {{true, 1, 63, 0.25, 0.3125, 0.3125}, {false, 128, 0, 0.75, 0.75, 0.75}};
   host.attempts = 2;
+  EXPECT_EQ(host.steps[0].Label(), "decode-1@63");
+  EXPECT_EQ(host.steps[1].Label(), "prefill-128@0");
   EXPECT_EQ(host.Before(), 1.0);
   EXPECT_EQ(host.After(), 1.0625);
   EXPECT_EQ(host.Predicted(), 1.0625);
   EXPECT_EQ(host.DriftPct(), 12.5);  // +25% and 0%, not the sums' +6.25%
-  EXPECT_TRUE(host.Drifted(12.49));
-  EXPECT_FALSE(host.Drifted(12.5));
+  EXPECT_EQ(host.MaxDriftPct(), 25.0);
+  EXPECT_TRUE(host.Drifted(24.99));
+  EXPECT_FALSE(host.Drifted(25));
   EXPECT_EQ(host.ErrorPct(false), 12.5);  // +25% and 0%
   EXPECT_EQ(host.ErrorPct(true), 0.0);
   EXPECT_EQ(HostCheck{}.DriftPct(), 0.0);
   EXPECT_FALSE(HostCheck{}.Drifted(0));
+  HostCheck opposite;
+  opposite.steps = {{true, 1, 63, 0.5, 0.625, 0}, {false, 128, 0, 0.5, 0.375, 0}};
+  EXPECT_EQ(opposite.DriftPct(), 0.0);  // +25% and -25%
+  EXPECT_EQ(opposite.MaxDriftPct(), 25.0);
+  EXPECT_TRUE(opposite.Drifted(5));
 
   const ExperimentConfig config = Config();
   auto v = ValidateLoad(config, Engine(config, 1.0), dir_.string(), false);
@@ -212,17 +221,18 @@ TEST_F(ValidationTest, TheHostCheckIsReportedPerLoad) {
   EXPECT_EQ(v->sim_config.hardware.num_gpu_blocks, 300);  // the twin's, with the engine's pool
   v->label = "rate-12";
   const std::string plain = ValidationCsv({*v});
-  EXPECT_THAT(plain, Not(HasSubstr("reference_steps")));
+  EXPECT_THAT(plain, Not(HasSubstr("reference_step")));
   EXPECT_THAT(ValidationMarkdown("v", {*v}), Not(HasSubstr("Host check")));
   v->host = host;
   const std::string csv = ValidationCsv({*v});
-  // Predicted 1.0625 s against 1 measured before and 1.0625 after; the errors per step.
-  EXPECT_THAT(csv, HasSubstr("\nrate-12,reference_steps,before,1,1.0625,12.5\n"));
-  EXPECT_THAT(csv, HasSubstr("\nrate-12,reference_steps,after,1.0625,1.0625,0\n"));
+  // Each step before and after: its median, its predicted time, the error.
+  EXPECT_THAT(csv, HasSubstr("\nrate-12,reference_step,before:decode-1@63,0.25,0.3125,25\n"
+                             "rate-12,reference_step,before:prefill-128@0,0.75,0.75,0\n"
+                             "rate-12,reference_step,after:decode-1@63,0.3125,0.3125,0\n"
+                             "rate-12,reference_step,after:prefill-128@0,0.75,0.75,0\n"));
   const std::string md = ValidationMarkdown("v", {*v});
-  EXPECT_THAT(md, HasSubstr("reference steps (a decode of 1 at context 63 and a prefill chunk "
-                            "of 128 tokens after 0)"));
-  EXPECT_THAT(md, HasSubstr("| rate-12 | 2 | 1000.000 | 1062.500 | +12.50 | +12.50 | +0.00 |"));
+  EXPECT_THAT(md, HasSubstr("| rate-12 | decode-1@63 prefill-128@0 | 2 | 1000.000 | 1062.500 | "
+                            "+12.50 | 25.00 | +12.50 | +0.00 |"));
 }
 
 }  // namespace
