@@ -93,6 +93,9 @@ std::string Pct(double v) {
   return buf;
 }
 
+// (to - from) / from, a fraction; 0 when `from` is not positive.
+double Change(double from, double to) { return from > 0 ? (to - from) / from : 0.0; }
+
 double SumOf(const std::vector<ReferenceStep>& steps, double ReferenceStep::*seconds) {
   double sum = 0;
   for (const ReferenceStep& r : steps) sum += r.*seconds;
@@ -112,24 +115,19 @@ std::string ReferenceStep::Label() const {
 
 double HostCheck::DriftPct() const {
   double sum = 0;
-  for (const ReferenceStep& r : steps) sum += r.before_s > 0 ? (r.after_s - r.before_s) / r.before_s : 0.0;
+  for (const ReferenceStep& r : steps) sum += Change(r.before_s, r.after_s);
   return steps.empty() ? 0.0 : sum / static_cast<double>(steps.size()) * 100.0;
 }
 
 double HostCheck::MaxDriftPct() const {
   double largest = 0;
-  for (const ReferenceStep& r : steps) {
-    if (r.before_s > 0) largest = std::max(largest, std::abs(r.after_s - r.before_s) / r.before_s);
-  }
+  for (const ReferenceStep& r : steps) largest = std::max(largest, std::abs(Change(r.before_s, r.after_s)));
   return largest * 100.0;
 }
 
 double HostCheck::ErrorPct(bool after) const {
   double sum = 0;
-  for (const ReferenceStep& r : steps) {
-    const double measured = after ? r.after_s : r.before_s;
-    sum += measured > 0 ? (r.predicted_s - measured) / measured : 0.0;
-  }
+  for (const ReferenceStep& r : steps) sum += Change(after ? r.after_s : r.before_s, r.predicted_s);
   return steps.empty() ? 0.0 : sum / static_cast<double>(steps.size()) * 100.0;
 }
 
@@ -233,7 +231,6 @@ StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const Back
     auto sim = (*sims)(replica);
     if (!sim.ok()) return sim.status();
     if (!twin) twin = sim_config;
-    v.sim_config = sim_config;
     v.sim_cost_model = (*sim)->Describe();
     return std::unique_ptr<Backend>(std::make_unique<RecordingBackend>(
         std::move(real).value(), std::move(sim).value(), &v.steps));
@@ -242,6 +239,7 @@ StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const Back
   if (!engine_summary.ok()) return engine_summary.status();
   v.engine = *engine_summary;
   if (!twin) return Internal("validate: the engine built no backend");
+  v.sim_config = *twin;
 
   twin->output.dir = (fs::path(dir) / "sim").string();
   auto sim_prepared = PrepareExperiment(*twin);
@@ -275,9 +273,9 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
     for (const bool after : {false, true}) {
       for (const ReferenceStep& r : v.host.steps) {
         const double measured = after ? r.after_s : r.before_s;
-        const double error = measured > 0 ? (r.predicted_s - measured) / measured * 100.0 : 0.0;
         csv += v.label + ",reference_step," + (after ? "after:" : "before:") + r.Label() + "," +
-               Number(measured) + "," + Number(r.predicted_s) + "," + Number(error) + "\n";
+               Number(measured) + "," + Number(r.predicted_s) + "," +
+               Number(100.0 * Change(measured, r.predicted_s)) + "\n";
       }
     }
     for (const MetricComparison& m : v.metrics) {
@@ -318,7 +316,10 @@ std::string ValidationMarkdown(const std::string& experiment,
     for (const LoadValidation& v : loads) {
       if (v.host.steps.empty()) continue;
       std::string labels;
-      for (const ReferenceStep& r : v.host.steps) labels += (labels.empty() ? "" : " ") + r.Label();
+      for (const ReferenceStep& r : v.host.steps) {
+        if (!labels.empty()) labels += ' ';
+        labels += r.Label();
+      }
       char row[512];
       std::snprintf(row, sizeof row, "| %s | %s | %d | %.3f | %.3f | %+.2f | %.2f | %+.2f | %+.2f |\n",
                     v.label.c_str(), labels.c_str(), v.host.attempts, 1e3 * v.host.Before(),
