@@ -35,8 +35,9 @@ constexpr const char* kProfileHelp =
     "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size,experts_run,\n"
     "single_row_experts; per-layer ops per layer; a mixture of experts' MLP as one op,\n"
     "moe_mlp, with the experts its layers ran), for `servelab calibrate`. Repeats run in\n"
-    "passes over the whole grid unless --contiguous. Exit status: 0 success, 2 bad input,\n"
-    "1 a runtime failure.\n";
+    "passes over the whole grid unless --contiguous; in a pass each measured run follows\n"
+    "--settle-ms of its own step back to back, the state a serving run's streak of small\n"
+    "steps settles into. Exit status: 0 success, 2 bad input, 1 a runtime failure.\n";
 
 int ProfileCommand(const std::vector<std::string>& args) {
   po::options_description options("servelab profile EXPERIMENT.yaml [options]");
@@ -51,6 +52,8 @@ int ProfileCommand(const std::vector<std::string>& args) {
       ("warmup", po::value<int32_t>(&profile.warmup)->default_value(2), "unmeasured runs per step")
       ("warmup-ms", po::value<double>(&profile.warmup_ms)->default_value(25),
        "and at least this long, per step")
+      ("settle-ms", po::value<double>(&profile.settle_ms)->default_value(ProfileOptions().settle_ms),
+       "before each measured run, the same step back to back for about this long (0: none)")
       ("repeats", po::value<int32_t>(&profile.repeats)->default_value(7), "measured runs per step")
       ("max-tokens", po::value<int32_t>(&profile.max_tokens)->default_value(0),
        "longest prefill chunk (0: scheduler.max_num_batched_tokens)")

@@ -42,8 +42,10 @@ std::string StepsCsv(const LoadValidation& v) {
 // failure here comes after the experiment was checked, and earlier loads may have run:
 // it is the host's or the engine's, not bad input.
 StatusOr<std::vector<TimedStep>> TimeReferenceSteps(const ExperimentConfig& config,
-                                                    const std::vector<ProfilePoint>& points) {
+                                                    const std::vector<ProfilePoint>& points,
+                                                    double settle_ms) {
   ProfileOptions options;
+  options.settle_ms = settle_ms;
   options.host_check = points.empty();
   options.points = points;
   options.repeats = 9;
@@ -90,6 +92,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
   std::string out_dir, cost_model;
   int32_t retries = 0;
   double max_drift = 5.0;
+  double settle_ms = 0;
   options.add_options()
       ("help,h", "show this help")
       ("set", po::value<std::vector<std::string>>(&sets)->composing(),
@@ -103,6 +106,9 @@ int ValidateCommand(const std::vector<std::string>& args) {
        "re-run a load whose reference steps drifted more than --max-drift, up to N times (0-10)")
       ("max-drift", po::value<double>(&max_drift)->default_value(5.0),
        "percent the reference steps may drift across a run before --retries re-runs it (0-100)")
+      ("settle-ms", po::value<double>(&settle_ms)->default_value(ProfileOptions().settle_ms),
+       "the host check's settling before each timed run, as `servelab profile --settle-ms` "
+       "(0-60000; use the profile's)")
       ("no-plots", "skip the CDF plot")
       ("no-progress", "never draw the progress line");
   std::string experiment_path;
@@ -116,6 +122,9 @@ int ValidateCommand(const std::vector<std::string>& args) {
   }
   if (!(max_drift >= 0 && max_drift <= 100)) {
     return Report(InvalidArgument("--max-drift: must be in [0, 100] (percent)"));
+  }
+  if (!(settle_ms >= 0 && settle_ms <= 60000)) {
+    return Report(InvalidArgument("--settle-ms: must be in [0, 60000] (milliseconds)"));
   }
   const bool host_check = !vm.count("no-host-check");
   if (!host_check && retries > 0) {
@@ -167,14 +176,14 @@ int ValidateCommand(const std::vector<std::string>& args) {
     StatusOr<LoadValidation> v = Internal("validate: no run");
     for (int32_t attempt = 1; attempt <= retries + 1; ++attempt) {
       StatusOr<std::vector<TimedStep>> before = std::vector<TimedStep>{};
-      if (host_check) before = TimeReferenceSteps(config, {});
+      if (host_check) before = TimeReferenceSteps(config, {}, settle_ms);
       if (!before.ok()) return Report(Status(before.status().code(), label + ": " + before.status().message()));
       v = ValidateLoad(config, *engine, load_dir, progress);
       if (!v.ok()) return Report(Status(v.status().code(), label + ": " + v.status().message()));
       if (!host_check) break;
       std::vector<ProfilePoint> points;
       for (const TimedStep& t : *before) points.push_back(t.point);
-      auto after = TimeReferenceSteps(config, points);  // the very steps timed before
+      auto after = TimeReferenceSteps(config, points, settle_ms);  // the very steps timed before
       if (!after.ok()) return Report(Status(after.status().code(), label + ": " + after.status().message()));
       HostCheck& host = v->host;
       host.attempts = attempt;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <memory>
@@ -91,6 +92,13 @@ std::vector<ProfilePoint> HostCheckPoints(int32_t max_tokens, int32_t max_batch,
           ProfilePoint{true, 1, context(63)}};
 }
 
+int32_t SettleRuns(double settle_ms, double last_run_s) {
+  const double budget_s = settle_ms * 1e-3;
+  if (!(last_run_s > 0) || !(budget_s >= last_run_s)) return 0;
+  // At most a million: a step of nanoseconds (a stub) within a minute's budget.
+  return static_cast<int32_t>(std::min(std::floor(budget_s / last_run_s), 1e6));
+}
+
 namespace {
 
 // ProfileEngine, and the configurations it timed (in the order of their rows) when
@@ -103,8 +111,9 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
   }
   if (options.warmup < 0 || options.repeats < 1 || options.max_tokens < 0 ||
       !(options.warmup_ms >= 0 && options.warmup_ms <= 60000) ||
+      !(options.settle_ms >= 0 && options.settle_ms <= 60000) ||
       options.max_batch < 0 || options.max_context < 0) {
-    return InvalidArgument("profile: warmup >= 0, warmup_ms in [0, 60000], repeats >= 1, sizes >= 0 "
+    return InvalidArgument("profile: warmup >= 0, warmup_ms and settle_ms in [0, 60000], repeats >= 1, sizes >= 0 "
                            "(0: the experiment's)");
   }
   auto model = EngineModel::Load(config);
@@ -168,6 +177,7 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
     StepPlan plan;
     std::map<Op, std::vector<double>> samples;
     std::vector<double> steps;
+    double last_s = 0;  // its latest run's time, measured or not
     // The routing its MoE layers counted (the same every run: the same tokens).
     double experts_run = 0, single_row_experts = 0;
   };
@@ -224,6 +234,7 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
       times.Record(Op::kSampling, static_cast<double>(NowNs() - sample_start) * 1e-9);
     }
     const double step = static_cast<double>(NowNs() - start) * 1e-9;
+    t.last_s = step;
     if (!measured) return Status::Ok();
     if (time_step) t.steps.push_back(step);
     if (!time_ops) return Status::Ok();
@@ -244,6 +255,12 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
     }
     return Status::Ok();
   };
+  // Back-to-back runs of `t` for about options.settle_ms, whole runs only.
+  auto settle = [&](Timed& t, bool time_ops, bool time_step) -> Status {
+    const int32_t runs = SettleRuns(options.settle_ms, t.last_s);
+    for (int32_t run = 0; run < runs; ++run) SERVELAB_RETURN_IF_ERROR(time_one(t, false, time_ops, time_step));
+    return Status::Ok();
+  };
   const int32_t kinds = separate ? 2 : 1;
   const int32_t total = kinds * (options.interleave ? options.repeats : static_cast<int32_t>(timed.size()));
   int32_t done = 0;
@@ -253,10 +270,12 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
     runner.SetOpTimer(time_ops ? &times : nullptr);
     if (options.interleave) {
       // Each configuration's warm-up runs back to back, then `repeats` passes over the
-      // grid in its order, so every median spans the whole profile.
+      // grid in its order, so every median spans the whole profile; in a pass, each
+      // measured run follows its configuration's settling runs.
       for (const auto& t : timed) SERVELAB_RETURN_IF_ERROR(warm_up(*t, time_ops, time_step));
       for (int32_t pass = 0; pass < options.repeats; ++pass) {
         for (const auto& t : timed) {
+          SERVELAB_RETURN_IF_ERROR(settle(*t, time_ops, time_step));
           SERVELAB_RETURN_IF_ERROR(time_one(*t, true, time_ops, time_step));
         }
         if (options.on_progress) options.on_progress(++done, total);

@@ -58,6 +58,12 @@ struct ProfileOptions {
   // true: each configuration's warm-up runs back to back, then `repeats` passes over the
   // whole grid in grid order; false: each configuration's runs back to back.
   bool interleave = true;
+  // In passes (interleave), before each measured run the configuration runs back to back
+  // for about this long: as many whole runs as fit by its previous run's time, none for a
+  // step longer than this. A host (its clocks, caches, power state) takes milliseconds to
+  // settle after a step of another size; a serving run's streak of small steps runs in the
+  // settled state, which a run right after its grid neighbour does not.
+  double settle_ms = 20;
   // Non-empty: these configurations, in this order, instead of the grid (each within the
   // experiment's limits and its KV pool, or InvalidArgument).
   std::vector<ProfilePoint> points;
@@ -79,6 +85,11 @@ struct ProfileOptions {
 std::vector<ProfilePoint> HostCheckPoints(int32_t max_tokens, int32_t max_batch, int32_t max_context);
 
 // A step the profiler timed, and the median of its whole-step times in seconds.
+// The settling runs before a measured run (ProfileOptions::settle_ms): as many whole runs
+// of `last_run_s` as fit in `settle_ms`; none when it is 0 or the run is longer, or its
+// time is unknown (0).
+int32_t SettleRuns(double settle_ms, double last_run_s);
+
 struct TimedStep {
   ProfilePoint point;
   double median_s = 0;

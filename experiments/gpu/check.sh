@@ -191,7 +191,7 @@ if [[ -x $SERVELAB ]] && has_time "profile -> calibrate -> validate"; then
   SECONDS=0
   timeout "$(limit 120)" "$SERVELAB" profile "$ROOT/experiments/engine_cuda.yaml" \
       --out "$OUT/calibration/profile_cuda.csv" --max-tokens 4096 --max-batch 128 \
-      --max-context 4096 --repeats 5 --warmup 2 --no-progress >"$OUT/profile.log" 2>&1 ||
+      --max-context 4096 --repeats 5 --warmup 2 --settle-ms 10 --no-progress >"$OUT/profile.log" 2>&1 ||
     { note "profile FAILED (profile.log)"; status=1; }
   timeout "$(limit 30)" "$SERVELAB" calibrate "$OUT/calibration/profile_cuda.csv" \
       --out "$OUT/calibration/MODEL.yaml" --no-plots >"$OUT/calibrate.log" 2>&1 ||

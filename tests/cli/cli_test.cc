@@ -382,6 +382,11 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
             "experts_run,single_row_experts");
   EXPECT_THAT(csv, HasSubstr("\ncpu,64,4,2,16,128,97,2,attention_prefill,16,1,128,1,"));
   EXPECT_THAT(p.out, HasSubstr("measurements of t on cpu"));
+  const CliResult unsettled = Run("profile " + exp.string() + " --out " + (dir_ / "bad.csv").string() +
+                                  " --settle-ms -1");
+  EXPECT_EQ(unsettled.exit_code, 2);
+  EXPECT_THAT(unsettled.err, HasSubstr("settle_ms in [0, 60000]"));
+  EXPECT_FALSE(fs::exists(dir_ / "bad.csv"));
 
   const fs::path fitted = dir_ / "m" / "MODEL.yaml";
   const CliResult c = Run("calibrate " + profile.string() + " --out " + fitted.string() + " --no-plots");
@@ -441,7 +446,8 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   ASSERT_EQ(unchecked.exit_code, 0) << unchecked.err;
   EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.csv"), Not(HasSubstr("reference_step")));
   EXPECT_THAT(unchecked.out, Not(HasSubstr("host drift")));
-  for (const char* bad : {" --retries 11", " --retries -1", " --max-drift -1", " --max-drift 101"}) {
+  for (const char* bad : {" --retries 11", " --retries -1", " --max-drift -1", " --max-drift 101",
+                          " --settle-ms -1", " --settle-ms 60001"}) {
     const CliResult r = Run("validate " + exp.string() + " --out " + (dir_ / "x").string() + bad);
     EXPECT_EQ(r.exit_code, 2) << bad;
     const std::string flag = std::string(bad).substr(1, std::string(bad).find(' ', 1) - 1);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -301,7 +302,27 @@ TEST_F(ProfilerTest, BadInputIsSaid) {
   ASSERT_FALSE(none.ok());
   EXPECT_TRUE(none.status().IsBadInput());
   EXPECT_THAT(none.status().message(), HasSubstr("repeats >= 1"));
+  for (double settle_ms : {-1.0, 60001.0, std::nan("")}) {
+    options.repeats = 1;
+    options.settle_ms = settle_ms;
+    auto bad = ProfileEngine(Config(), options);
+    ASSERT_FALSE(bad.ok()) << settle_ms;
+    EXPECT_TRUE(bad.status().IsBadInput());
+    EXPECT_THAT(bad.status().message(), HasSubstr("settle_ms in [0, 60000]"));
+  }
+}
 
+// Whole runs of the last one's time within the budget: a 1.7 ms decode settles for 11
+// runs in 20 ms, a 300 ms chunk for none, nor does anything with no budget or no time.
+TEST(SettleRunsTest, WholeRunsWithinTheBudget) {
+  EXPECT_EQ(SettleRuns(20, 0.0017), 11);
+  EXPECT_EQ(SettleRuns(20, 0.0045), 4);
+  EXPECT_EQ(SettleRuns(20, 0.019), 1);
+  EXPECT_EQ(SettleRuns(20, 0.0201), 0);  // longer than the budget
+  EXPECT_EQ(SettleRuns(20, 0.3), 0);
+  EXPECT_EQ(SettleRuns(0, 0.0017), 0);
+  EXPECT_EQ(SettleRuns(20, 0), 0);       // never run yet
+  EXPECT_EQ(SettleRuns(60000, 1e-12), 1000000);  // capped
 }
 
 }  // namespace
