@@ -69,6 +69,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
                                              experiment_path)) {
     return *exit;
   }
+  if (!(profile.settle_ms >= 0 && profile.settle_ms <= 60000)) {
+    return Report(InvalidArgument("--settle-ms: must be in [0, 60000] (milliseconds)"));
+  }
   profile.interleave = vm.count("contiguous") == 0;
   auto config = LoadExperiment(experiment_path, sets);
   if (!config.ok()) return Report(config.status());

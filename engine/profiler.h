@@ -84,12 +84,12 @@ struct ProfileOptions {
 // max_context - 1), the chunk at most max_context.
 std::vector<ProfilePoint> HostCheckPoints(int32_t max_tokens, int32_t max_batch, int32_t max_context);
 
-// A step the profiler timed, and the median of its whole-step times in seconds.
 // The settling runs before a measured run (ProfileOptions::settle_ms): as many whole runs
 // of `last_run_s` as fit in `settle_ms`; none when it is 0 or the run is longer, or its
 // time is unknown (0).
 int32_t SettleRuns(double settle_ms, double last_run_s);
 
+// A step the profiler timed, and the median of its whole-step times in seconds.
 struct TimedStep {
   ProfilePoint point;
   double median_s = 0;

@@ -385,7 +385,7 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   const CliResult unsettled = Run("profile " + exp.string() + " --out " + (dir_ / "bad.csv").string() +
                                   " --settle-ms -1");
   EXPECT_EQ(unsettled.exit_code, 2);
-  EXPECT_THAT(unsettled.err, HasSubstr("settle_ms in [0, 60000]"));
+  EXPECT_THAT(unsettled.err, HasSubstr("--settle-ms: must be in [0, 60000]"));
   EXPECT_FALSE(fs::exists(dir_ / "bad.csv"));
 
   const fs::path fitted = dir_ / "m" / "MODEL.yaml";
