@@ -74,6 +74,16 @@ ErrorStats StatsOf(const std::vector<StepComparison>& steps, Steps which) {
   return ErrorStats::Of(rel);
 }
 
+std::vector<double> DecodeErrors(const std::vector<StepComparison>& steps) {
+  std::vector<double> rel;
+  for (const StepComparison& step : steps) {
+    if (step.decode_only && step.measured_s > 0) {
+      rel.push_back((step.predicted_s - step.measured_s) / step.measured_s);
+    }
+  }
+  return rel;
+}
+
 double MeanStep(const std::vector<StepComparison>& steps, bool predicted) {
   if (steps.empty()) return 0;
   double sum = 0;
@@ -253,8 +263,38 @@ StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const Back
   v.step_error = StatsOf(v.steps, Steps::kAll);
   v.decode_step_error = StatsOf(v.steps, Steps::kDecodeOnly);
   v.mixed_step_error = StatsOf(v.steps, Steps::kMixed);
+  v.decode_wander = ErrorWander::Of(DecodeErrors(v.steps));
   v.metrics = CompareRuns(v.engine, v.sim);
   return v;
+}
+
+ErrorWander ErrorWander::Of(std::span<const double> relative_errors, int32_t window) {
+  ErrorWander w;
+  w.window = std::max(1, window);
+  const size_t n = relative_errors.size();
+  if (n >= 3) {
+    double mean = 0;
+    for (double e : relative_errors) mean += e;
+    mean /= static_cast<double>(n);
+    double lagged = 0, squares = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double d = relative_errors[i] - mean;
+      squares += d * d;
+      if (i + 1 < n) lagged += d * (relative_errors[i + 1] - mean);
+    }
+    // A spread under 0.01% is the steps' rounding to whole nanoseconds, not wander.
+    if (squares > static_cast<double>(n) * 1e-8) w.autocorrelation = lagged / squares;
+  }
+  const size_t size = static_cast<size_t>(w.window);
+  for (size_t start = 0; start + size <= n; start += size) {
+    double sum = 0;
+    for (size_t i = start; i < start + size; ++i) sum += relative_errors[i];
+    const double pct = 100.0 * sum / static_cast<double>(size);
+    w.window_min_pct = w.windows == 0 ? pct : std::min(w.window_min_pct, pct);
+    w.window_max_pct = w.windows == 0 ? pct : std::max(w.window_max_pct, pct);
+    ++w.windows;
+  }
+  return w;
 }
 
 std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
@@ -269,6 +309,12 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
       csv += v.label + "," + q + ",mape," + e + "," + s + "," + Number(stats->mape) + "\n";
       csv += v.label + "," + q + ",bias," + e + "," + s + "," + Number(stats->bias) + "\n";
       csv += v.label + "," + q + ",max," + e + "," + s + "," + Number(stats->max_error) + "\n";
+    }
+    if (const ErrorWander& w = v.decode_wander; w.windows > 0) {
+      const std::string at = v.label + ",step_time_decode,";
+      csv += at + "autocorrelation," + e + "," + s + "," + Number(w.autocorrelation) + "\n";
+      csv += at + "window_min," + e + "," + s + "," + Number(w.window_min_pct) + "\n";
+      csv += at + "window_max," + e + "," + s + "," + Number(w.window_max_pct) + "\n";
     }
     for (const bool after : {false, true}) {
       for (const ReferenceStep& r : v.host.steps) {
@@ -302,6 +348,25 @@ std::string ValidationMarkdown(const std::string& experiment,
                   v.step_error.bias, v.step_error.max_error, v.decode_step_error.mape,
                   v.mixed_step_error.mape);
     md += row;
+  }
+  bool wander = false;
+  for (const LoadValidation& v : loads) wander = wander || v.decode_wander.windows > 0;
+  if (wander) {
+    md += "\nDecode-only steps' errors in step order: the lag-one autocorrelation of "
+          "consecutive ones, and the lowest and highest mean error over stretches of " +
+          std::to_string(loads.front().decode_wander.window) +
+          " (a model's error on a steady workload stays put; a host changing speed during "
+          "the run makes neighbours alike and the stretches part).\n\n| load | decode steps | "
+          "autocorrelation | stretches | lowest % | highest % |\n|---|---|---|---|---|---|\n";
+    for (const LoadValidation& v : loads) {
+      const ErrorWander& w = v.decode_wander;
+      if (w.windows == 0) continue;
+      char row[256];
+      std::snprintf(row, sizeof row, "| %s | %lld | %.2f | %d | %+.1f | %+.1f |\n", v.label.c_str(),
+                    static_cast<long long>(v.decode_step_error.points), w.autocorrelation,
+                    w.windows, w.window_min_pct, w.window_max_pct);
+      md += row;
+    }
   }
   bool checked = false;
   for (const LoadValidation& v : loads) checked = checked || !v.host.steps.empty();

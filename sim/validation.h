@@ -15,6 +15,7 @@
 // same memory. For validation the engine should run on `engine.clock: virtual` (each
 // step advances time by its measured duration): with `wall`, host time between steps
 // (the driver, the scheduler) also passes, which the simulator does not model.
+#include <span>
 #include <string>
 #include <vector>
 
@@ -84,11 +85,32 @@ struct HostCheck {
   bool Drifted(double max_drift_pct) const;
 };
 
+// How the decode-only steps' errors move through a run, in step order. On a steady
+// workload a model's error on such steps is much the same from one stretch of the run to
+// the next; a host that changes speed during the run (memory-bound decodes are the first
+// to show it) makes neighbouring steps' errors alike and the stretches' means part.
+struct ErrorWander {
+  int32_t window = 100;  // decode-only steps a stretch
+  int32_t windows = 0;   // whole stretches (0: fewer than `window` decode-only steps)
+  // The lag-one autocorrelation of consecutive decode-only steps' errors (mixed steps in
+  // between skipped); 0 with fewer than three, or when they are alike to within 0.01%
+  // (standard deviation: the steps' rounding, not wander).
+  double autocorrelation = 0;
+  // The lowest and highest mean error over consecutive stretches of `window`, percent (a
+  // last, partial stretch left out); 0 without a whole one.
+  double window_min_pct = 0, window_max_pct = 0;
+
+  // Of relative errors (predicted - measured) / measured, as fractions, in step order.
+  // REQUIRES: window >= 1.
+  static ErrorWander Of(std::span<const double> relative_errors, int32_t window = 100);
+};
+
 struct LoadValidation {
   std::string label;  // the sweep point's folder name
   RunSummary engine, sim;
   std::vector<StepComparison> steps;
   ErrorStats step_error, decode_step_error, mixed_step_error;  // percent
+  ErrorWander decode_wander;
   std::vector<MetricComparison> metrics;
   std::string sim_cost_model;  // what the simulated backend describes itself as
   ExperimentConfig sim_config;  // the simulated run's experiment (SimulatedTwin)
@@ -119,10 +141,13 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
 // validation.csv: one row per load and quantity:
 //   load,quantity,statistic,engine,sim,error_pct
 // (step_time rows: statistic mape|bias|max over all|decode|mixed steps, engine and sim
-// the mean step in seconds; with a host check, a reference_step row per step and side,
+// the mean step in seconds; step_time_decode rows autocorrelation, window_min and
+// window_max (ErrorWander; error_pct holds the autocorrelation itself, a fraction, and
+// the stretches' mean errors in percent), when there is a whole stretch; with a host check, a reference_step row per step and side,
 // statistic before:<label> or after:<label> (ReferenceStep::Label), engine its median and
 // sim its predicted time in seconds); validation.md: the same as tables, with the loads'
-// busy fractions, and per load the host check's steps, attempts, drift and errors.
+// busy fractions, the decode errors' wander, and per load the host check's steps,
+// attempts, drift and errors.
 std::string ValidationCsv(const std::vector<LoadValidation>& loads);
 std::string ValidationMarkdown(const std::string& experiment, const std::vector<LoadValidation>& loads);
 

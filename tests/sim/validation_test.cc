@@ -168,6 +168,70 @@ TEST_F(ValidationTest, TheReportsListEveryLoad) {
   EXPECT_THAT(md, HasSubstr("| e2e p99 | +0.00 |"));
 }
 
+// The decode errors' wander, by hand: two stretches that part (+10%, -10%) are
+// neighbours alike; alternating errors are neighbours opposed, and their stretches agree.
+TEST(ErrorWanderTest, AutocorrelationAndStretchesByHand) {
+  const std::vector<double> parting = {0.1, 0.1, -0.1, -0.1};
+  ErrorWander w = ErrorWander::Of(parting, 2);
+  // Mean 0; lagged products 0.01 - 0.01 + 0.01 over squares 4 x 0.01.
+  EXPECT_NEAR(w.autocorrelation, 0.25, 1e-12);
+  EXPECT_EQ(w.windows, 2);
+  EXPECT_NEAR(w.window_min_pct, -10.0, 1e-12);
+  EXPECT_NEAR(w.window_max_pct, 10.0, 1e-12);
+
+  const std::vector<double> alternating = {0.1, -0.1, 0.1, -0.1, 0.1};
+  w = ErrorWander::Of(alternating, 2);
+  // Mean 0.02: deviations 0.08, -0.12, 0.08, -0.12, 0.08; lagged 4 x -0.0096, squares
+  // 3 x 0.0064 + 2 x 0.0144.
+  EXPECT_NEAR(w.autocorrelation, -0.0384 / 0.048, 1e-12);
+  EXPECT_EQ(w.windows, 2);  // the fifth error is a partial stretch, left out
+  EXPECT_NEAR(w.window_min_pct, 0.0, 1e-12);
+  EXPECT_NEAR(w.window_max_pct, 0.0, 1e-12);
+
+  const std::vector<double> constant(250, -0.2);
+  w = ErrorWander::Of(constant);
+  EXPECT_EQ(w.autocorrelation, 0.0);  // no variance: nothing to correlate
+  EXPECT_EQ(w.windows, 2);
+  EXPECT_NEAR(w.window_min_pct, -20.0, 1e-12);
+  EXPECT_NEAR(w.window_max_pct, -20.0, 1e-12);
+
+  const std::vector<double> few = {0.3, -0.3};
+  w = ErrorWander::Of(few);
+  EXPECT_EQ(w.autocorrelation, 0.0);
+  EXPECT_EQ(w.windows, 0);
+  EXPECT_EQ(w.window_min_pct, 0.0);
+}
+
+TEST_F(ValidationTest, TheDecodeWanderIsReportedWhenThereIsAStretch) {
+  const ExperimentConfig config = Config();
+  auto v = ValidateLoad(config, Engine(config, 1.25), dir_.string(), false);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  // The engine a quarter slower on every step: -20% everywhere, no wander.
+  const ErrorWander& run = v->decode_wander;
+  EXPECT_NEAR(run.autocorrelation, 0.0, 1e-6);
+  if (run.windows > 0) {
+    EXPECT_NEAR(run.window_min_pct, -20.0, 1e-4);
+    EXPECT_NEAR(run.window_max_pct, -20.0, 1e-4);
+  }
+  v->label = "rate-12";
+  v->decode_wander = ErrorWander{};
+  EXPECT_THAT(ValidationCsv({*v}), Not(HasSubstr("autocorrelation")));
+  EXPECT_THAT(ValidationMarkdown("v", {*v}), Not(HasSubstr("lag-one")));
+  v->decode_wander.windows = 3;
+  v->decode_wander.autocorrelation = 0.75;
+  v->decode_wander.window_min_pct = -12.5;
+  v->decode_wander.window_max_pct = 6.25;
+  const std::string csv = ValidationCsv({*v});
+  EXPECT_THAT(csv, HasSubstr(",0.75\n"));
+  EXPECT_THAT(csv, HasSubstr("\nrate-12,step_time_decode,autocorrelation,"));
+  EXPECT_THAT(csv, HasSubstr("\nrate-12,step_time_decode,window_min,"));
+  EXPECT_THAT(csv, HasSubstr(",-12.5\nrate-12,step_time_decode,window_max,"));
+  EXPECT_THAT(csv, HasSubstr(",6.25\n"));
+  const std::string md = ValidationMarkdown("v", {*v});
+  EXPECT_THAT(md, HasSubstr("over stretches of 100"));
+  EXPECT_THAT(md, HasSubstr(" | 0.75 | 3 | -12.5 | +6.2 |\n"));
+}
+
 // The host check's reference steps are costed as the run's steps are, on the simulator's
 // backend: with a linear cost model (1 ms + 0.1 ms a new token + 0.01 ms a token of
 // context, each sequence's context counting its new token), by hand.
