@@ -355,8 +355,9 @@ std::string ValidationMarkdown(const std::string& experiment,
     md += "\nDecode-only steps' errors in step order: the lag-one autocorrelation of "
           "consecutive ones, and the lowest and highest mean error over stretches of " +
           std::to_string(loads.front().decode_wander.window) +
-          " (a model's error on a steady workload stays put; a host changing speed during "
-          "the run makes neighbours alike and the stretches part).\n\n| load | decode steps | "
+          " (at a steady load each stretch mixes the same configurations: a model's error "
+          "stays put from one to the next, a host changing speed during the run parts "
+          "them).\n\n| load | decode steps | "
           "autocorrelation | stretches | lowest % | highest % |\n|---|---|---|---|---|---|\n";
     for (const LoadValidation& v : loads) {
       const ErrorWander& w = v.decode_wander;

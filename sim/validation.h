@@ -85,10 +85,13 @@ struct HostCheck {
   bool Drifted(double max_drift_pct) const;
 };
 
-// How the decode-only steps' errors move through a run, in step order. On a steady
-// workload a model's error on such steps is much the same from one stretch of the run to
-// the next; a host that changes speed during the run (memory-bound decodes are the first
-// to show it) makes neighbouring steps' errors alike and the stretches' means part.
+// How the decode-only steps' errors move through a run, in step order. Neighbouring steps
+// share their configuration (a decode's batch, its context one longer), so any error that
+// follows the configuration makes them alike too: the autocorrelation alone does not tell
+// the host from the model. The stretches do: on a steady workload each stretch of the run
+// mixes the same configurations, so a model's error is much the same from one to the
+// next, while a host that changes speed during the run (memory-bound decodes are the
+// first to show it) parts their means.
 struct ErrorWander {
   int32_t window = 100;  // decode-only steps a stretch
   int32_t windows = 0;   // whole stretches (0: fewer than `window` decode-only steps)
