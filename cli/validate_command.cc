@@ -66,8 +66,10 @@ experiment's cost_model with {type: calibrated, path: MODEL.yaml}.
 Writes DIR/<load>/engine/ and DIR/<load>/sim/ (the files of `servelab run`),
 DIR/<load>/steps_compared.csv (each step the engine executed: measured and predicted),
 DIR/validation.csv (load,quantity,statistic,engine,sim,error_pct: the step-time MAPE,
-bias and worst error over all, decode-only and mixed steps, then TTFT, TPOT, ITL and
-E2E at mean, p50, p90, p99 and the throughputs), DIR/validation.md, and
+bias and worst error over all, decode-only and mixed steps, the decode-only steps'
+errors' lag-one autocorrelation and lowest and highest mean over stretches of 100 in
+step order, then TTFT, TPOT, ITL and E2E at mean, p50, p90, p99 and the throughputs),
+DIR/validation.md, and
 DIR/validation_cdf.png (measured and predicted latency CDFs per load).
 
 Host check: right before and after each load's run, three reference steps (a prefill
@@ -219,6 +221,9 @@ int ValidateCommand(const std::vector<std::string>& args) {
                 v->ErrorPct("e2e", "p99"));
     if (!v->host.steps.empty()) {
       std::printf("; host drift %+.2f%% (run %d)", v->host.DriftPct(), v->host.attempts);
+    }
+    if (const ErrorWander& w = v->decode_wander; w.windows > 1) {
+      std::printf("; decode error by stretch %+.1f%% to %+.1f%%", w.window_min_pct, w.window_max_pct);
     }
     std::printf("\n");
     results.push_back(std::move(v).value());
