@@ -2,7 +2,7 @@
 # The simulator validated against the CPU engine, end to end: profile two model shapes
 # on the engine, fit one cost model to both, then validate it at three loads on one of
 # them and on a third shape the fit never saw; then a mixture of experts, profiled,
-# fitted and validated the same way. About 7 minutes on 2 cores.
+# fitted and validated the same way. About 10-12 minutes on 2 cores (less without re-runs).
 #
 #   bash experiments/validation/run.sh        (after the build: scripts/run.sh builds)
 #
