@@ -63,23 +63,14 @@ class RecordingBackend final : public Backend {
 
 enum class Steps { kAll, kDecodeOnly, kMixed };
 
-ErrorStats StatsOf(const std::vector<StepComparison>& steps, Steps which) {
+// Each chosen step's (predicted - measured) / measured, in step order.
+std::vector<double> RelativeErrors(const std::vector<StepComparison>& steps, Steps which) {
   std::vector<double> rel;
   for (const StepComparison& step : steps) {
     if (which == Steps::kDecodeOnly && !step.decode_only) continue;
     if (which == Steps::kMixed && step.decode_only) continue;
     if (step.measured_s <= 0) continue;
     rel.push_back((step.predicted_s - step.measured_s) / step.measured_s);
-  }
-  return ErrorStats::Of(rel);
-}
-
-std::vector<double> DecodeErrors(const std::vector<StepComparison>& steps) {
-  std::vector<double> rel;
-  for (const StepComparison& step : steps) {
-    if (step.decode_only && step.measured_s > 0) {
-      rel.push_back((step.predicted_s - step.measured_s) / step.measured_s);
-    }
   }
   return rel;
 }
@@ -260,10 +251,11 @@ StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const Back
   if (!sim_summary.ok()) return sim_summary.status();
   v.sim = *sim_summary;
 
-  v.step_error = StatsOf(v.steps, Steps::kAll);
-  v.decode_step_error = StatsOf(v.steps, Steps::kDecodeOnly);
-  v.mixed_step_error = StatsOf(v.steps, Steps::kMixed);
-  v.decode_wander = ErrorWander::Of(DecodeErrors(v.steps));
+  const std::vector<double> decode_errors = RelativeErrors(v.steps, Steps::kDecodeOnly);
+  v.step_error = ErrorStats::Of(RelativeErrors(v.steps, Steps::kAll));
+  v.decode_step_error = ErrorStats::Of(decode_errors);
+  v.mixed_step_error = ErrorStats::Of(RelativeErrors(v.steps, Steps::kMixed));
+  v.decode_wander = ErrorWander::Of(decode_errors);
   v.metrics = CompareRuns(v.engine, v.sim);
   return v;
 }

@@ -103,8 +103,8 @@ struct ErrorWander {
   // last, partial stretch left out); 0 without a whole one.
   double window_min_pct = 0, window_max_pct = 0;
 
-  // Of relative errors (predicted - measured) / measured, as fractions, in step order.
-  // REQUIRES: window >= 1.
+  // Of relative errors (predicted - measured) / measured, as fractions, in step order; a
+  // window below 1 counts as 1.
   static ErrorWander Of(std::span<const double> relative_errors, int32_t window = 100);
 };
 
@@ -146,9 +146,10 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
 // (step_time rows: statistic mape|bias|max over all|decode|mixed steps, engine and sim
 // the mean step in seconds; step_time_decode rows autocorrelation, window_min and
 // window_max (ErrorWander; error_pct holds the autocorrelation itself, a fraction, and
-// the stretches' mean errors in percent), when there is a whole stretch; with a host check, a reference_step row per step and side,
-// statistic before:<label> or after:<label> (ReferenceStep::Label), engine its median and
-// sim its predicted time in seconds); validation.md: the same as tables, with the loads'
+// the stretches' mean errors in percent), when there is a whole stretch; with a host
+// check, a reference_step row per step and side, statistic before:<label> or
+// after:<label> (ReferenceStep::Label), engine its median and sim its predicted time in
+// seconds); validation.md: the same as tables, with the loads'
 // busy fractions, the decode errors' wander, and per load the host check's steps,
 // attempts, drift and errors.
 std::string ValidationCsv(const std::vector<LoadValidation>& loads);

@@ -209,10 +209,9 @@ TEST_F(ValidationTest, TheDecodeWanderIsReportedWhenThereIsAStretch) {
   // The engine a quarter slower on every step: -20% everywhere, no wander.
   const ErrorWander& run = v->decode_wander;
   EXPECT_NEAR(run.autocorrelation, 0.0, 1e-6);
-  if (run.windows > 0) {
-    EXPECT_NEAR(run.window_min_pct, -20.0, 1e-4);
-    EXPECT_NEAR(run.window_max_pct, -20.0, 1e-4);
-  }
+  ASSERT_GT(run.windows, 0) << "the run has fewer than 100 decode-only steps";
+  EXPECT_NEAR(run.window_min_pct, -20.0, 1e-4);
+  EXPECT_NEAR(run.window_max_pct, -20.0, 1e-4);
   v->label = "rate-12";
   v->decode_wander = ErrorWander{};
   EXPECT_THAT(ValidationCsv({*v}), Not(HasSubstr("autocorrelation")));
