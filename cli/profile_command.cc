@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <sstream>
+#include <algorithm>
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
@@ -44,17 +44,18 @@ int ProfileCommand(const std::vector<std::string>& args) {
   std::vector<std::string> sets;
   std::string out;
   ProfileOptions profile;
+  const ProfileOptions defaults;
   options.add_options()
       ("help,h", "show this help")
       ("set", po::value<std::vector<std::string>>(&sets)->composing(),
        "override a key: --set engine.device=cuda (repeatable)")
       ("out", po::value<std::string>(&out), "the profile to write (default results/<name>-profile.csv)")
-      ("warmup", po::value<int32_t>(&profile.warmup)->default_value(2), "unmeasured runs per step")
-      ("warmup-ms", po::value<double>(&profile.warmup_ms)->default_value(25),
+      ("warmup", po::value<int32_t>(&profile.warmup)->default_value(defaults.warmup), "unmeasured runs per step")
+      ("warmup-ms", po::value<double>(&profile.warmup_ms)->default_value(defaults.warmup_ms),
        "and at least this long, per step")
-      ("settle-ms", po::value<double>(&profile.settle_ms)->default_value(ProfileOptions().settle_ms),
+      ("settle-ms", po::value<double>(&profile.settle_ms)->default_value(defaults.settle_ms),
        "before each measured run, the same step back to back for about this long (0: none)")
-      ("repeats", po::value<int32_t>(&profile.repeats)->default_value(7), "measured runs per step")
+      ("repeats", po::value<int32_t>(&profile.repeats)->default_value(defaults.repeats), "measured runs per step")
       ("max-tokens", po::value<int32_t>(&profile.max_tokens)->default_value(0),
        "longest prefill chunk (0: scheduler.max_num_batched_tokens)")
       ("max-batch", po::value<int32_t>(&profile.max_batch)->default_value(0),
@@ -69,31 +70,34 @@ int ProfileCommand(const std::vector<std::string>& args) {
                                              experiment_path)) {
     return *exit;
   }
-  if (!(profile.settle_ms >= 0 && profile.settle_ms <= 60000)) {
-    return Report(InvalidArgument("--settle-ms: must be in [0, 60000] (milliseconds)"));
-  }
+  // Every option and the output's place are checked before anything is measured.
+  if (Status checked = CheckProfileOptions(profile); !checked.ok()) return Report(checked);
   profile.interleave = vm.count("contiguous") == 0;
   auto config = LoadExperiment(experiment_path, sets);
   if (!config.ok()) return Report(config.status());
   if (out.empty()) out = "results/" + config->name + "-profile.csv";
+  const fs::path path(out);
+  auto folder = OutputDir::Open(path.has_parent_path() ? path.parent_path().string() : ".");
+  if (!folder.ok()) return Report(folder.status());
+  auto csv = (*folder)->Stream(path.filename().string());
+  if (!csv.ok()) return Report(csv.status());
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
   if (progress) {
-    profile.on_progress = [](int32_t done, int32_t total) {
-      std::fprintf(stderr, "\r  profile: %d/%d steps timed ", done, total);
+    // Redrawn at each whole percent: a decode's run takes a millisecond or two.
+    profile.on_progress = [shown = int64_t{-1}](int64_t done, int64_t total) mutable {
+      const int64_t percent = 100 * done / std::max<int64_t>(total, 1);
+      if (percent == shown && done != total) return;
+      shown = percent;
+      std::fprintf(stderr, "\r  profile: %3lld%% of %lld measured runs ", static_cast<long long>(percent),
+                   static_cast<long long>(total));
       if (done == total) std::fputs("\r\033[K", stderr);
     };
   }
   auto rows = ProfileEngine(*config, profile);
   if (!rows.ok()) return Report(rows.status());
-  std::ostringstream csv;
-  csv << ProfileCsvHeader();
-  for (const ProfileRow& r : *rows) WriteProfileRow(csv, r);
-  const fs::path path(out);
-  auto folder = OutputDir::Open(path.has_parent_path() ? path.parent_path().string() : ".");
-  if (!folder.ok()) return Report(folder.status());
-  Status written = (*folder)->WriteFile(path.filename().string(), csv.str());
-  if (written.ok()) written = (*folder)->Commit();
-  if (!written.ok()) return Report(written);
+  **csv << ProfileCsvHeader();
+  for (const ProfileRow& r : *rows) WriteProfileRow(**csv, r);
+  if (Status written = (*folder)->Commit(); !written.ok()) return Report(written);
   std::printf("%zu measurements of %s on %s\nprofile: %s\n", rows->size(),
               config->model.name.c_str(), rows->empty() ? "?" : rows->front().device.c_str(),
               out.c_str());

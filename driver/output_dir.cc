@@ -87,6 +87,16 @@ OutputDir::~OutputDir() {
 }
 
 StatusOr<std::ostream*> OutputDir::Stream(const std::string& name) {
+  const fs::path where = fs::path(dir_) / name;
+  auto refused = [&](const char* why) { return InvalidArgument(where.string().append(why)); };
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return refused(": not a file name in its output folder");
+  }
+  for (const Entry& staged : entries_) {
+    if (staged.name == name) return refused(": two outputs of one run by that name");
+  }
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(where, ec))) return refused(": is a folder (an output file goes there)");
   Entry e;
   e.name = name;
   e.temp_path = (fs::path(staging_) / name).string();
@@ -109,6 +119,14 @@ Status OutputDir::Commit() {
     e.stream->flush();
     if (!*e.stream) return Internal(e.temp_path + ": write failed (disk full?)");
     e.stream->close();
+  }
+  // Nothing renamed unless every one can be: a folder made where a file goes since Stream.
+  for (const auto& e : entries_) {
+    std::error_code ec;
+    const fs::path to = fs::path(dir_) / e.name;
+    if (fs::is_directory(fs::symlink_status(to, ec))) {
+      return InvalidArgument(to.string() + ": is a folder (an output file goes there)");
+    }
   }
   for (auto& e : entries_) {
     std::error_code ec;

@@ -20,9 +20,13 @@ class OutputDir {
   ~OutputDir();  // removes temporaries not committed
 
   // A stream for `name` (e.g. "requests.csv"), written to a temporary until Commit.
+  // InvalidArgument when `name` is not a plain file name (empty, "..", with a '/'), is
+  // already staged, or names a folder in the folder: said before any work is spent on its
+  // contents.
   StatusOr<std::ostream*> Stream(const std::string& name);
   Status WriteFile(const std::string& name, const std::string& contents);
-  // Flushes, checks every stream, and renames all temporaries into place.
+  // Flushes, checks every stream, and renames all temporaries into place; none when one
+  // of them would land on a folder.
   Status Commit();
   const std::string& Dir() const { return dir_; }
 

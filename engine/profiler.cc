@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <memory>
@@ -23,7 +25,7 @@ std::vector<int32_t> Sizes(int32_t limit) {
   for (int64_t p = 1; p <= limit; p *= 2) {
     sizes.push_back(static_cast<int32_t>(p));
     const int64_t between = p + p / 2;
-    if (p >= 2 && between <= limit && between < 2 * p) sizes.push_back(static_cast<int32_t>(between));
+    if (p >= 2 && between <= limit) sizes.push_back(static_cast<int32_t>(between));
   }
   if (sizes.back() != limit) sizes.push_back(limit);
   std::sort(sizes.begin(), sizes.end());
@@ -33,13 +35,14 @@ std::vector<int32_t> Sizes(int32_t limit) {
 
 std::vector<ProfilePoint> Grid(int32_t max_tokens, int32_t max_batch, int32_t max_context) {
   std::vector<ProfilePoint> grid;
-  for (int32_t context = 0; context < max_context; context = context == 0 ? 128 : context * 4) {
+  // Contexts in int64: the next one past a context near INT32_MAX must not wrap.
+  for (int64_t context = 0; context < max_context; context = context == 0 ? 128 : context * 4) {
     for (int32_t t : Sizes(max_tokens)) {
-      if (context + t <= max_context) grid.push_back(ProfilePoint{false, t, context});
+      if (context + t <= max_context) grid.push_back(ProfilePoint{false, t, static_cast<int32_t>(context)});
     }
   }
-  for (int32_t context = 15; context + 1 <= max_context; context = context * 4 + 3) {
-    for (int32_t b : Sizes(max_batch)) grid.push_back(ProfilePoint{true, b, context});
+  for (int64_t context = 15; context + 1 <= max_context; context = context * 4 + 3) {
+    for (int32_t b : Sizes(max_batch)) grid.push_back(ProfilePoint{true, b, static_cast<int32_t>(context)});
   }
   return grid;
 }
@@ -92,6 +95,25 @@ std::vector<ProfilePoint> HostCheckPoints(int32_t max_tokens, int32_t max_batch,
           ProfilePoint{true, 1, context(63)}};
 }
 
+Status CheckProfileOptions(const ProfileOptions& options) {
+  // [lo, hi] (false for NaN), or InvalidArgument naming the flag.
+  auto range = [](const char* flag, double value, double lo, double hi, const char* what) -> Status {
+    if (value >= lo && value <= hi) return Status::Ok();
+    char said[160];  // "%.15g": a count as the user wrote it (2000000000, not 2e+09)
+    std::snprintf(said, sizeof said, "%s %.15g: must be in [%.15g, %.15g] %s", flag, value, lo, hi, what);
+    return InvalidArgument(said);
+  };
+  SERVELAB_RETURN_IF_ERROR(range("--warmup", options.warmup, 0, kMaxProfileWarmup, "runs"));
+  SERVELAB_RETURN_IF_ERROR(range("--warmup-ms", options.warmup_ms, 0, kMaxProfileMs, "milliseconds"));
+  SERVELAB_RETURN_IF_ERROR(range("--settle-ms", options.settle_ms, 0, kMaxProfileMs, "milliseconds"));
+  SERVELAB_RETURN_IF_ERROR(range("--repeats", options.repeats, 1, kMaxProfileRepeats, "runs"));
+  // Their upper bounds are the experiment's (ProfileEngine).
+  SERVELAB_RETURN_IF_ERROR(range("--max-tokens", options.max_tokens, 0, INT32_MAX, "(0: the experiment's)"));
+  SERVELAB_RETURN_IF_ERROR(range("--max-batch", options.max_batch, 0, INT32_MAX, "(0: the experiment's)"));
+  SERVELAB_RETURN_IF_ERROR(range("--max-context", options.max_context, 0, INT32_MAX, "(0: the experiment's)"));
+  return Status::Ok();
+}
+
 int32_t SettleRuns(double settle_ms, double last_run_s) {
   const double budget_s = settle_ms * 1e-3;
   if (!(last_run_s > 0) || !(budget_s >= last_run_s)) return 0;
@@ -109,12 +131,18 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
     return InvalidArgument(config.Where("backend") + ": profile needs an engine experiment "
                            "(backend: engine)");
   }
-  if (options.warmup < 0 || options.repeats < 1 || options.max_tokens < 0 ||
-      !(options.warmup_ms >= 0 && options.warmup_ms <= 60000) ||
-      !(options.settle_ms >= 0 && options.settle_ms <= 60000) ||
-      options.max_batch < 0 || options.max_context < 0) {
-    return InvalidArgument("profile: warmup >= 0, warmup_ms and settle_ms in [0, 60000], repeats >= 1, sizes >= 0 "
-                           "(0: the experiment's)");
+  SERVELAB_RETURN_IF_ERROR(CheckProfileOptions(options));
+  // The grid covers what the scheduler produces, and the runner is sized by it (the CUDA
+  // runner's buffers): larger chunks or batches are the experiment's to allow.
+  if (options.max_tokens > config.scheduler.max_num_batched_tokens) {
+    return InvalidArgument("--max-tokens " + std::to_string(options.max_tokens) + ": above " +
+                           config.Where("scheduler.max_num_batched_tokens") + " = " +
+                           std::to_string(config.scheduler.max_num_batched_tokens));
+  }
+  if (options.max_batch > config.scheduler.max_num_seqs) {
+    return InvalidArgument("--max-batch " + std::to_string(options.max_batch) + ": above " +
+                           config.Where("scheduler.max_num_seqs") + " = " +
+                           std::to_string(config.scheduler.max_num_seqs));
   }
   auto model = EngineModel::Load(config);
   if (!model.ok()) return model.status();
@@ -215,7 +243,9 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
   // Ops and whole steps in the same runs, unless timing ops changes how the runner runs a
   // step (CUDA: no decode graphs): then whole steps get untimed runs of their own.
   const bool separate = runner.ProfilesOps() && runner.OpTimerAltersSteps();
-  const std::vector<double> no_draws(static_cast<size_t>(max_batch), 0.0);  // greedy
+  size_t most_seqs = 0;
+  for (const auto& t : timed) most_seqs = std::max(most_seqs, t->plan.seqs.size());
+  const std::vector<double> no_draws(most_seqs, 0.0);  // greedy
   // One timed run of `t`; `time_ops` and `time_step` say what it measures.
   auto time_one = [&](Timed& t, bool measured, bool time_ops, bool time_step) -> Status {
     const int32_t seqs = static_cast<int32_t>(t.plan.seqs.size());
@@ -262,8 +292,14 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
     return Status::Ok();
   };
   const int32_t kinds = separate ? 2 : 1;
-  const int32_t total = kinds * (options.interleave ? options.repeats : static_cast<int32_t>(timed.size()));
-  int32_t done = 0;
+  // Progress in measured runs (at most 2 x 100,000 repeats x the grid's ~1,000 steps).
+  const int64_t total = int64_t{kinds} * options.repeats * static_cast<int64_t>(timed.size());
+  int64_t done = 0;
+  auto measure = [&](Timed& t, bool time_ops, bool time_step) -> Status {
+    SERVELAB_RETURN_IF_ERROR(time_one(t, true, time_ops, time_step));
+    if (options.on_progress) options.on_progress(++done, total);
+    return Status::Ok();
+  };
   for (int32_t kind = 0; kind < kinds; ++kind) {
     const bool time_ops = runner.ProfilesOps() && kind == 0;
     const bool time_step = !separate || kind == 1;
@@ -276,17 +312,15 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
       for (int32_t pass = 0; pass < options.repeats; ++pass) {
         for (const auto& t : timed) {
           SERVELAB_RETURN_IF_ERROR(settle(*t, time_ops, time_step));
-          SERVELAB_RETURN_IF_ERROR(time_one(*t, true, time_ops, time_step));
+          SERVELAB_RETURN_IF_ERROR(measure(*t, time_ops, time_step));
         }
-        if (options.on_progress) options.on_progress(++done, total);
       }
     } else {
       for (const auto& t : timed) {
         SERVELAB_RETURN_IF_ERROR(warm_up(*t, time_ops, time_step));
         for (int32_t run = 0; run < options.repeats; ++run) {
-          SERVELAB_RETURN_IF_ERROR(time_one(*t, true, time_ops, time_step));
+          SERVELAB_RETURN_IF_ERROR(measure(*t, time_ops, time_step));
         }
-        if (options.on_progress) options.on_progress(++done, total);
       }
     }
   }

@@ -22,11 +22,13 @@
 // common shift (up to 11%: the host's speed that hour) was taken out. (Timing each step
 // after a random other one instead, the 11M-parameter model, whose weights fit the CPU's
 // L3, measured one-sequence decodes at 0.6-0.86 ms against 0.39-0.61 ms in runs; grid
-// order puts a step after its neighbour in the grid.) A warm-up of each measured run's own
-// configuration right before it (a streak's state) was tried and left out: it did not
-// bring the 62 MB model's one-sequence decodes (3.1 ms) to a serving run's (2.1 ms that
-// hour, 2.2-3.1 ms in runs an hour earlier); this host's memory-bound steps run at one of
-// two speeds, whichever the profile or the run lands on.
+// order puts a step after its neighbour in the grid.) In a pass each measured run comes
+// right after about `settle_ms` of its own configuration back to back: after any change
+// of step (a prefill chunk, arithmetic, even sleep) this host ran the next one-sequence
+// decodes 17-48% slower, settling within 4-8 of them (8-15 ms), as a serving run's streak
+// of decodes does (2026-12-03). An earlier try, a warm-up of the whole configuration
+// right before each measured run, on a host whose memory-bound steps then ran at one of
+// two speeds, did not bring the 62 MB model's one-sequence decodes to a serving run's.
 // A row gives the median, p10 and p90 of the repeats (numpy's linear percentiles), per
 // layer for per-layer ops (the step's total over its layers, divided by them), per step
 // otherwise.
@@ -70,9 +72,18 @@ struct ProfileOptions {
   // True (and no points): the experiment's HostCheckPoints instead of the grid, a decode's
   // batch halved until the KV pool holds it.
   bool host_check = false;
-  // Called after each configuration with (done, total).
-  std::function<void(int32_t, int32_t)> on_progress;
+  // Called after each measured run with (done, total) measured runs.
+  std::function<void(int64_t, int64_t)> on_progress;
 };
+
+// ProfileOptions' ranges: warm-up runs and repeats per configuration, milliseconds of
+// warm-up and settling (a minute at most), sizes >= 0 (ProfileEngine also holds them to
+// the experiment's scheduler limits).
+inline constexpr int32_t kMaxProfileWarmup = 1'000'000;
+inline constexpr int32_t kMaxProfileRepeats = 100'000;
+inline constexpr double kMaxProfileMs = 60'000;
+// InvalidArgument naming the command-line flag of the first option out of its range.
+Status CheckProfileOptions(const ProfileOptions& options);
 
 // The steps `servelab validate` times before and after each load to see whether the
 // host changed speed during it (sim/validation.h, HostCheck): a compute-bound step, a

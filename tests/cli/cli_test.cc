@@ -385,8 +385,24 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   const CliResult unsettled = Run("profile " + exp.string() + " --out " + (dir_ / "bad.csv").string() +
                                   " --settle-ms -1");
   EXPECT_EQ(unsettled.exit_code, 2);
-  EXPECT_THAT(unsettled.err, HasSubstr("--settle-ms: must be in [0, 60000]"));
+  EXPECT_THAT(unsettled.err, HasSubstr("--settle-ms -1: must be in [0, 60000]"));
   EXPECT_FALSE(fs::exists(dir_ / "bad.csv"));
+  // Said before anything is measured: a batch past the scheduler's (which would size a
+  // buffer), repeats past their range, an output where a folder stands.
+  const CliResult wide = Run("profile " + exp.string() + " --out " + (dir_ / "bad.csv").string() +
+                             " --max-batch 2000000000");
+  EXPECT_EQ(wide.exit_code, 2);
+  EXPECT_THAT(wide.err, HasSubstr("--max-batch 2000000000: above "));
+  EXPECT_THAT(wide.err, HasSubstr("engine.yaml:9: scheduler.max_num_seqs = 4"));
+  const CliResult many = Run("profile " + exp.string() + " --out " + (dir_ / "bad.csv").string() +
+                             " --repeats 100001");
+  EXPECT_EQ(many.exit_code, 2);
+  EXPECT_THAT(many.err, HasSubstr("--repeats 100001: must be in [1, 100000]"));
+  EXPECT_FALSE(fs::exists(dir_ / "bad.csv"));
+  fs::create_directories(dir_ / "p" / "folder.csv");
+  const CliResult onto = Run("profile " + exp.string() + " --out " + (dir_ / "p" / "folder.csv").string());
+  EXPECT_EQ(onto.exit_code, 2);
+  EXPECT_THAT(onto.err, HasSubstr("folder.csv: is a folder"));
 
   const fs::path fitted = dir_ / "m" / "MODEL.yaml";
   const CliResult c = Run("calibrate " + profile.string() + " --out " + fitted.string() + " --no-plots");

@@ -65,6 +65,44 @@ TEST_F(OutputDirTest, FilesAppearOnlyAtCommit) {
       << "no staging folder left";
 }
 
+// A name that is no plain file name, one staged twice, or one where a folder stands is
+// refused when its stream is asked for; a folder made there later stops the commit before
+// any file is renamed, so the earlier result stays whole.
+TEST_F(OutputDirTest, NamesThatCannotBeWrittenAreRefusedUpFront) {
+  auto out = OutputDir::Open(dir_.string());
+  ASSERT_TRUE(out.ok());
+  for (const std::string bad : {"", ".", "..", "sub/a.csv"}) {
+    auto s = (*out)->Stream(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_TRUE(s.status().IsBadInput()) << bad;
+    EXPECT_NE(s.status().message().find("not a file name"), std::string::npos) << s.status().message();
+  }
+  ASSERT_TRUE((*out)->WriteFile("a.csv", "new\n").ok());
+  auto twice = (*out)->Stream("a.csv");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("two outputs of one run"), std::string::npos);
+  fs::create_directories(dir_ / "folder");
+  auto folder = (*out)->Stream("folder");
+  ASSERT_FALSE(folder.ok());
+  EXPECT_TRUE(folder.status().IsBadInput());
+  EXPECT_NE(folder.status().message().find("is a folder"), std::string::npos);
+
+  // Committed once: a.csv holds "old". Then a run stages a.csv and b.csv, and b.csv
+  // becomes a folder before its commit: neither file is renamed.
+  {
+    std::ofstream(dir_ / "a.csv") << "old";
+  }
+  ASSERT_TRUE((*out)->WriteFile("b.csv", "b").ok());
+  fs::create_directories(dir_ / "b.csv");
+  const Status commit = (*out)->Commit();
+  ASSERT_FALSE(commit.ok());
+  EXPECT_NE(commit.message().find("b.csv: is a folder"), std::string::npos) << commit.message();
+  std::ifstream in(dir_ / "a.csv");
+  std::string kept;
+  std::getline(in, kept);
+  EXPECT_EQ(kept, "old");
+}
+
 // A run killed mid-way (no destructor runs) leaves the earlier result byte-identical,
 // hidden files included; the next Open removes what the dead process staged.
 TEST_F(OutputDirTest, AKilledRunLeavesTheEarlierResultAsItWas) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -170,8 +171,8 @@ TEST_F(ProfilerTest, PassesOverTheGridOrRunsBackToBackTimeTheSameRows) {
     options.repeats = 3;
     options.max_context = 40;
     options.interleave = interleave;
-    int32_t calls = 0, last_total = 0;
-    options.on_progress = [&](int32_t done, int32_t total) {
+    int64_t calls = 0, last_total = 0;
+    options.on_progress = [&](int64_t done, int64_t total) {
       ++calls;
       EXPECT_EQ(done, calls);
       last_total = total;
@@ -186,12 +187,12 @@ TEST_F(ProfilerTest, PassesOverTheGridOrRunsBackToBackTimeTheSameRows) {
       k.emplace(r.op, r.tokens, r.batch, r.context);
     }
     EXPECT_EQ(calls, last_total);
-    // Interleaved, progress counts the passes (3); back to back, the configurations.
-    if (interleave) {
-      EXPECT_EQ(last_total, 3);
-    } else {
-      EXPECT_GT(last_total, 3);
+    // Either way, progress counts the measured runs: 3 of each configuration's.
+    std::set<std::tuple<int64_t, int64_t, int64_t>> configurations;
+    for (const ProfileRow& r : *rows) {
+      if (r.op == "step") configurations.emplace(r.tokens, r.batch, r.context);
     }
+    EXPECT_EQ(last_total, 3 * static_cast<int64_t>(configurations.size()));
   }
   EXPECT_EQ(keys[0], keys[1]);
   EXPECT_GT(keys[0].size(), 20u);
@@ -297,19 +298,43 @@ TEST_F(ProfilerTest, BadInputIsSaid) {
   auto sim = ProfileEngine(Config("sim"), options);
   ASSERT_FALSE(sim.ok());
   EXPECT_THAT(sim.status().message(), HasSubstr("profile needs an engine experiment"));
-  options.repeats = 0;
-  auto none = ProfileEngine(Config(), options);
-  ASSERT_FALSE(none.ok());
-  EXPECT_TRUE(none.status().IsBadInput());
-  EXPECT_THAT(none.status().message(), HasSubstr("repeats >= 1"));
-  for (double settle_ms : {-1.0, 60001.0, std::nan("")}) {
-    options.repeats = 1;
-    options.settle_ms = settle_ms;
-    auto bad = ProfileEngine(Config(), options);
-    ASSERT_FALSE(bad.ok()) << settle_ms;
-    EXPECT_TRUE(bad.status().IsBadInput());
-    EXPECT_THAT(bad.status().message(), HasSubstr("settle_ms in [0, 60000]"));
+  // Each option out of its range, named by its flag; sizes past the scheduler's limits
+  // (max_num_seqs 4, max_num_batched_tokens 8).
+  struct Case {
+    std::function<void(ProfileOptions&)> set;
+    std::string said;
+  };
+  const std::vector<Case> cases = {
+      {[](ProfileOptions& o) { o.repeats = 0; }, "--repeats 0: must be in [1, 100000] runs"},
+      {[](ProfileOptions& o) { o.repeats = 100001; }, "--repeats 100001: must be in [1, 100000]"},
+      {[](ProfileOptions& o) { o.warmup = -1; }, "--warmup -1: must be in [0, 1000000]"},
+      {[](ProfileOptions& o) { o.warmup_ms = std::nan(""); }, "--warmup-ms nan: must be in [0, 60000]"},
+      {[](ProfileOptions& o) { o.settle_ms = -1; }, "--settle-ms -1: must be in [0, 60000]"},
+      {[](ProfileOptions& o) { o.settle_ms = 60001; }, "--settle-ms 60001: must be in [0, 60000]"},
+      {[](ProfileOptions& o) { o.settle_ms = std::nan(""); }, "--settle-ms nan: must be in [0, 60000]"},
+      {[](ProfileOptions& o) { o.max_tokens = -1; }, "--max-tokens -1: must be in [0, "},
+      {[](ProfileOptions& o) { o.max_context = -5; }, "--max-context -5: must be in [0, "},
+      {[](ProfileOptions& o) { o.max_batch = 5; }, "--max-batch 5: above "},
+      {[](ProfileOptions& o) { o.max_batch = 5; }, "exp.yaml:8: scheduler.max_num_seqs = 4"},
+      {[](ProfileOptions& o) { o.max_tokens = 2000000000; }, "--max-tokens 2000000000: above "},
+      {[](ProfileOptions& o) { o.max_tokens = 9; }, "exp.yaml:8: scheduler.max_num_batched_tokens = 8"},
+  };
+  for (const Case& c : cases) {
+    ProfileOptions bad;
+    c.set(bad);
+    auto r = ProfileEngine(Config(), bad);
+    ASSERT_FALSE(r.ok()) << c.said;
+    EXPECT_TRUE(r.status().IsBadInput()) << c.said;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.said));
   }
+  // At the limits themselves: accepted.
+  options.max_batch = 4;
+  options.max_tokens = 8;
+  options.max_context = 20;
+  options.repeats = 1;
+  options.warmup = 0;
+  options.warmup_ms = 0;
+  EXPECT_TRUE(ProfileEngine(Config(), options).ok());
 }
 
 // Whole runs of the last one's time within the budget: a 1.7 ms decode settles for 11
