@@ -38,9 +38,9 @@ std::string StepsCsv(const LoadValidation& v) {
 }
 
 // The engine's reference steps (HostCheckPoints, or `points`: the same steps again), timed
-// as `servelab profile` times its rows (in passes, each configuration warmed up first). A
-// failure here comes after the experiment was checked, and earlier loads may have run:
-// it is the host's or the engine's, not bad input.
+// as `servelab profile` times its rows (in passes, each configuration warmed up first).
+// The first is where a load's model is first loaded: its errors keep their kind (a model
+// file missing or broken, a KV pool too small for the context: bad input).
 StatusOr<std::vector<TimedStep>> TimeReferenceSteps(const ExperimentConfig& config,
                                                     const std::vector<ProfilePoint>& points,
                                                     double settle_ms) {
@@ -50,7 +50,7 @@ StatusOr<std::vector<TimedStep>> TimeReferenceSteps(const ExperimentConfig& conf
   options.points = points;
   options.repeats = 9;
   auto steps = TimeSteps(config, options);
-  if (!steps.ok()) return Internal("host check: " + steps.status().message());
+  if (!steps.ok()) return Status(steps.status().code(), "host check: " + steps.status().message());
   return steps;
 }
 
@@ -85,7 +85,8 @@ With --retries N, a load one of whose reference steps changed by more than --max
 percent across its run runs again, up to N times (the last run is kept; validation.md
 says how many runs each load took).
 
-Exit status: 0 success, 2 bad input (nothing ran), 1 a runtime failure.
+Exit status: 0 success, 2 bad input, 1 a runtime failure (the folders of loads that
+finished before either stay written).
 )";
 
 int ValidateCommand(const std::vector<std::string>& args) {
@@ -125,9 +126,9 @@ int ValidateCommand(const std::vector<std::string>& args) {
   if (!(max_drift >= 0 && max_drift <= 100)) {
     return Report(InvalidArgument("--max-drift: must be in [0, 100] (percent)"));
   }
-  if (!(settle_ms >= 0 && settle_ms <= 60000)) {
-    return Report(InvalidArgument("--settle-ms: must be in [0, 60000] (milliseconds)"));
-  }
+  ProfileOptions settling;  // the host check's: its range, as the profile's flag
+  settling.settle_ms = settle_ms;
+  if (Status checked = CheckProfileOptions(settling); !checked.ok()) return Report(checked);
   const bool host_check = !vm.count("no-host-check");
   if (!host_check && retries > 0) {
     return Report(InvalidArgument("--retries re-runs a load the host check found drifting; "

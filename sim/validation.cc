@@ -63,23 +63,32 @@ class RecordingBackend final : public Backend {
 
 enum class Steps { kAll, kDecodeOnly, kMixed };
 
-// Each chosen step's (predicted - measured) / measured, in step order.
+// Whether `step` is one of `which` with a measured time to compare against.
+bool Compared(const StepComparison& step, Steps which) {
+  if (which == Steps::kDecodeOnly && !step.decode_only) return false;
+  if (which == Steps::kMixed && step.decode_only) return false;
+  return step.measured_s > 0;
+}
+
+// Each compared step's (predicted - measured) / measured, in step order.
 std::vector<double> RelativeErrors(const std::vector<StepComparison>& steps, Steps which) {
   std::vector<double> rel;
   for (const StepComparison& step : steps) {
-    if (which == Steps::kDecodeOnly && !step.decode_only) continue;
-    if (which == Steps::kMixed && step.decode_only) continue;
-    if (step.measured_s <= 0) continue;
-    rel.push_back((step.predicted_s - step.measured_s) / step.measured_s);
+    if (Compared(step, which)) rel.push_back((step.predicted_s - step.measured_s) / step.measured_s);
   }
   return rel;
 }
 
-double MeanStep(const std::vector<StepComparison>& steps, bool predicted) {
-  if (steps.empty()) return 0;
+// The compared steps' mean measured (or predicted) time, seconds; 0 with none.
+double MeanStep(const std::vector<StepComparison>& steps, Steps which, bool predicted) {
   double sum = 0;
-  for (const StepComparison& s : steps) sum += predicted ? s.predicted_s : s.measured_s;
-  return sum / static_cast<double>(steps.size());
+  int64_t n = 0;
+  for (const StepComparison& step : steps) {
+    if (!Compared(step, which)) continue;
+    sum += predicted ? step.predicted_s : step.measured_s;
+    ++n;
+  }
+  return n > 0 ? sum / static_cast<double>(n) : 0.0;
 }
 
 std::string Number(double v) {
@@ -292,17 +301,27 @@ ErrorWander ErrorWander::Of(std::span<const double> relative_errors, int32_t win
 std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
   std::string csv = "load,quantity,statistic,engine,sim,error_pct\n";
   for (const LoadValidation& v : loads) {
-    const std::string e = Number(MeanStep(v.steps, false)), s = Number(MeanStep(v.steps, true));
-    const std::pair<const char*, const ErrorStats*> kinds[] = {
-        {"all", &v.step_error}, {"decode", &v.decode_step_error}, {"mixed", &v.mixed_step_error}};
-    for (const auto& [kind, stats] : kinds) {
+    struct Kind {
+      const char* name;
+      Steps steps;
+      const ErrorStats* stats;
+    };
+    const Kind kinds[] = {{"all", Steps::kAll, &v.step_error},
+                          {"decode", Steps::kDecodeOnly, &v.decode_step_error},
+                          {"mixed", Steps::kMixed, &v.mixed_step_error}};
+    for (const auto& [kind, which, stats] : kinds) {
       if (stats->points == 0) continue;
+      // engine and sim: these steps' mean measured and predicted times.
+      const std::string e = Number(MeanStep(v.steps, which, false));
+      const std::string s = Number(MeanStep(v.steps, which, true));
       const std::string q = std::string("step_time_") + kind;
       csv += v.label + "," + q + ",mape," + e + "," + s + "," + Number(stats->mape) + "\n";
       csv += v.label + "," + q + ",bias," + e + "," + s + "," + Number(stats->bias) + "\n";
       csv += v.label + "," + q + ",max," + e + "," + s + "," + Number(stats->max_error) + "\n";
     }
     if (const ErrorWander& w = v.decode_wander; w.windows > 0) {
+      const std::string e = Number(MeanStep(v.steps, Steps::kDecodeOnly, false));
+      const std::string s = Number(MeanStep(v.steps, Steps::kDecodeOnly, true));
       const std::string at = v.label + ",step_time_decode,";
       csv += at + "autocorrelation," + e + "," + s + "," + Number(w.autocorrelation) + "\n";
       csv += at + "window_min," + e + "," + s + "," + Number(w.window_min_pct) + "\n";
@@ -333,13 +352,13 @@ std::string ValidationMarkdown(const std::string& experiment,
   md += "| load | engine busy | steps | step MAPE % | step bias % | worst step % | decode MAPE % "
         "| mixed MAPE % |\n|---|---|---|---|---|---|---|---|\n";
   for (const LoadValidation& v : loads) {
-    char row[512];
-    std::snprintf(row, sizeof row, "| %s | %.0f%% | %lld | %.2f | %+.2f | %.1f | %.2f | %.2f |\n",
-                  v.label.c_str(), 100.0 * v.engine.gpu_busy_fraction,
+    char row[256];  // the numbers; the label (up to a folder name's length) goes before
+    std::snprintf(row, sizeof row, " | %.0f%% | %lld | %.2f | %+.2f | %.1f | %.2f | %.2f |\n",
+                  100.0 * v.engine.gpu_busy_fraction,
                   static_cast<long long>(v.step_error.points), v.step_error.mape,
                   v.step_error.bias, v.step_error.max_error, v.decode_step_error.mape,
                   v.mixed_step_error.mape);
-    md += row;
+    md += "| " + v.label + row;
   }
   bool wander = false;
   for (const LoadValidation& v : loads) wander = wander || v.decode_wander.windows > 0;
@@ -355,10 +374,10 @@ std::string ValidationMarkdown(const std::string& experiment,
       const ErrorWander& w = v.decode_wander;
       if (w.windows == 0) continue;
       char row[256];
-      std::snprintf(row, sizeof row, "| %s | %lld | %.2f | %d | %+.1f | %+.1f |\n", v.label.c_str(),
+      std::snprintf(row, sizeof row, " | %lld | %.2f | %d | %+.1f | %+.1f |\n",
                     static_cast<long long>(v.decode_step_error.points), w.autocorrelation,
                     w.windows, w.window_min_pct, w.window_max_pct);
-      md += row;
+      md += "| " + v.label + row;
     }
   }
   bool checked = false;
@@ -378,12 +397,12 @@ std::string ValidationMarkdown(const std::string& experiment,
         if (!labels.empty()) labels += ' ';
         labels += r.Label();
       }
-      char row[512];
-      std::snprintf(row, sizeof row, "| %s | %s | %d | %.3f | %.3f | %+.2f | %.2f | %+.2f | %+.2f |\n",
-                    v.label.c_str(), labels.c_str(), v.host.attempts, 1e3 * v.host.Before(),
+      char row[256];
+      std::snprintf(row, sizeof row, " | %d | %.3f | %.3f | %+.2f | %.2f | %+.2f | %+.2f |\n",
+                    v.host.attempts, 1e3 * v.host.Before(),
                     1e3 * v.host.After(), v.host.DriftPct(), v.host.MaxDriftPct(),
                     v.host.ErrorPct(false), v.host.ErrorPct(true));
-      md += row;
+      md += "| " + v.label + " | " + labels + row;
     }
   }
   md += "\nEnd to end, error % of the simulated run:\n\n| metric |";

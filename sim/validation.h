@@ -41,7 +41,8 @@ struct MetricComparison {
   std::string metric;     // ttft, tpot, itl, e2e, output_throughput, request_throughput
   std::string statistic;  // mean, p50, p90, p99 (throughputs: value)
   double engine = 0, sim = 0;  // seconds (throughputs: per second)
-  double error_pct = 0;        // (sim - engine) / engine x 100; 0 when both are 0
+  double error_pct = 0;        // (sim - engine) / engine x 100; 0 when both are 0, +inf
+                               // when only the engine's is (CSV "inf", markdown "+inf")
 };
 
 // A host check: a few fixed steps of the engine (engine/profiler.h, HostCheckPoints),
@@ -144,7 +145,7 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
 // validation.csv: one row per load and quantity:
 //   load,quantity,statistic,engine,sim,error_pct
 // (step_time rows: statistic mape|bias|max over all|decode|mixed steps, engine and sim
-// the mean step in seconds; step_time_decode rows autocorrelation, window_min and
+// those steps' mean measured and predicted times in seconds; step_time_decode rows autocorrelation, window_min and
 // window_max (ErrorWander; error_pct holds the autocorrelation itself, a fraction, and
 // the stretches' mean errors in percent), when there is a whole stretch; with a host
 // check, a reference_step row per step and side, statistic before:<label> or

@@ -485,6 +485,20 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.err, HasSubstr("none.yaml: not a readable file"));
   EXPECT_FALSE(fs::exists(dir_ / "x"));
+  // The engine's model missing: found where the host check first loads it, or, without
+  // the check, where the run does; bad input either way, and nothing written.
+  for (const char* check : {"", " --no-host-check"}) {
+    const CliResult absent = Run("validate " + exp.string() + " --out " + (dir_ / "x").string() +
+                                 " --set engine.model_path=absent --set engine.create_model=false" + check);
+    EXPECT_EQ(absent.exit_code, 2) << check << ": " << absent.err;
+    EXPECT_THAT(absent.err, HasSubstr("engine.model_path")) << check;
+    // (The run's folders may have been made; no file is in them.)
+    if (fs::exists(dir_ / "x")) {
+      for (const auto& e : fs::recursive_directory_iterator(dir_ / "x")) {
+        EXPECT_TRUE(e.is_directory()) << check << ": " << e.path();
+      }
+    }
+  }
 }
 
 }  // namespace
