@@ -292,6 +292,25 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   }
   if (profiles.empty()) return Report(InvalidArgument("no PROFILE.csv given"));
   if (out.empty()) return Report(InvalidArgument("missing --out MODEL.yaml"));
+  // The outputs' place, checked before anything is read or fitted: the model file and,
+  // beside it, calibration.json, calibration_points.csv and calibration.png.
+  const fs::path out_path(out);
+  const std::string dir = out_path.has_parent_path() ? out_path.parent_path().string() : ".";
+  const std::string model_name = out_path.filename().string();
+  for (const char* beside : {"calibration.json", "calibration_points.csv", "calibration.png"}) {
+    if (model_name == beside) {
+      return Report(InvalidArgument("--out " + out + ": " + beside +
+                                    " is written beside the model; name the model otherwise"));
+    }
+  }
+  auto folder = OutputDir::Open(dir);
+  if (!folder.ok()) return Report(folder.status());
+  auto model_out = (*folder)->Stream(model_name);
+  if (!model_out.ok()) return Report(model_out.status());
+  auto json_out = (*folder)->Stream("calibration.json");
+  if (!json_out.ok()) return Report(json_out.status());
+  auto points_out = (*folder)->Stream("calibration_points.csv");
+  if (!points_out.ok()) return Report(points_out.status());
 
   std::vector<HoldOut> filters;
   for (const std::string& text : hold_outs) {
@@ -408,19 +427,11 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   for (const Evaluation& e : evaluations) evals.push_back(EvaluationJson(e));
   json["evaluations"] = evals;
 
-  const fs::path out_path(out);
-  const std::string dir = out_path.has_parent_path() ? out_path.parent_path().string() : ".";
-  auto folder = OutputDir::Open(dir);
-  if (!folder.ok()) return Report(folder.status());
-  const std::string points =
-      "kind,file,op,tokens,batch,context,tp,measured_ms,predicted_ms,form_ms,leave_one_out_ms\n" +
-                             PointsCsv(fitted, "fit") + PointsCsv(evaluations, "evaluate");
-  Status written =
-      (*folder)->WriteFile(out_path.filename().string(), CalibratedModelYaml(*model, in_sample->ops_form));
-  if (written.ok()) written = (*folder)->WriteFile("calibration.json", json.dump(2) + "\n");
-  if (written.ok()) written = (*folder)->WriteFile("calibration_points.csv", points);
-  if (written.ok()) written = (*folder)->Commit();
-  if (!written.ok()) return Report(written);
+  **model_out << CalibratedModelYaml(*model, in_sample->ops_form);
+  **json_out << json.dump(2) << "\n";
+  **points_out << "kind,file,op,tokens,batch,context,tp,measured_ms,predicted_ms,form_ms,leave_one_out_ms\n"
+               << PointsCsv(fitted, "fit") << PointsCsv(evaluations, "evaluate");
+  if (Status written = (*folder)->Commit(); !written.ok()) return Report(written);
 
   std::printf("fit on %s (%zu file%s, %zu rows)\n", model->device.c_str(), tables.size(),
               tables.size() == 1 ? "" : "s", everything.rows.size());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -57,17 +58,29 @@ class Cells {
     }
     return Status::Ok();
   }
-  Status Count(size_t column, std::string_view name, int64_t& out, int64_t min = 0) const {
+  // A whole number in [min, most]: `most` keeps what is computed from it (a row's
+  // sequences, its shape's GEMMs) within the bounds an experiment's own keys have.
+  Status Count(size_t column, std::string_view name, int64_t& out, int64_t min = 0,
+               int64_t most = kMaxCount) const {
     SERVELAB_RETURN_IF_ERROR(Present(column, name));
     int32_t value = 0;
-    if (!ParseCount(fields_[column], value) || value < min) {
-      return LineError(path_, line_, "expected a whole number >= " + std::to_string(min) +
-                                         ", got '" + std::string(fields_[column]) + "'", name);
+    if (!ParseCount(fields_[column], value) || value < min || value > most) {
+      return LineError(path_, line_, "expected a whole number in [" + std::to_string(min) + ", " +
+                                         std::to_string(most) + "], got '" +
+                                         std::string(fields_[column]) + "'", name);
     }
     out = value;
     return Status::Ok();
   }
+  // Bounds of the columns, as the experiment's keys of the same meaning have them
+  // (ModelSpec's, SchedulerConfig's max_num_seqs and max_num_batched_tokens, tp 1-64).
+  static constexpr int64_t kMaxCount = INT32_MAX;
+  static constexpr int64_t kMaxHidden = 1 << 20, kMaxHeads = 1 << 14, kMaxWidth = 1 << 22,
+                           kMaxVocab = 1 << 24, kMaxLayers = 1 << 14, kMaxTokens = 1 << 26,
+                           kMaxBatch = 1 << 20, kMaxContext = 1 << 26, kMaxTp = 64;
   bool Empty(size_t column) const { return column < fields_.size() && fields_[column].empty(); }
+  const std::string& Path() const { return path_; }
+  int64_t Line() const { return line_; }
   std::string_view Text(size_t column) const { return fields_[column]; }
   Status Present(size_t column, std::string_view name) const {
     if (column >= fields_.size()) {
@@ -154,11 +167,7 @@ Status ReadExperts(const Cells& cells, const std::string& path, ProfileRow& r,
   for (const Field& f : fields) {
     if (!f.column) continue;
     int64_t v = 0;
-    SERVELAB_RETURN_IF_ERROR(cells.Count(*f.column, f.name, v));
-    if (v > f.most) {
-      return LineError(path, r.line, "at most " + std::to_string(f.most) + ", got " +
-                                         std::to_string(v), f.name);
-    }
+    SERVELAB_RETURN_IF_ERROR(cells.Count(*f.column, f.name, v, 0, f.most));
     f.out = static_cast<int32_t>(v);
   }
   const ModelSpec& m = r.shape;
@@ -233,19 +242,19 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
     r.device = std::string(cells.Text(col.at("device")));
     if (r.device.empty()) return LineError(file.path(), r.line, "empty device", "device");
     int64_t v = 0;
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("hidden_size"), "hidden_size", v, 1));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("hidden_size"), "hidden_size", v, 1, Cells::kMaxHidden));
     r.shape.hidden_size = static_cast<int32_t>(v);
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("num_heads"), "num_heads", v, 1));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("num_heads"), "num_heads", v, 1, Cells::kMaxHeads));
     r.shape.num_attention_heads = static_cast<int32_t>(v);
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("num_kv_heads"), "num_kv_heads", v, 1));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("num_kv_heads"), "num_kv_heads", v, 1, Cells::kMaxHeads));
     r.shape.num_key_value_heads = static_cast<int32_t>(v);
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("head_dim"), "head_dim", v, 1));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("head_dim"), "head_dim", v, 1, Cells::kMaxHeads));
     r.shape.head_dim = static_cast<int32_t>(v);
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("intermediate_size"), "intermediate_size", v));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("intermediate_size"), "intermediate_size", v, 0, Cells::kMaxWidth));
     r.shape.intermediate_size = static_cast<int32_t>(v);
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("vocab_size"), "vocab_size", v));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("vocab_size"), "vocab_size", v, 0, Cells::kMaxVocab));
     r.shape.vocab_size = static_cast<int32_t>(v);
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("layers"), "layers", v));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("layers"), "layers", v, 0, Cells::kMaxLayers));
     r.shape.num_hidden_layers = static_cast<int32_t>(v);
     SERVELAB_RETURN_IF_ERROR(cells.Present(col.at("op"), "op"));
     r.op = std::string(cells.Text(col.at("op")));
@@ -255,10 +264,10 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
                            Join(ops, ", ") + ")",
                        "op");
     }
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("tokens"), "tokens", r.tokens, 1));
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("batch"), "batch", r.batch, 1));
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("context"), "context", r.context));
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("tp"), "tp", v, 1));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("tokens"), "tokens", r.tokens, 1, Cells::kMaxTokens));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("batch"), "batch", r.batch, 1, Cells::kMaxBatch));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("context"), "context", r.context, 0, Cells::kMaxContext));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("tp"), "tp", v, 1, Cells::kMaxTp));
     r.tp = static_cast<int32_t>(v);
     SERVELAB_RETURN_IF_ERROR(cells.Number(col.at("median_ms"), "median_ms", r.median_ms));
     SERVELAB_RETURN_IF_ERROR(cells.Number(col.at("p10_ms"), "p10_ms", r.p10_ms));
@@ -285,14 +294,21 @@ struct VidurShape {
 Status ReadVidurShape(const Cells& cells, const VidurShape& c, const char* heads_name,
                       ProfileRow& r) {
   int64_t v = 0;
-  SERVELAB_RETURN_IF_ERROR(cells.Count(c.embd, "n_embd", v, 1));
+  SERVELAB_RETURN_IF_ERROR(cells.Count(c.embd, "n_embd", v, 1, Cells::kMaxHidden));
   r.shape.hidden_size = static_cast<int32_t>(v);
-  SERVELAB_RETURN_IF_ERROR(cells.Count(c.heads, heads_name, v, 1));
+  SERVELAB_RETURN_IF_ERROR(cells.Count(c.heads, heads_name, v, 1, Cells::kMaxHeads));
   r.shape.num_attention_heads = static_cast<int32_t>(v);
-  SERVELAB_RETURN_IF_ERROR(cells.Count(c.kv_heads, "n_kv_head", v, 1));
+  SERVELAB_RETURN_IF_ERROR(cells.Count(c.kv_heads, "n_kv_head", v, 1, Cells::kMaxHeads));
   r.shape.num_key_value_heads = static_cast<int32_t>(v);
-  SERVELAB_RETURN_IF_ERROR(cells.Count(c.tp, "num_tensor_parallel_workers", v, 1));
+  SERVELAB_RETURN_IF_ERROR(cells.Count(c.tp, "num_tensor_parallel_workers", v, 1, Cells::kMaxTp));
   r.tp = static_cast<int32_t>(v);
+  if (r.shape.hidden_size % r.shape.num_attention_heads != 0) {
+    return LineError(cells.Path(), cells.Line(),
+                     "the heads (" + std::to_string(r.shape.num_attention_heads) +
+                         ") do not divide n_embd (" + std::to_string(r.shape.hidden_size) +
+                         ") into whole heads",
+                     heads_name);
+  }
   r.shape.head_dim = r.shape.hidden_size / r.shape.num_attention_heads;
   return Status::Ok();
 }
@@ -331,11 +347,11 @@ Status ReadVidurMlp(LineFile& file, const std::vector<std::string_view>& header,
     base.device = device;
     SERVELAB_RETURN_IF_ERROR(ReadVidurShape(cells, shape, "n_head", base));
     int64_t v = 0;
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("n_expanded_embd"), "n_expanded_embd", v, 1));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("n_expanded_embd"), "n_expanded_embd", v, 1, Cells::kMaxWidth));
     base.shape.intermediate_size = static_cast<int32_t>(v);
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("vocab_size"), "vocab_size", v, 1));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("vocab_size"), "vocab_size", v, 1, Cells::kMaxVocab));
     base.shape.vocab_size = static_cast<int32_t>(v);
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("num_tokens"), "num_tokens", base.tokens, 1));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("num_tokens"), "num_tokens", base.tokens, 1, Cells::kMaxTokens));
     for (const OpColumns& o : ops) {
       if (cells.Empty(o.median_at)) continue;
       ProfileRow r = base;
@@ -371,7 +387,7 @@ Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& h
     r.device = device;
     SERVELAB_RETURN_IF_ERROR(ReadVidurShape(cells, shape, "n_q_head", r));
     if (max_model_len) {
-      SERVELAB_RETURN_IF_ERROR(cells.Count(*max_model_len, "max_model_len", r.kv_capacity, 1));
+      SERVELAB_RETURN_IF_ERROR(cells.Count(*max_model_len, "max_model_len", r.kv_capacity, 1, Cells::kMaxContext));
     }
     if (backend) {
       SERVELAB_RETURN_IF_ERROR(cells.Present(*backend, "attention_backend"));
@@ -386,13 +402,13 @@ Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& h
     }
     const std::string kind = prefill == "True" ? "prefill" : "decode";
     r.op = "attention_" + kind;
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("kv_cache_size"), "kv_cache_size", r.context));
+    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("kv_cache_size"), "kv_cache_size", r.context, 0, Cells::kMaxContext));
     if (kind == "decode") {
-      SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("batch_size"), "batch_size", r.batch, 1));
+      SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("batch_size"), "batch_size", r.batch, 1, Cells::kMaxBatch));
       r.tokens = r.batch;
     } else {
       SERVELAB_RETURN_IF_ERROR(
-          cells.Count(col.at("prefill_chunk_size"), "prefill_chunk_size", r.tokens, 1));
+          cells.Count(col.at("prefill_chunk_size"), "prefill_chunk_size", r.tokens, 1, Cells::kMaxTokens));
     }
     const std::string stat = "time_stats.attn_" + kind;
     SERVELAB_RETURN_IF_ERROR(cells.Number(col.at(stat + ".median"), stat + ".median", r.median_ms));

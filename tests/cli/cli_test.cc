@@ -10,6 +10,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "driver/profile_table.h"
 #include "policies/registry.h"
 #include "tests/cli/cli_fixture.h"
 
@@ -412,6 +413,41 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   // One model shape at TP 1: each GEMM saw one weight matrix, and the fit says so.
   EXPECT_THAT(c.out, HasSubstr("note: GEMMs fitted on fewer than 3 weight sizes: qkv_proj (1), "));
   EXPECT_THAT(ReadFile(dir_ / "m" / "calibration.json"), HasSubstr("\"weight_sizes\": 1"));
+
+  // --evaluate and --hold-out: each evaluated file, and the held-out rows, get an
+  // evaluations entry with its file and total MAPE.
+  const CliResult held = Run("calibrate " + profile.string() + " --out " + (dir_ / "h" / "M.yaml").string() +
+                             " --no-plots --evaluate " + profile.string() + " --hold-out 'tokens>=16'");
+  ASSERT_EQ(held.exit_code, 0) << held.err;
+  const std::string held_json = ReadFile(dir_ / "h" / "calibration.json");
+  EXPECT_THAT(held_json, HasSubstr("\"file\": \"" + profile.string() + " [held out: tokens>=16]\""));
+  EXPECT_THAT(held_json, HasSubstr("\"evaluations\": ["));
+  EXPECT_THAT(held_json, HasSubstr("\"mape_total\": "));
+  // Bad input: exit 2, and what an earlier run wrote stays as it was.
+  const std::string before = ReadFile(dir_ / "m" / "calibration.json");
+  const std::string bad_profile = Write("broken.csv", ProfileCsvHeader() + "cpu,64,4,2,16,128,97,2,rope,x,1,0,1,1,1,1,3\n").string();
+  struct Bad {
+    std::string args, said;
+  };
+  const std::vector<Bad> bads = {
+      {profile.string() + " --out " + (dir_ / "m" / "calibration.json").string(),
+       "calibration.json is written beside the model; name the model otherwise"},
+      {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --hold-out 'context>>5'",
+       "--hold-out 'context>>5': expected one of > >= < <= = then a number"},
+      {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --hold-out 'heads>5'",
+       "key 'heads' is not one of: tokens, batch, context, tp"},
+      {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --hold-out 'context>=0'",
+       "--hold-out keeps every row out of the fit"},
+      {profile.string(), "missing --out MODEL.yaml"},
+      {bad_profile + " --out " + (dir_ / "m" / "MODEL.yaml").string(), "broken.csv:2: expected a whole number"},
+      {profile.string() + " --out " + (dir_ / "m").string(), "m: is a folder"},
+  };
+  for (const Bad& b : bads) {
+    const CliResult r = Run("calibrate " + b.args + " --no-plots");
+    EXPECT_EQ(r.exit_code, 2) << b.args << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(b.said)) << b.args;
+    EXPECT_EQ(ReadFile(dir_ / "m" / "calibration.json"), before) << b.args;
+  }
 
   const fs::path out = dir_ / "v";
   const CliResult v = Run("validate " + exp.string() + " --cost-model " + fitted.string() +

@@ -215,7 +215,7 @@ TEST_F(ProfileTableTest, ExpertColumnsAreChecked) {
   auto huge = ReadProfile(Write("d.csv", ProfileCsvHeader() + row +
                                              "moe_mlp,8,1,0,1,1,1,1,3,100000,2,0,0\n"));
   EXPECT_THAT(huge.status().message(),
-              HasSubstr("d.csv:2: at most 4096, got 100000, column 'num_experts'"));
+              HasSubstr("d.csv:2: expected a whole number in [0, 4096], got '100000', column 'num_experts'"));
 }
 
 // A moe_mlp row's routing as the engine counted it (the mean experts a MoE layer ran,
@@ -277,6 +277,25 @@ TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {
   auto empty = ReadProfile(Write("e.csv", ""));
   EXPECT_THAT(empty.status().message(), HasSubstr("empty profile"));
   EXPECT_EQ(ReadProfile((dir_ / "none.csv").string()).status().code(), StatusCode::kNotFound);
+  // Counts past the bounds an experiment's own keys have (a decode of 2^31 - 1 sequences
+  // would size a vector of them in the fit), and heads that do not divide Vidur's width.
+  auto batch = ReadProfile(Write("b.csv", ProfileCsvHeader() +
+                                              "cpu,256,4,2,64,704,8000,4,attention_decode,1,"
+                                              "2147483647,0,1,1,1,1,3\n"));
+  ASSERT_FALSE(batch.ok());
+  EXPECT_TRUE(batch.status().IsBadInput());
+  EXPECT_THAT(batch.status().message(),
+              HasSubstr("b.csv:2: expected a whole number in [1, 1048576], got '2147483647', "
+                        "column 'batch'"));
+  auto tp = ReadProfile(Write("t.csv", ProfileCsvHeader() + "cpu,256,4,2,64,704,8000,4,rope,1,1,0,65,1,1,1,3\n"));
+  EXPECT_THAT(tp.status().message(), HasSubstr("t.csv:2: expected a whole number in [1, 64], got '65', column 'tp'"));
+  std::string uneven = VidurMlp();
+  uneven.replace(uneven.find(",32,32,4096,"), 12, ",30,32,4096,");
+  auto heads = ReadProfile(Write("vidur_a100_uneven.csv", uneven));
+  ASSERT_FALSE(heads.ok());
+  EXPECT_THAT(heads.status().message(),
+              HasSubstr("vidur_a100_uneven.csv:2: the heads (30) do not divide n_embd (4096) into "
+                        "whole heads, column 'n_head'"));
 }
 
 }  // namespace
