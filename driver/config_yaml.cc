@@ -16,6 +16,7 @@
 #include "core/text.h"
 #include "driver/gpu_catalog.h"
 #include "driver/model_catalog.h"
+#include "driver/yaml_document.h"
 
 namespace servelab {
 namespace {
@@ -628,11 +629,20 @@ class AliasKeyFinder : public YAML::EventHandler {
 };
 
 StatusOr<YAML::Node> LoadDocument(const std::string& yaml_text, const std::string& source_name) {
-  // One experiment per file: YAML::Load reads the first document and ignores the rest.
+  return LoadYamlMapping(yaml_text, source_name, "experiment");
+}
+
+}  // namespace config_internal
+
+StatusOr<YAML::Node> LoadYamlMapping(const std::string& yaml_text, const std::string& source_name,
+                                     const std::string& what) {
+  using config_internal::AliasKeyFinder;
+  using config_internal::SecondDocumentLine;
+  // One per file: YAML::Load reads the first document and ignores the rest.
   // (Not LoadAll: yaml-cpp 0.7's loops forever on some malformed inputs, such as ",".)
   if (const int line = SecondDocumentLine(yaml_text); line > 0) {
-    return InvalidArgument(source_name + ":" + std::to_string(line) +
-                           ": a second YAML document; one experiment per file");
+    return InvalidArgument(source_name + ":" + std::to_string(line) + ": a second YAML document; one " +
+                           what + " per file");
   }
   YAML::Node root;
   try {
@@ -653,8 +663,7 @@ StatusOr<YAML::Node> LoadDocument(const std::string& yaml_text, const std::strin
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) {
-    return InvalidArgument(source_name +
-                           ": expected a mapping of experiment keys at the top level");
+    return InvalidArgument(source_name + ": expected a mapping of " + what + " keys at the top level");
   }
   try {
     int64_t budget = kMaxYamlNodes;
@@ -664,6 +673,8 @@ StatusOr<YAML::Node> LoadDocument(const std::string& yaml_text, const std::strin
   }
   return root;
 }
+
+namespace config_internal {
 
 Status ApplyValue(YAML::Node& root, const std::string& key_path, const YAML::Node& value,
                   const std::string& label, const std::string& where,

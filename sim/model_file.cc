@@ -14,6 +14,7 @@
 #include "core/read_file.h"
 #include "core/text.h"
 #include "driver/config_yaml.h"
+#include "driver/yaml_document.h"
 
 namespace servelab {
 namespace {
@@ -170,6 +171,21 @@ double Number(const std::string& path, const YAML::Node& node, const std::string
   return v;
 }
 
+// A count: a whole Number in [lo, hi].
+int64_t Whole(const std::string& path, const YAML::Node& node, const std::string& key, double lo,
+              double hi) {
+  const double v = Number(path, node, key, lo, hi);
+  if (v != std::floor(v)) Fail(path, node, key, "expected a whole number");
+  return static_cast<int64_t>(v);
+}
+
+// true or false (yaml-cpp's spellings of them), naming the key otherwise.
+bool Bool(const std::string& path, const YAML::Node& node, const std::string& key) {
+  bool v = false;
+  if (!node.IsScalar() || !YAML::convert<bool>::decode(node, v)) Fail(path, node, key, "expected true or false");
+  return v;
+}
+
 void CheckKeys(const std::string& path, const YAML::Node& map, const std::string& where,
                const std::vector<std::string>& allowed) {
   for (auto it = map.begin(); it != map.end(); ++it) {
@@ -190,15 +206,19 @@ CountedRouting ReadRouting(const std::string& path, const YAML::Node& n, const s
     if (!n[key]) Fail(path, n, where + "." + key, "missing");
     return Number(path, n[key], where + "." + key, lo, hi);
   };
+  auto count = [&](const char* key, double lo, double hi) {
+    if (!n[key]) Fail(path, n, where + "." + key, "missing");
+    return Whole(path, n[key], where + "." + key, lo, hi);
+  };
   CountedRouting r;
-  r.num_experts = static_cast<int32_t>(get("num_experts", 1, 1 << 12));
-  r.experts_per_token = static_cast<int32_t>(get("experts_per_token", 1, r.num_experts));
-  r.hidden_size = static_cast<int32_t>(get("hidden_size", 1, 1 << 20));
-  r.expert_intermediate_size = static_cast<int32_t>(get("expert_intermediate_size", 1, 1 << 22));
+  r.num_experts = static_cast<int32_t>(count("num_experts", 1, 1 << 12));
+  r.experts_per_token = static_cast<int32_t>(count("experts_per_token", 1, r.num_experts));
+  r.hidden_size = static_cast<int32_t>(count("hidden_size", 1, 1 << 20));
+  r.expert_intermediate_size = static_cast<int32_t>(count("expert_intermediate_size", 1, 1 << 22));
   r.routing_skew = get("routing_skew", 0, 4);
   r.routing_locality = get("routing_locality", 0, 1);
-  if (n["decode_rows"]) r.decode_rows = static_cast<int64_t>(get("decode_rows", 0, 1e15));
-  if (n["chunk_rows"]) r.chunk_rows = static_cast<int64_t>(get("chunk_rows", 0, 1e15));
+  if (n["decode_rows"]) r.decode_rows = count("decode_rows", 0, 1e15);
+  if (n["chunk_rows"]) r.chunk_rows = count("chunk_rows", 0, 1e15);
   return r;
 }
 
@@ -260,13 +280,9 @@ GemmCorrection ReadGemmCorrection(const std::string& path, const YAML::Node& n,
          "'" + name + "' is not a GEMM (qkv_proj, o_proj, gate_up_proj, down_proj, lm_head)");
   }
   c.op = *op;
-  auto whole = [&](const YAML::Node& v, const std::string& key, double lo, double hi) {
-    const double x = Number(path, v, key, lo, hi);
-    if (x != std::floor(x)) Fail(path, v, key, "expected a whole number");
-    return static_cast<int64_t>(x);
-  };
-  c.k = whole(n["k"], where + ".k", 1, 1 << 24);
-  c.n = whole(n["n"], where + ".n", 1, 1 << 24);
+  // The profile reader's bounds (driver/profile_table.h) keep a GEMM's k and n under 2^30.
+  c.k = Whole(path, n["k"], where + ".k", 1, 1 << 30);
+  c.n = Whole(path, n["n"], where + ".n", 1, 1 << 30);
   const Numbers rows = ReadNumbers(path, n["rows"], where + ".rows", 1, 1 << 30);
   const Numbers factor = ReadNumbers(path, n["factor"], where + ".factor", 1e-3, 1e3);
   if (rows.values.size() < 2) Fail(path, n["rows"], where + ".rows", "expected 2 or more numbers");
@@ -291,13 +307,9 @@ GemmCorrection ReadGemmCorrection(const std::string& path, const YAML::Node& n,
 namespace {
 
 StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const std::string& text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ":" +
-                           std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
-  }
+  auto loaded = LoadYamlMapping(text, path, "calibrated model");
+  if (!loaded.ok()) return loaded.status();
+  const YAML::Node root = *loaded;
   CalibratedModel model;
   try {
     if (!root.IsMap()) Fail(path, root, "(top)", "expected a mapping");
@@ -398,13 +410,7 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
             Number(path, n["combine_per_split_us"], where + ".combine_per_split_us", 0, 1e9);
         // Optional: a model file without the ramp streams every paired byte at one rate.
         if (n["pair_ramp_tokens"]) {
-          const double tokens =
-              Number(path, n["pair_ramp_tokens"], where + ".pair_ramp_tokens", 0, 1e7);
-          if (tokens != std::floor(tokens)) {
-            Fail(path, n["pair_ramp_tokens"], where + ".pair_ramp_tokens",
-                 "a whole number of tokens");
-          }
-          f.pair_ramp_tokens = static_cast<int64_t>(tokens);
+          f.pair_ramp_tokens = Whole(path, n["pair_ramp_tokens"], where + ".pair_ramp_tokens", 0, 1e7);
         }
         if (f.pair_ramp_tokens > 0) {
           if (!n["pair_ramp_memory_efficiency"]) {
@@ -429,12 +435,12 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
       f.fixed_us = Number(path, n["fixed_us"], where + ".fixed_us", 0, 1e9);
       f.memory_efficiency =
           Number(path, n["memory_efficiency"], where + ".memory_efficiency", 1e-9, kInf);
-      f.memory_fitted = !n["memory_fitted"] || n["memory_fitted"].as<bool>();
+      f.memory_fitted = !n["memory_fitted"] || Bool(path, n["memory_fitted"], where + ".memory_fitted");
       if (info.form == OpForm::kRoofline) {
         if (!n["compute_efficiency"]) Fail(path, n, where + ".compute_efficiency", "missing");
         f.compute_efficiency =
             Number(path, n["compute_efficiency"], where + ".compute_efficiency", 1e-9, kInf);
-        f.compute_fitted = !n["compute_fitted"] || n["compute_fitted"].as<bool>();
+        f.compute_fitted = !n["compute_fitted"] || Bool(path, n["compute_fitted"], where + ".compute_fitted");
       }
       if (*op == Op::kAttentionPrefill) {
         f.causal_efficiency = n["causal_efficiency"]
@@ -465,10 +471,10 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
         f.single_row_expert_memory_efficiency =
             Number(path, n["single_row_expert_memory_efficiency"], at, 1e-9, kInf);
       }
-      if (n["points"]) f.points = static_cast<int64_t>(Number(path, n["points"], where + ".points", 0, 1e15));
+      if (n["points"]) f.points = Whole(path, n["points"], where + ".points", 0, 1e15);
       if (n["row_tile"]) {
         if (!IsGemm(*op)) Fail(path, n["row_tile"], where + ".row_tile", "only GEMMs have row tiles");
-        f.row_tile = static_cast<int32_t>(Number(path, n["row_tile"], where + ".row_tile", 1, 4096));
+        f.row_tile = static_cast<int32_t>(Whole(path, n["row_tile"], where + ".row_tile", 1, 4096));
       }
       if (n["cache_bytes"] || n["beyond_cache_memory_efficiency"]) {
         const std::string at = where + ".cache_bytes";
@@ -495,7 +501,7 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
             Number(path, one["memory_efficiency"], at + ".memory_efficiency", 1e-9, kInf);
         if (one["points"]) {
           f.single_row_points =
-              static_cast<int64_t>(Number(path, one["points"], at + ".points", 0, 1e15));
+              Whole(path, one["points"], at + ".points", 0, 1e15);
         }
       }
       model.ops[*op] = f;

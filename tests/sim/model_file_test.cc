@@ -152,6 +152,24 @@ TEST_F(ModelFileTest, BadFilesNameLineAndKey) {
   EXPECT_TRUE(ReadCalibratedModel(Write(once + ops)).ok());
   EXPECT_THAT(ReadCalibratedModel(Write(once + once.substr(once.find("  - ")) + ops)).status().message(),
               HasSubstr("m.yaml:8: gemm_corrections[1]: the same op and shape as gemm_corrections[0]"));
+  // A key given twice anywhere (a hand edit appended below the fit), a second document,
+  // a fraction where a count goes, a flag that is neither true nor false.
+  EXPECT_THAT(ReadCalibratedModel(Write("device: cpu\nops:\n  rope:\n    fixed_us: 1\n"
+                                        "    memory_efficiency: 1\n    fixed_us: 2\n")).status().message(),
+              HasSubstr("m.yaml:6: ops.rope.fixed_us: duplicate key (first given at line 4)"));
+  EXPECT_THAT(ReadCalibratedModel(Write("device: cpu\n" + ops + ops)).status().message(),
+              HasSubstr("ops: duplicate key (first given at line 2)"));
+  EXPECT_THAT(ReadCalibratedModel(Write("device: cpu\n" + ops + "---\ndevice: a100-80gb\n")).status().message(),
+              HasSubstr("m.yaml:4: a second YAML document; one calibrated model per file"));
+  EXPECT_THAT(ReadCalibratedModel(Write("device: cpu\nops:\n  qkv_proj: {fixed_us: 1, memory_efficiency: 1, "
+                                        "compute_efficiency: 1, row_tile: 2.5}\n")).status().message(),
+              HasSubstr("m.yaml:3: ops.qkv_proj.row_tile: expected a whole number"));
+  EXPECT_THAT(ReadCalibratedModel(Write(routing + "    routing_locality: 0\n    decode_rows: 7.5\n" + ops))
+                  .status().message(),
+              HasSubstr("m.yaml:9: routing[0].decode_rows: expected a whole number"));
+  EXPECT_THAT(ReadCalibratedModel(Write("device: cpu\nops:\n  rope: {fixed_us: 1, memory_efficiency: 1, "
+                                        "memory_fitted: maybe}\n")).status().message(),
+              HasSubstr("m.yaml:3: ops.rope.memory_fitted: expected true or false"));
   auto syntax = ReadCalibratedModel(Write("device: [a100\n"));
   EXPECT_THAT(syntax.status().message(), HasSubstr("YAML syntax error"));
   EXPECT_EQ(ReadCalibratedModel((dir_ / "none.yaml").string()).status().code(), StatusCode::kNotFound);
