@@ -2,6 +2,7 @@
 // and says how well they predict those profiles and others.
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -372,31 +373,37 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   json["model"] = out;
   json["device"] = model->device;
   json["fitted_from"] = model->fitted_from;
+  // An efficiency is a number, or "inf" (MODEL.yaml's .inf) for a term the fit dropped
+  // (it costs nothing): JSON has no infinity, and nlohmann would write null.
+  auto efficiency = [](double v) -> nlohmann::ordered_json {
+    if (std::isinf(v)) return "inf";
+    return v;
+  };
   nlohmann::ordered_json ops = nlohmann::ordered_json::object();
   for (const auto& [op, f] : model->ops) {
     nlohmann::ordered_json o;
     o["form"] = f.FormName();
     o["points"] = f.points;
     o["fixed_us"] = f.fixed_us;
-    o["memory_efficiency"] = f.memory_efficiency;
+    o["memory_efficiency"] = efficiency(f.memory_efficiency);
     o["memory_fitted"] = f.memory_fitted;
     if (f.weight_sizes > 0) o["weight_sizes"] = f.weight_sizes;
     if (InfoOf(op).form == OpForm::kRoofline) {
-      o["compute_efficiency"] = f.compute_efficiency;
+      o["compute_efficiency"] = efficiency(f.compute_efficiency);
       o["compute_fitted"] = f.compute_fitted;
     }
     if (f.split_kv) {
-      o["cta_memory_efficiency"] = f.cta_memory_efficiency;
-      o["pair_memory_efficiency"] = f.pair_memory_efficiency;
+      o["cta_memory_efficiency"] = efficiency(f.cta_memory_efficiency);
+      o["pair_memory_efficiency"] = efficiency(f.pair_memory_efficiency);
       o["wave_us"] = f.wave_us;
       o["combine_us"] = f.combine_us;
       o["combine_per_split_us"] = f.combine_per_split_us;
       o["pair_ramp_tokens"] = f.pair_ramp_tokens;
-      if (f.pair_ramp_tokens > 0) o["pair_ramp_memory_efficiency"] = f.pair_ramp_memory_efficiency;
+      if (f.pair_ramp_tokens > 0) o["pair_ramp_memory_efficiency"] = efficiency(f.pair_ramp_memory_efficiency);
     }
     if (op == Op::kMoeMlp) {
       o["per_expert_us"] = f.per_expert_us;
-      o["single_row_expert_memory_efficiency"] = f.single_row_expert_memory_efficiency;
+      o["single_row_expert_memory_efficiency"] = efficiency(f.single_row_expert_memory_efficiency);
     }
     ops[std::string(InfoOf(op).name)] = o;
   }

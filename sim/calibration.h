@@ -13,7 +13,7 @@
 // best. Coefficients stay >= 0. A term no row is bound by cannot be identified: it keeps
 // the roofline's default efficiency, and the model says so.
 //
-// Two refinements, each kept only where the measurements ask for it:
+// Refinements of the form, each kept only where the measurements ask for it:
 //   additive    the roofline form's terms summed instead of max()ed (a kernel that does
 //               not overlap memory traffic with compute: the CPU's blocked GEMM packs,
 //               then multiplies), chosen per op when it fits better;
@@ -72,7 +72,7 @@ struct OpFit {
   double memory_efficiency = 0;   // of the peak bandwidth (the link's, for allreduce)
   double compute_efficiency = 0;  // of the tensor peak; roofline-form ops only
   double causal_efficiency = 0;   // prefill attention: its causal FLOPs' rate
-  double per_row_us = 0;          // prefill attention: per query token
+  double per_row_us = 0;          // attention: per query row (a prefill token, a decode sequence)
   bool memory_fitted = false;     // false: no row was memory-bound, the default was kept
   bool compute_fitted = false;
   bool additive = false;          // roofline ops: terms summed, not max()ed (op_model.h)

@@ -65,7 +65,16 @@ namespace {
 struct Sums {
   double measured = 0, predicted = 0;
 };
-using ConfigKey = std::tuple<int64_t, int64_t, int64_t, int32_t, int32_t, int32_t, int32_t, int32_t>;
+// A measured configuration: tokens, batch, context, tp, then the whole model shape.
+using ConfigKey = std::tuple<int64_t, int64_t, int64_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t,
+                             int32_t, int32_t, int32_t, int32_t, int32_t>;
+
+ConfigKey KeyOf(const ProfileRow& row) {
+  const ModelSpec& m = row.shape;
+  return ConfigKey{row.tokens, row.batch, row.context, row.tp, m.hidden_size, m.num_attention_heads,
+                   m.num_key_value_heads, m.head_dim, m.intermediate_size, m.vocab_size, m.num_experts,
+                   m.num_experts_per_tok, m.moe_intermediate_size, m.shared_expert_intermediate_size};
+}
 
 void SetTotals(const std::map<ConfigKey, Sums>& totals, ErrorStats& total,
                std::map<int32_t, ErrorStats>& by_tp) {
@@ -96,6 +105,12 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
   std::set<std::tuple<Op, double, double>> gemm_shapes, corrected_shapes;  // (op, K, N)
   std::vector<double> step_rel;
   for (const ProfileRow& row : table.rows) {
+    // One GPU's peaks for the whole file (and its corrections on or off for all of it).
+    if (row.device != e.device) {
+      return InvalidArgument(table.path + ":" + std::to_string(row.line) + ": device '" + row.device +
+                             "' differs from the file's first row's ('" + e.device +
+                             "'): evaluate one device a file");
+    }
     if (row.op == "step" && row.shape.num_hidden_layers > 0 && row.median_ms > 0) {
       const double predicted_ms =
           1e3 * PredictOps(model, *gpu, row) + 1e-3 * model.step_overhead_us;
@@ -125,9 +140,7 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
     e.points.push_back(PointPrediction{row.op, row.tokens, row.batch, row.context, row.tp,
                                        row.median_ms, predicted_ms, form_ms, loo_ms});
     if (InfoOf(op).scope == OpScope::kPerLayer) {
-      const ConfigKey key{row.tokens, row.batch, row.context, row.tp, row.shape.hidden_size,
-                          row.shape.num_attention_heads, row.shape.intermediate_size,
-                          row.shape.num_experts};
+      const ConfigKey key = KeyOf(row);
       for (auto [sums, predicted] : {std::pair{&totals, predicted_ms}, std::pair{&form_totals, form_ms},
                                      std::pair{&loo_totals, loo_ms}}) {
         Sums& s = (*sums)[key];

@@ -53,9 +53,9 @@ struct GemmRatio {
 };
 
 // A correction per (op, K, N) measured at `min_rows` distinct M or more (fewer: none;
-// the form alone) with every ratio in [1e-3, 1e3], sorted by (op, K, N), kept only where
-// it predicts the shape's rows
-// better left out than the form does (the sum of |LeaveOneOut / ratio - 1| below the sum
+// the form alone) whose factors (each M's median ratio) are all in [1e-3, 1e3], sorted by
+// (op, K, N), kept only where it predicts the shape's rows better left out than the form
+// does (the sum of |LeaveOneOut / ratio - 1| below the sum
 // of |1 / ratio - 1|): a correction that holds only the measurements' noise makes the
 // predictions of rows it did not see worse, and is dropped.
 std::vector<GemmCorrection> GemmCorrectionsOf(std::vector<GemmRatio> ratios, int32_t min_rows);

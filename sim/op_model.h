@@ -25,8 +25,9 @@
 // `fixed` is what a kernel costs whatever its size (launch, synchronisation, the tail of
 // a wave): the term a datasheet roofline lacks, which dominates small ops and high TP.
 // Only prefill attention has causal FLOPs (the new tokens attending to each other, which
-// a tiled kernel computes with masked, part-empty tiles, at its own rate) and a per-row
-// cost (per query token: its softmax state, its output write).
+// a tiled kernel computes with masked, part-empty tiles, at its own rate); only attention
+// has a per-row cost (per query row, a prefill token or a decoding sequence: its softmax
+// state, its output write).
 //
 // Work, with h = hidden, q = heads x head_dim / tp (per GPU), kv = kv heads per GPU x
 // head_dim, I = intermediate / tp, V = vocab / tp, a = activation bytes, w = weight
@@ -131,7 +132,7 @@ struct OpWork {
   double bytes = 0;
   double flops = 0;
   double causal_flops = 0;  // prefill attention only
-  double rows = 0;          // prefill attention only: query tokens
+  double rows = 0;          // attention only: query rows (prefill tokens, decode sequences)
   // A GEMM of one row (one token; for lm_head, one emitting row): BLAS libraries run it
   // as a matrix-vector product, a kernel of its own (cuBLAS's gemv, Eigen's GEMV path).
   bool single_row = false;

@@ -108,6 +108,7 @@ TEST(CalibrationTest, WithNoiseTheCoefficientsStayClose) {
   ASSERT_TRUE(clean.ok());
   EXPECT_LT(clean->ops.at("gate_up_proj").mape, 1.0);
   auto noisy = Evaluate(*model, Generate(truth, 0.03, 7));
+  ASSERT_TRUE(noisy.ok()) << noisy.status().message();
   EXPECT_GT(noisy->ops.at("gate_up_proj").mape, 1.5);  // the noise itself: ~2.4%
 }
 
@@ -154,6 +155,14 @@ TEST(CalibrationTest, OneDeviceAtATime) {
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(model.status().message(),
               HasSubstr("other.csv:5: device 'h100-80gb' differs from 'a100-80gb'"));
+  // Evaluating such a file would give some rows another GPU's peaks: refused the same way.
+  auto fitted = FitProfiles({a});
+  ASSERT_TRUE(fitted.ok()) << fitted.status().message();
+  auto evaluated = Evaluate(*fitted, b);
+  ASSERT_FALSE(evaluated.ok());
+  EXPECT_TRUE(evaluated.status().IsBadInput());
+  EXPECT_THAT(evaluated.status().message(),
+              HasSubstr("other.csv:5: device 'h100-80gb' differs from the file's first row's ('a100-80gb')"));
 }
 
 // A GEMM that does not overlap memory and compute (terms summed) and whose one-row
@@ -293,6 +302,7 @@ TEST(CalibrationTest, GemmCorrectionsHoldWhatTheFormCannot) {
   ASSERT_TRUE(plain.ok());
   EXPECT_TRUE(plain->gemm_corrections.empty());
   auto form = Evaluate(*plain, table);
+  ASSERT_TRUE(form.ok()) << form.status().message();
   EXPECT_FALSE(form->corrected);
   EXPECT_EQ(form->total.mape, e->total_form.mape);
 }
@@ -378,6 +388,9 @@ TEST(CalibrationTest, CountedRoutingReplacesTheUniformExpectation) {
   auto e = Evaluate(*model, table);
   ASSERT_TRUE(e.ok());
   EXPECT_LT(e->ops.at("moe_mlp").max_error, 1e-6);
+  // Per-layer totals per configuration, the expert width part of it: both widths' 18
+  // rows (1 to 454 tokens), not 18 sums of two widths' rows.
+  EXPECT_EQ(e->total.points, 2 * 18);
   // Against uniform routing (8 experts, 2 a token: 8 (1 - 0.75^n) touched), by hand: each
   // of the two widths' 17 chunk rows of 2 to 454 tokens.
   // One MoE shape per expert width: each of the two has its 17 rows.
