@@ -8,22 +8,6 @@
 #include "sim/roofline_cost_model.h"
 
 namespace servelab {
-namespace {
-
-// The roofline's form and efficiencies for an op no profile covered.
-OpFit RooflineFit(Op op, const RooflineDefaults& d) {
-  OpFit f;
-  f.op = op;
-  const bool attention = op == Op::kAttentionDecode || op == Op::kAttentionPrefill;
-  f.memory_efficiency = op == Op::kAllReduce ? d.interconnect_efficiency : d.memory_efficiency;
-  f.compute_efficiency = attention ? d.attention_efficiency : d.gemm_efficiency;
-  f.causal_efficiency = f.compute_efficiency;
-  f.fixed_us = op == Op::kAllReduce ? d.allreduce_latency_us : 0.0;
-  return f;
-}
-
-}  // namespace
-
 bool CalibratedCostModel::NeedsRoofline(const DeploymentSpec& d) {
   return d.model.IsMla() || d.model.IsMoe() || d.pipeline_parallel > 1 ||
          (d.tensor_parallel > 1 &&
@@ -47,7 +31,6 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   // A CPU fit is in absolute units (its nominal device); a GPU fit carries its
   // efficiencies to the deployment's GPU.
   const GpuSpec fitted_gpu = model.device == "cpu" ? *DeviceSpec("cpu") : d.gpu;
-  const RooflineDefaults defaults;
   moe_mlp_fitted_ = d.model.IsMoe() && model.ops.count(Op::kMoeMlp) > 0;
   coefficients_.resize(AllOps().size());
   std::vector<std::string> fitted, roofline;
@@ -63,7 +46,7 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
                                              info.op == Op::kAttentionPrefill));
     if (counted) {
       coefficients_[static_cast<size_t>(info.op)] =
-          has_fit ? it->second.On(fitted_gpu, shape_) : RooflineFit(info.op, defaults).On(d.gpu, shape_);
+          has_fit ? it->second.On(fitted_gpu, shape_) : RooflineFit(info.op).On(d.gpu, shape_);
       if (!unused) (has_fit ? fitted : roofline).emplace_back(info.name);
     }
     if (!counted || info.op == Op::kAttentionDecode || info.op == Op::kAttentionPrefill ||

@@ -470,6 +470,18 @@ OpCoefficients OpFit::On(const GpuSpec& gpu, const OpShape& shape) const {
   return c;
 }
 
+OpFit RooflineFit(Op op, const RooflineOptions& roofline) {
+  OpFit f;
+  f.op = op;
+  const bool attention = op == Op::kAttentionDecode || op == Op::kAttentionPrefill;
+  const bool link = op == Op::kAllReduce;
+  f.memory_efficiency = link ? roofline.interconnect_efficiency : roofline.memory_efficiency;
+  f.compute_efficiency = attention ? roofline.attention_efficiency : roofline.gemm_efficiency;
+  f.causal_efficiency = f.compute_efficiency;
+  f.fixed_us = link ? roofline.allreduce_latency_us : 0.0;
+  return f;
+}
+
 StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
                                       const FitOptions& options) {
   CalibratedModel model;
@@ -495,7 +507,6 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
   auto gpu = DeviceSpec(model.device);
   if (!gpu.ok()) return gpu.status();
   model.routing = CountedRoutingOf(tables);
-  const RooflineDefaults& d = options.defaults;
   for (const auto& [op, rows] : by_op) {
     const OpInfo& info = InfoOf(op);
     // moe_mlp also has its cost per expert run and its one-row experts' rate.
@@ -525,13 +536,12 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
                              std::to_string(options.min_distinct_sizes) +
                              " sizes: measure more sizes or leave the op to the roofline");
     }
-    const bool attention = op == Op::kAttentionDecode || op == Op::kAttentionPrefill;
-    const bool link = op == Op::kAllReduce;
-    const double memory_default = link ? d.interconnect_efficiency : d.memory_efficiency;
-    const double compute_default = attention ? d.attention_efficiency : d.gemm_efficiency;
+    const OpFit roofline = RooflineFit(op, options.defaults);
+    const double memory_default = roofline.memory_efficiency;
+    const double compute_default = roofline.compute_efficiency;
     const OpPeaks peaks = PeaksOf(op, *gpu, first);
     Coefficients start;
-    start.fixed_s = link ? d.allreduce_latency_us * 1e-6 : 0.0;
+    start.fixed_s = roofline.fixed_us * 1e-6;
     start.s_per_byte = 1.0 / (peaks.bytes_per_s * memory_default);
     start.s_per_flop =
         info.form == OpForm::kRoofline ? 1.0 / (peaks.flops_per_s * compute_default) : 0.0;

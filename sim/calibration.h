@@ -53,18 +53,9 @@
 #include "sim/counted_routing.h"
 #include "sim/gemm_corrections.h"
 #include "sim/op_model.h"
+#include "sim/roofline_cost_model.h"
 
 namespace servelab {
-
-// The datasheet roofline's efficiencies (RooflineOptions' defaults), for terms a fit
-// cannot identify and ops a profile does not cover.
-struct RooflineDefaults {
-  double gemm_efficiency = 0.75;
-  double attention_efficiency = 0.5;
-  double memory_efficiency = 0.85;
-  double interconnect_efficiency = 0.8;
-  double allreduce_latency_us = 10.0;
-};
 
 struct OpFit {
   Op op = Op::kQkvProj;
@@ -136,8 +127,13 @@ struct CalibratedModel {
   }
 };
 
+// The datasheet roofline's form and efficiencies for `op` (`roofline`'s, by default
+// RooflineOptions'): what a fit starts from, keeps for a term it cannot identify, and
+// what the calibrated cost model takes for an op no profile covers.
+OpFit RooflineFit(Op op, const RooflineOptions& roofline = {});
+
 struct FitOptions {
-  RooflineDefaults defaults;
+  RooflineOptions defaults;  // its efficiencies and all-reduce latency (RooflineFit)
   int32_t min_points_per_coefficient = 4;
   int32_t min_distinct_sizes = 3;
   // Correct the GEMMs at the weight shapes measured at min_distinct_sizes row counts or

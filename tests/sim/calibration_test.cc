@@ -122,7 +122,7 @@ TEST(CalibrationTest, AnUnidentifiableTermKeepsTheRooflineDefault) {
   const OpFit& fit = model->ops.at(Op::kOProj);
   EXPECT_TRUE(fit.memory_fitted);
   EXPECT_FALSE(fit.compute_fitted);
-  EXPECT_DOUBLE_EQ(fit.compute_efficiency, RooflineDefaults{}.gemm_efficiency);
+  EXPECT_DOUBLE_EQ(fit.compute_efficiency, RooflineOptions{}.gemm_efficiency);
   EXPECT_NEAR(fit.memory_efficiency, 0.9, 1e-6);
 }
 
