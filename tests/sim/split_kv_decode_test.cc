@@ -426,7 +426,7 @@ TEST(SplitKvDecodeTest, SplitKvKeysBelongToItsForm) {
   EXPECT_THAT(ReadError(split + "    pair_ramp_tokens: -128\n"),
               HasSubstr(":13: ops.attention_decode.pair_ramp_tokens"));
   EXPECT_THAT(ReadError(split + "    pair_ramp_tokens: 100.5\n"),
-              HasSubstr(":13: ops.attention_decode.pair_ramp_tokens: a whole number of tokens"));
+              HasSubstr(":13: ops.attention_decode.pair_ramp_tokens: expected a whole number"));
   EXPECT_THAT(ReadError(decode + "    form: additive\n    pair_ramp_tokens: 128\n"),
               HasSubstr(":8: ops.attention_decode.pair_ramp_tokens: only the split_kv form "
                         "has it"));
