@@ -137,7 +137,7 @@ int CompareCommand(const std::vector<std::string>& args) {
     return *exit;
   }
   if (policies.empty()) return Report(InvalidArgument("missing --policies a,b,..."));
-  if (jobs < 0) return Report(InvalidArgument("--jobs: must be at least 1 (0 = every core)"));
+  if (Status checked = CheckJobs(jobs); !checked.ok()) return Report(checked);
   auto axis = PolicyAxis(policies);
   if (!axis.ok()) return Report(axis.status());
 
@@ -153,7 +153,7 @@ int CompareCommand(const std::vector<std::string>& args) {
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
   std::vector<PointOutcome> results;
   const int exit_code = ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "compare",
-                                       !vm.count("fresh"), results);
+                                       {"compare.csv", "compare.md"}, !vm.count("fresh"), results);
   if (exit_code == kExitBadInput || TaskRank() != 0) return exit_code;
 
   std::string table = CompareTable(axis->labels, results);

@@ -68,7 +68,9 @@ StatusOr<Sweep> LoadCandidates(const std::string& path, const std::vector<std::s
   if (!single.ok()) return single.status();
   if (notes.sweep_line > 0) return LoadSweep(path, sets);
   Sweep sweep;
-  sweep.points.push_back(SweepPoint{{}, single->name, std::move(single).value()});
+  // Its record's file name: the name made safe as a sweep point's folder is (a name such
+  // as /tmp/x or ../x must not leave DIR/candidates).
+  sweep.points.push_back(SweepPoint{{}, SanitizeName(single->name), std::move(single).value()});
   return sweep;
 }
 
@@ -131,7 +133,7 @@ int PlanCommand(const std::vector<std::string>& args) {
   if (auto exit = ParseExperimentCommandLine("plan", args, options, kPlanHelp, vm, plan_path)) {
     return *exit;
   }
-  if (jobs < 0) return Report(InvalidArgument("--jobs: must be at least 1 (0 = every core)"));
+  if (Status checked = CheckJobs(jobs); !checked.ok()) return Report(checked);
   // The flags are the plan keys, checked by the parser like any --set.
   if (vm.count("target-rate")) sets.push_back("plan.target_rate=" + FormatDouble(target_rate));
   if (vm.count("budget")) sets.push_back("plan.budget_per_month=" + FormatDouble(budget));

@@ -69,7 +69,7 @@ int SweepCommand(const std::vector<std::string>& args) {
                                              vm, experiment_path)) {
     return *exit;
   }
-  if (jobs < 0) return Report(InvalidArgument("--jobs: must be at least 1 (0 = every core)"));
+  if (Status checked = CheckJobs(jobs); !checked.ok()) return Report(checked);
 
   if (vm.count("replicates")) sets.push_back("replicates=" + std::to_string(vm["replicates"].as<int>()));
   auto sweep = LoadSweep(experiment_path, sets);
@@ -78,7 +78,7 @@ int SweepCommand(const std::vector<std::string>& args) {
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
   std::vector<PointOutcome> results;
   const int exit_code = ValidateAndRun(*sweep, dir, ResolveJobs(jobs), progress, "sweep",
-                                       !vm.count("fresh"), results);
+                                       {"sweep.csv"}, !vm.count("fresh"), results);
   if (exit_code == kExitBadInput || TaskRank() != 0) return exit_code;
 
   auto folder = OutputDir::Open(dir);

@@ -35,6 +35,12 @@ void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
   for (auto& t : pool) t.join();
 }
 
+Status CheckJobs(int jobs) {
+  if (jobs >= 0 && jobs <= kMaxJobs) return Status::Ok();
+  return InvalidArgument("--jobs " + std::to_string(jobs) + ": must be in [0, " + std::to_string(kMaxJobs) +
+                         "] (0: every core)");
+}
+
 int ResolveJobs(int jobs) {
   if (jobs > 0) return jobs;
   return std::max(1u, std::thread::hardware_concurrency());
@@ -226,7 +232,7 @@ std::vector<PointOutcome> RunSweep(const Sweep& sweep, const std::string& dir, i
 }
 
 int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool progress,
-                   const std::string& command, bool resume,
+                   const std::string& command, const std::vector<std::string>& tables, bool resume,
                    std::vector<PointOutcome>& outcomes) {
   auto report = [&command](const Status& status) {
     std::fprintf(stderr, "servelab %s: %s\n", command.c_str(), status.message().c_str());
@@ -237,6 +243,12 @@ int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool pr
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir)) {
     return report(InvalidArgument(dir + ": cannot create output folder: " + ec.message()));
+  }
+  for (const std::string& table : tables) {  // found now, not after every point has run
+    const std::filesystem::path at = std::filesystem::path(dir) / table;
+    if (std::filesystem::is_directory(std::filesystem::symlink_status(at, ec))) {
+      return report(InvalidArgument(at.string() + ": is a folder (an output file goes there)"));
+    }
   }
   size_t resumed = 0;
   outcomes = RunSweep(sweep, dir, jobs, progress ? command : std::string(), resume, &resumed);

@@ -15,6 +15,10 @@ namespace servelab {
 // The worker count for `--jobs N`: N itself when positive; 0 means every core
 // (std::thread::hardware_concurrency(), at least 1).
 int ResolveJobs(int jobs);
+// `--jobs`: 0 (every core) to kMaxJobs threads, or InvalidArgument naming the flag (a
+// million threads would fail to start and abort the run).
+inline constexpr int kMaxJobs = 1024;
+Status CheckJobs(int jobs);
 
 // Calls fn(i) for every i in [0, n) on min(jobs, n) threads, each i exactly once, handed
 // out in order as threads free up (points differ in cost).
@@ -46,11 +50,12 @@ std::vector<PointOutcome> RunSweep(const Sweep& sweep, const std::string& dir, i
 
 // The whole of `sweep` and `compare` between parsing and writing their tables:
 // validates every point (bad input: printed, returns kExitBadInput, nothing ran), opens
-// `dir`, runs every point into `results`, prints each failed point on stderr as
+// `dir` and checks that none of `tables` (the files written into it afterwards) is a
+// folder there, runs every point into `results`, prints each failed point on stderr as
 // "servelab <command>: point <folder> failed: <message>". Returns kExitOk, or
 // kExitRuntimeError when a point failed (`results` is then still complete).
 int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool progress,
-                   const std::string& command, bool resume,
+                   const std::string& command, const std::vector<std::string>& tables, bool resume,
                    std::vector<PointOutcome>& outcomes);
 
 }  // namespace servelab

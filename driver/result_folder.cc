@@ -79,6 +79,14 @@ StatusOr<RunSummary> RunToFolder(PreparedExperiment& experiment, const BackendFa
     sinks.trace_max_steps = config.output.trace_max_steps;
   }
 
+  // The files written after the run, staged (and their names checked) before it.
+  auto summary_json = (*dir)->Stream("summary.json");
+  if (!summary_json.ok()) return summary_json.status();
+  auto summary_md = (*dir)->Stream("summary.md");
+  if (!summary_md.ok()) return summary_md.status();
+  auto resolved = (*dir)->Stream("config.resolved.yaml");
+  if (!resolved.ok()) return resolved.status();
+
   ProgressLine progress_line;
   std::function<void(const DriverProgress&)> on_progress;
   if (progress) {
@@ -94,11 +102,10 @@ StatusOr<RunSummary> RunToFolder(PreparedExperiment& experiment, const BackendFa
   for (const auto& [key, value] : metrics.items()) {
     if (!json.contains(key)) json[key] = value;
   }
-  Status written = (*dir)->WriteFile("summary.json", json.dump(2) + "\n");
-  if (written.ok()) written = (*dir)->WriteFile("summary.md", summary.ToMarkdown());
-  if (written.ok()) written = (*dir)->WriteFile("config.resolved.yaml", EmitResolvedConfig(config));
-  if (written.ok()) written = (*dir)->Commit();
-  if (!written.ok()) return written;
+  **summary_json << json.dump(2) << "\n";
+  **summary_md << summary.ToMarkdown();
+  **resolved << EmitResolvedConfig(config);
+  if (Status written = (*dir)->Commit(); !written.ok()) return written;
   // A previous run's outputs that this run did not produce would mislead: remove them.
   for (const char* name : {"steps.csv", "trace.json"}) {
     const bool produced = std::string(name) == "steps.csv" ? config.output.steps_csv

@@ -322,6 +322,14 @@ StatusOr<Sweep> ParseSweep(const std::string& yaml_text, const std::string& sour
     if (!bad_point.ok()) failures.emplace_back(sweep.points[p].folder, bad_point.message());
   }
   if (!failures.empty()) return CombinePointErrors(failures, sweep.points.size());
+  // Each run's summary is held until the tables are written: points x replicates bounded.
+  int64_t runs = 0;
+  for (const SweepPoint& point : sweep.points) runs += point.config.replicates;
+  if (runs > kMaxSweepRuns) {
+    return InvalidArgument(Line(source_name, SweepEntry(*root).first) + ": sweep: " +
+                           std::to_string(sweep.points.size()) + " points and their replicates make " +
+                           std::to_string(runs) + " runs; at most " + std::to_string(kMaxSweepRuns));
+  }
   return sweep;
 }
 

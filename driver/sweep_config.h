@@ -23,6 +23,8 @@
 namespace servelab {
 
 inline constexpr int64_t kMaxSweepPoints = 10000;
+// Runs of a sweep: its points' replicates summed.
+inline constexpr int64_t kMaxSweepRuns = 100000;
 
 struct SweepAxis {
   std::string key;                  // dotted config path as written: "workload.arrival.rate"
@@ -54,7 +56,8 @@ struct SweepAxisSpec {
 
 // Reads the file's sweep block (or uses `axis` instead; the file's block is then
 // ignored), applies `overrides` to every point, and parses every point. Bad input:
-// no sweep block, an empty or non-list axis, more than kMaxSweepPoints points, an
+// no sweep block, an empty or non-list axis, more than kMaxSweepPoints points (or
+// kMaxSweepRuns runs, their replicates summed), an
 // axis that overlaps another or that a --set also sets, any point that fails to parse.
 StatusOr<Sweep> LoadSweep(const std::string& path, const std::vector<std::string>& overrides,
                           const std::optional<SweepAxisSpec>& axis = std::nullopt);

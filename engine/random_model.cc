@@ -88,6 +88,15 @@ Status WriteText(const fs::path& path, const std::string& text) {
 StatusOr<WrittenModel> WriteRandomModel(const RandomModelOptions& options, const fs::path& dir) {
   SERVELAB_RETURN_IF_ERROR(ValidateModelConfig(options.config, "random model config"));
   const DType dtype = options.config.torch_dtype;
+  // The tensors' count before their list (a name and a shape each): each key is within
+  // its bounds, but layers x experts can ask for hundreds of millions of them.
+  const ModelSpec& spec = options.config.spec;
+  const int64_t tensors = int64_t{spec.num_hidden_layers} * (16 + 3 * int64_t{std::max(spec.num_experts, 0)}) + 8;
+  if (tensors > kMaxRandomModelTensors) {
+    return InvalidArgument("num_hidden_layers " + std::to_string(spec.num_hidden_layers) + " x num_experts " +
+                           std::to_string(spec.num_experts) + ": about " + std::to_string(tensors) +
+                           " tensors; a random model has at most " + std::to_string(kMaxRandomModelTensors));
+  }
   const std::vector<TensorSpec> layout = HfWeightLayout(options.config, dtype);
   if (options.shards < 1 || static_cast<size_t>(options.shards) > layout.size()) {
     return InvalidArgument("shards: " + std::to_string(options.shards) + " is not in [1, " +

@@ -31,8 +31,10 @@ struct WrittenModel {
 // its own stream, Rng(seed, FNV-1a hash of its name), so a tensor's values depend only on
 // the seed, its name and its size (a 2-layer model's layer 0 equals a 4-layer model's).
 // Removes a stale model.safetensors / model.safetensors.index.json that would shadow
-// the files written. InvalidArgument for an invalid config or shard count; Internal on
-// I/O failure.
+// the files written. InvalidArgument for an invalid config or shard count, or one of
+// more than kMaxRandomModelTensors tensors (about num_hidden_layers x (16 + 3 x
+// num_experts)); Internal on I/O failure.
+inline constexpr int64_t kMaxRandomModelTensors = 1'000'000;
 StatusOr<WrittenModel> WriteRandomModel(const RandomModelOptions& options,
                                         const std::filesystem::path& dir);
 

@@ -167,6 +167,14 @@ TEST_F(CliTest, BadInputExitsTwoAndLeavesEarlierResultsIntact) {
   const CliResult missing = Run("run " + (dir_ / "nope.yaml").string());
   EXPECT_EQ(missing.exit_code, 2);
 
+  // A folder where summary.json goes: found before the run, not after it; nothing the
+  // earlier run wrote changes.
+  fs::create_directories(dir_ / "s" / "summary.json");
+  const CliResult folder = Run("run " + exp.string() + " --out " + (dir_ / "s").string());
+  EXPECT_EQ(folder.exit_code, 2);
+  EXPECT_THAT(folder.err, HasSubstr("summary.json: is a folder"));
+  EXPECT_FALSE(fs::exists(dir_ / "s" / "requests.csv"));
+
   EXPECT_EQ(ReadFile(out / "requests.csv"), before);
   for (const auto& entry : fs::directory_iterator(out)) {
     EXPECT_NE(entry.path().filename().string()[0], '.') << "temporary left: " << entry.path();

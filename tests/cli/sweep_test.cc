@@ -139,6 +139,11 @@ TEST(SweepConfigTest, ErrorsNameFileLineAndKey) {
   EXPECT_THAT(ErrorOf("sweep:\n  a: [1,2,3,4,5,6,7,8,9,10]\n  b: [1,2,3,4,5,6,7,8,9,10]\n"
                       "  c: [1,2,3,4,5,6,7,8,9,10]\n  d: [1,2,3,4,5,6,7,8,9,10]\n  e: [1, 2]\n"),
               HasSubstr("exp.yaml:11: sweep: the grid has more than 10000 points"));
+  // Points within their bound, replicates within theirs, the runs they make not.
+  std::string seeds = "sweep:\n  seed: [1";
+  for (int i = 2; i <= 101; ++i) seeds += ", " + std::to_string(i);
+  EXPECT_THAT(ErrorOf(seeds + "]\n", {"replicates=1000"}),
+              HasSubstr("exp.yaml:11: sweep: 101 points and their replicates make 101000 runs; at most 100000"));
   // `sweep` is a top-level key only.
   auto nested = ParseSweep("name: x\nmodel: llama-2-7b\nhardware: {gpu: a100-80gb}\n"
                            "scheduler:\n  sweep: {a: [1]}\nsweep: {seed: [1]}\n",
@@ -222,8 +227,24 @@ TEST_F(SweepCliTest, BadPointExitsTwoBeforeRunningAnything) {
   EXPECT_THAT(r.err, HasSubstr(exp.string() + ":12: workload.arrival.rate: value 0 out of range"));
   EXPECT_FALSE(fs::exists(out));
   EXPECT_EQ(Run("sweep " + exp.string() + " --jobs -1").exit_code, 2);
+  // A million threads would fail to start and abort: refused, naming the flag.
+  const CliResult many = Run("sweep " + exp.string() + " --jobs 1000000");
+  EXPECT_EQ(many.exit_code, 2);
+  EXPECT_THAT(many.err, HasSubstr("--jobs 1000000: must be in [0, 1024]"));
   EXPECT_EQ(Run("sweep").exit_code, 2);
   EXPECT_EQ(Run("sweep --help").exit_code, 0);
+}
+
+// The summary table's place is checked before any point runs: a folder where
+// sweep.csv goes stops the sweep at once (exit 2), and no point's folder is made.
+TEST_F(SweepCliTest, AFolderWhereTheTableGoesIsFoundBeforeRunning) {
+  const fs::path exp = Write("grid.yaml", std::string(kBase) + kGrid);
+  const fs::path out = dir_ / "out";
+  fs::create_directories(out / "sweep.csv");
+  const CliResult r = Run("sweep " + exp.string() + " --jobs 2 --out " + out.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("sweep.csv: is a folder"));
+  EXPECT_FALSE(fs::exists(out / "max_num_seqs-4_rate-5"));
 }
 
 TEST_F(SweepCliTest, FailedPointExitsOneAndTheOthersComplete) {

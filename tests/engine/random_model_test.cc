@@ -184,6 +184,17 @@ TEST(RandomModelTest, RejectsBadShardCountAndInvalidConfig) {
   w = Write(config, dir.path());
   ASSERT_FALSE(w.ok());
   EXPECT_THAT(w.status().message(), HasSubstr("key 'num_key_value_heads'"));
+  // Layers and experts each within their bounds, their product not: refused before the
+  // ~200 million tensors' list is made.
+  ModelConfig many = Tiny(ModelFamily::kMixtral, DType::kBf16);
+  many.spec.num_hidden_layers = 16384;
+  many.spec.num_experts = 4096;
+  many.spec.num_experts_per_tok = 1;
+  w = Write(many, dir.path());
+  ASSERT_FALSE(w.ok());
+  EXPECT_TRUE(w.status().IsBadInput());
+  EXPECT_THAT(w.status().message(), HasSubstr("num_hidden_layers 16384 x num_experts 4096: about 201588744 "
+                                              "tensors; a random model has at most 1000000"));
 }
 
 TEST(RandomModelTest, TwentyMillionParametersInWellUnderASecond) {
