@@ -51,6 +51,19 @@ TEST_F(PlanCliTest, WritesOneRowPerCandidateWhateverTheJobs) {
   EXPECT_THAT(one.out, HasSubstr("a month"));
 }
 
+// One candidate (no sweep): its record is named after the experiment as a sweep point's
+// folder is, so a name with slashes stays inside DIR/candidates.
+TEST_F(PlanCliTest, ASingleCandidatesRecordStaysInItsFolder) {
+  std::string single = kPlan;
+  single = single.substr(0, single.find("sweep:"));
+  single.replace(single.find("name: small_plan"), 16, "name: ../escape");
+  const fs::path plan = Write("single.yaml", single);
+  const CliResult r = Run("plan " + plan.string() + " --out " + (dir_ / "p").string() + " --no-plots");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir_ / "p" / "candidates" / "..-escape.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "p" / "escape.json"));
+}
+
 TEST_F(PlanCliTest, BadInputExitsTwo) {
   const fs::path plan = Write("plan.yaml", kPlan);
   // Every candidate fails the memory check: said so, nothing written.
