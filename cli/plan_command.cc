@@ -147,6 +147,16 @@ int PlanCommand(const std::vector<std::string>& args) {
   }
   const std::string dir = out_dir.empty() ? base.output.dir : out_dir;
 
+  // Where the plan goes, checked before any search (and creating nothing: bad input writes
+  // nothing).
+  if (Status places = CheckOutputPlaces(dir, {"plan.csv", "plan.md"}); !places.ok()) {
+    return Report(places);
+  }
+  if (std::error_code ec; std::filesystem::exists(std::filesystem::path(dir) / "candidates", ec) &&
+                          !std::filesystem::is_directory(std::filesystem::path(dir) / "candidates", ec)) {
+    return Report(InvalidArgument(dir + "/candidates: is a file, where the searched candidates go"));
+  }
+
   const size_t n = candidates->points.size();
   // Candidates an earlier, interrupted plan into `dir` already searched (rank 0 decides).
   const std::filesystem::path searched_dir = std::filesystem::path(dir) / "candidates";

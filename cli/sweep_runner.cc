@@ -244,12 +244,8 @@ int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool pr
   if (ec || !std::filesystem::is_directory(dir)) {
     return report(InvalidArgument(dir + ": cannot create output folder: " + ec.message()));
   }
-  for (const std::string& table : tables) {  // found now, not after every point has run
-    const std::filesystem::path at = std::filesystem::path(dir) / table;
-    if (std::filesystem::is_directory(std::filesystem::symlink_status(at, ec))) {
-      return report(InvalidArgument(at.string() + ": is a folder (an output file goes there)"));
-    }
-  }
+  // Found now, not after every point has run.
+  if (Status places = CheckOutputPlaces(dir, tables); !places.ok()) return report(places);
   size_t resumed = 0;
   outcomes = RunSweep(sweep, dir, jobs, progress ? command : std::string(), resume, &resumed);
   if (resumed > 0) {

@@ -64,6 +64,27 @@ void RemoveStaleStaging(const fs::path& dir) {
 
 }  // namespace
 
+Status CheckOutputPlaces(const std::string& dir, const std::vector<std::string>& files) {
+  std::error_code ec;
+  for (fs::path at = fs::absolute(dir, ec).lexically_normal(); !at.empty(); at = at.parent_path()) {
+    const fs::file_status st = fs::status(at, ec);
+    if (fs::exists(st)) {
+      if (!fs::is_directory(st)) {
+        return InvalidArgument(at.string() + ": is a file, where the output folder " + dir + " goes");
+      }
+      break;
+    }
+    if (at == at.parent_path()) break;
+  }
+  for (const std::string& name : files) {
+    const fs::path at = fs::path(dir) / name;
+    if (fs::is_directory(fs::symlink_status(at, ec))) {
+      return InvalidArgument(at.string() + ": is a folder (an output file goes there)");
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::unique_ptr<OutputDir>> OutputDir::Open(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);

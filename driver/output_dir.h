@@ -13,6 +13,12 @@
 
 namespace servelab {
 
+// Whether `dir` and the files `files` in it can be written, creating nothing: the nearest
+// existing one of `dir` and its parents is a folder, and no file's place is a folder.
+// InvalidArgument naming the place otherwise; for commands that check before long work
+// what OutputDir would find only after it.
+Status CheckOutputPlaces(const std::string& dir, const std::vector<std::string>& files);
+
 class OutputDir {
  public:
   // Creates `dir` (and parents) if needed.

@@ -73,6 +73,22 @@ TEST_F(PlanCliTest, BadInputExitsTwo) {
   EXPECT_THAT(nofit.err, HasSubstr("no candidate can run"));
   EXPECT_THAT(nofit.err, HasSubstr("does not fit"));
   EXPECT_FALSE(fs::exists(dir_ / "x")) << "bad input writes nothing";
+  // Where the plan goes, found before any search: a folder in plan.md's place, a file in
+  // the output folder's or the searched candidates'.
+  fs::create_directories(dir_ / "y" / "plan.md");
+  const CliResult md = Run("plan " + plan.string() + " --out " + (dir_ / "y").string() + " --no-plots");
+  EXPECT_EQ(md.exit_code, 2);
+  EXPECT_THAT(md.err, HasSubstr("plan.md: is a folder"));
+  EXPECT_FALSE(fs::exists(dir_ / "y" / "candidates"));
+  Write("file", "not a folder");
+  const CliResult under = Run("plan " + plan.string() + " --out " + (dir_ / "file" / "z").string() + " --no-plots");
+  EXPECT_EQ(under.exit_code, 2);
+  EXPECT_THAT(under.err, HasSubstr("file: is a file, where the output folder"));
+  fs::create_directories(dir_ / "w");
+  Write("w/candidates", "not a folder");
+  const CliResult searched = Run("plan " + plan.string() + " --out " + (dir_ / "w").string() + " --no-plots");
+  EXPECT_EQ(searched.exit_code, 2);
+  EXPECT_THAT(searched.err, HasSubstr("w/candidates: is a file, where the searched candidates go"));
   // No target to meet.
   const CliResult none = Run("plan " + plan.string() + " --set slo.ttft_ms=0 --set slo.tpot_ms=0");
   EXPECT_EQ(none.exit_code, 2);
