@@ -121,20 +121,26 @@ int RunCommand(const std::vector<std::string>& args) {
                  experiment_path.c_str(), notes.sweep_line);
   }
   if (!out_dir.empty()) config->output.dir = out_dir;
+  if (config->replicates > 1) {  // their tables' places, before any replicate runs
+    if (Status places = CheckOutputPlaces(config->output.dir, {"replicates.csv", "replicates.md"});
+        !places.ok()) {
+      return Report(places);
+    }
+  }
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
   auto summary = RunExperimentToFolder(*config, config->output.dir, progress);
   if (!summary.ok()) return Report(summary.status());
   std::cout << summary->ToText();
+  // An earlier replicated run's tables would describe other runs: gone with replicate 0's
+  // files in place, whether or not the other replicates then succeed.
+  for (const char* name : {"replicates.csv", "replicates.md"}) {
+    std::error_code ec;
+    std::filesystem::remove(std::filesystem::path(config->output.dir) / name, ec);
+  }
   if (config->replicates > 1) {
     auto replicated = RunReplicates(*config, *summary);
     if (!replicated.ok()) return Report(replicated.status());
     std::cout << "\n" << *replicated << "\n";
-  } else {
-    // An earlier replicated run's tables would describe other runs.
-    for (const char* name : {"replicates.csv", "replicates.md"}) {
-      std::error_code ec;
-      std::filesystem::remove(std::filesystem::path(config->output.dir) / name, ec);
-    }
   }
   std::cout << "results: " << config->output.dir << "\n";
   return kExitOk;

@@ -48,6 +48,12 @@ TEST_F(ReplicatesCliTest, RunKeepsReplicateZerosFilesAndAddsTheTables) {
   ASSERT_EQ(Run("run " + exp.string() + " --out " + (dir_ / "three").string()).exit_code, 0);
   EXPECT_FALSE(fs::exists(dir_ / "three" / "replicates.csv"));
   EXPECT_FALSE(fs::exists(dir_ / "three" / "replicates.md"));
+  // A folder where a table goes: found before any replicate runs.
+  fs::create_directories(dir_ / "four" / "replicates.md");
+  const CliResult four = Run("run " + exp.string() + " --out " + (dir_ / "four").string() + " --replicates 3");
+  EXPECT_EQ(four.exit_code, 2);
+  EXPECT_THAT(four.err, HasSubstr("replicates.md: is a folder"));
+  EXPECT_FALSE(fs::exists(dir_ / "four" / "requests.csv"));
 }
 
 TEST_F(ReplicatesCliTest, CompareReportsIntervalsWhateverTheJobs) {
