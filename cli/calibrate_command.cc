@@ -467,6 +467,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
                 model->step_overhead_us);
   }
   std::printf("model: %s\n", out.c_str());
+  RemoveStalePlot((fs::path(dir) / "calibration.png").string());
   if (!vm.count("no-plots")) {
     RunPlotScript("calibrate", "calibration.py",
                   {(fs::path(dir) / "calibration_points.csv").string(), "--out",

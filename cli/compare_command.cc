@@ -181,6 +181,7 @@ int CompareCommand(const std::vector<std::string>& args) {
     folders.push_back(sweep->points[i].folder);
     labels.push_back(axis->labels[i]);
   }
+  RemoveStalePlot((fs::path(dir) / "compare.png").string());
   if (!vm.count("no-plots") && !folders.empty()) DrawPlots(dir, folders, labels);
   return exit_code;
 }

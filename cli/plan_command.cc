@@ -237,6 +237,7 @@ int PlanCommand(const std::vector<std::string>& args) {
   if (written.ok()) written = (*folder)->WriteFile("plan.md", markdown);
   if (written.ok()) written = (*folder)->Commit();
   if (!written.ok()) return Report(written);
+  RemoveStalePlot(dir + "/plan.png");
   if (!vm.count("no-plots")) {
     RunPlotScript("plan", "plan.py", {dir + "/plan.csv", "--out", dir + "/plan.png"});
   }

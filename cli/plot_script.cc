@@ -37,6 +37,13 @@ int Spawn(const std::vector<std::string>& args, bool quiet) {
 
 }  // namespace
 
+void RemoveStalePlot(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(std::filesystem::symlink_status(path, ec))) {
+    std::filesystem::remove(path, ec);
+  }
+}
+
 bool RunPlotScript(const std::string& command, const std::string& script,
                    const std::vector<std::string>& args) {
   const std::string path = std::string(SERVELAB_SOURCE_DIR) + "/plots/" + script;

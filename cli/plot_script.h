@@ -12,4 +12,9 @@ namespace servelab {
 bool RunPlotScript(const std::string& command, const std::string& script,
                    const std::vector<std::string>& args);
 
+// Removes the figure at `path` (a regular file only) before its tables are drawn anew or
+// not at all (--no-plots, a failed script): an earlier run's figure beside new tables
+// would describe other runs.
+void RemoveStalePlot(const std::string& path);
+
 }  // namespace servelab

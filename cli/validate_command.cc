@@ -238,6 +238,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
   if (written.ok()) written = (*folder)->Commit();
   if (!written.ok()) return Report(written);
   std::cout << "\n" << md << "\nvalidation: " << dir << "\n";
+  RemoveStalePlot((fs::path(dir) / "validation_cdf.png").string());
   if (!vm.count("no-plots")) {
     std::vector<std::string> plot_args = {dir, "--out", (fs::path(dir) / "validation_cdf.png").string()};
     for (const LoadValidation& v : results) plot_args.push_back(v.label);

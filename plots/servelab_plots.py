@@ -348,8 +348,17 @@ def out_dir(out, result_dir):
 
 
 def save(fig, directory, filename):
+    """Writes the figure beside its place and renames it there: a figure that fails half
+    way leaves the earlier one whole."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, filename)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
+    stem, ext = os.path.splitext(filename)
+    partial = os.path.join(directory, ".%s.partial.%d%s" % (stem, os.getpid(), ext))
+    try:
+        fig.savefig(partial, dpi=DPI, bbox_inches="tight")
+        os.replace(partial, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(partial):
+            os.remove(partial)
     return path

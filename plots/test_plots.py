@@ -219,6 +219,30 @@ class BadInputTest(PlotTestCase):
         self.assertIn("line 3", r.stderr)
 
 
+class SaveTest(PlotTestCase):
+    def test_a_failed_figure_leaves_the_earlier_one_whole(self):
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [0, 1])
+        path = sp.save(fig, self.tmp, "f.png")
+        self.assertPng(path)
+        with open(path, "rb") as f:
+            earlier = f.read()
+        fig, ax = plt.subplots()
+
+        def fail_half_way(target, **kwargs):  # writes part of a file, then fails
+            with open(target, "wb") as f:
+                f.write(b"\x89PNG half")
+            raise OSError("disk full")
+
+        fig.savefig = fail_half_way
+        with self.assertRaises(OSError):
+            sp.save(fig, self.tmp, "f.png")
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), earlier)
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["f.png"])  # no partial file left
+
+
 class HelperTest(unittest.TestCase):
     def test_output_throughput_hand_computed(self):
         df = pd.DataFrame({

@@ -234,6 +234,11 @@ TEST_F(CliTest, CompareRunsTheSameRequestsUnderEachPolicy) {
   EXPECT_EQ(lpm.exit_code, 2);
   EXPECT_THAT(lpm.err, HasSubstr("set scheduler.prefix_cache"));
   EXPECT_EQ(Run("compare " + exp.string()).exit_code, 2);
+  // Compared again without plots: an earlier compare.png would describe other runs.
+  std::ofstream(out / "compare.png") << "an earlier figure";
+  const CliResult again = Run("compare " + exp.string() + " --policies fcfs --no-plots --out " + out.string());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_FALSE(fs::exists(out / "compare.png"));
 }
 
 // backend: engine runs the same experiment through the real CPU engine (the model is
