@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
@@ -97,6 +99,28 @@ TEST_F(MakeModelCommandTest, ShardedModelOpensWithItsIndex) {
   ASSERT_TRUE(w.ok()) << w.status().message();
   EXPECT_EQ(w->files().size(), 3u);
   EXPECT_NE(w->Find("model.layers.1.self_attn.v_proj.bias"), nullptr);  // qwen2 biases
+}
+
+// A model is written beside its folder and renamed in: a sharded model rewritten as one
+// file loses the index that would shadow it and nothing else of the folder, and no
+// staging folder stays behind. A regular file where the folder goes is bad input.
+TEST_F(MakeModelCommandTest, WritesLandWholeAndTheirPlaceIsChecked) {
+  ASSERT_EQ(Run(std::string(kSmall) + " --shards 2 --out " + Path("m")).exit_code, 0);
+  { std::ofstream(Path("m") + "/README.md") << "the user's own file"; }
+  ASSERT_EQ(Run(std::string(kSmall) + " --out " + Path("m")).exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(Path("m") + "/model.safetensors.index.json"));
+  EXPECT_TRUE(std::filesystem::exists(Path("m") + "/model.safetensors"));
+  EXPECT_EQ(ReadBytes(Path("m") + "/README.md"), "the user's own file");
+  StatusOr<SafetensorsFile> w = SafetensorsFile::Open(Path("m"));
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".making."), std::string::npos) << entry.path();
+  }
+  { std::ofstream(Path("file")) << "not a folder"; }
+  const Result onto = Run(std::string(kSmall) + " --out " + Path("file"));
+  EXPECT_EQ(onto.exit_code, 2);
+  EXPECT_THAT(onto.err, HasSubstr("is a file, where the output folder"));
+  EXPECT_EQ(ReadBytes(Path("file")), "not a folder");
 }
 
 TEST_F(MakeModelCommandTest, FromCatalogKeepsHeadRatios) {
