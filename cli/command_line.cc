@@ -42,6 +42,11 @@ std::optional<int> ParseExperimentCommandLine(const std::string& command,
     std::cerr << "servelab " << command << ": missing EXPERIMENT.yaml\n\n" << options;
     return kExitBadInput;
   }
+  // An --out given empty (an unset shell variable) would silently mean the default place.
+  if (vm.count("out") && vm["out"].as<std::string>().empty()) {
+    std::cerr << "servelab " << command << ": --out: empty (leave it out for the default)\n";
+    return kExitBadInput;
+  }
   return std::nullopt;
 }
 

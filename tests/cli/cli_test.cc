@@ -50,6 +50,14 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   EXPECT_EQ(zero.exit_code, 2);
   EXPECT_THAT(zero.err, HasSubstr("/dev/zero: the experiment file is not a regular file"));
   EXPECT_THAT(Run("run " + dir_.string()).err, HasSubstr("(a directory)"));
+  // --out given empty (an unset variable) is said, not taken for the default place.
+  const fs::path exp = Write("small.yaml", kSmall);
+  for (const char* command : {"run", "sweep", "compare", "plan", "profile", "validate"}) {
+    const CliResult empty = Run(std::string(command) + " " + exp.string() + " --out ''");
+    EXPECT_EQ(empty.exit_code, 2) << command;
+    EXPECT_THAT(empty.err, HasSubstr("--out: empty")) << command;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
 }
 
 TEST_F(CliTest, EverySubcommandHasHelp) {
