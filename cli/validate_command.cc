@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -83,7 +84,9 @@ table of them per load, validation.csv a reference_step row per step, before and
 (statistic before:<step> or after:<step>, engine its median, sim its predicted time).
 With --retries N, a load one of whose reference steps changed by more than --max-drift
 percent across its run runs again, up to N times (the last run is kept; validation.md
-says how many runs each load took).
+says how many runs each load took). A note on stderr says when, before the kept run, the
+simulator was already off the reference steps by more than --max-drift: the host (or,
+on a shape the fit never saw, the model) differs from the one profiled.
 
 Exit status: 0 success, 2 bad input, 1 a runtime failure (the folders of loads that
 finished before either stay written).
@@ -208,6 +211,14 @@ int ValidateCommand(const std::vector<std::string>& args) {
                    label.c_str(), host.MaxDriftPct(), host.DriftPct(), 1e3 * host.Before(),
                    1e3 * host.After(),
                    attempt <= retries ? "; running it again" : "; keeping it (no retries left)");
+    }
+    // Off the reference steps before the run already: the host is not the one the model
+    // was fitted on (or, on a shape the fit never saw, the model misses there too).
+    if (const HostCheck& host = v->host; !host.steps.empty() && std::abs(host.ErrorPct(false)) > max_drift) {
+      std::fprintf(stderr, "servelab validate: note: %s: before the run the simulator was %+.2f%% off the "
+                   "engine's reference steps (more than --max-drift %.2f%%): the host differs from the one "
+                   "profiled, or the model from this shape; the step errors carry that\n",
+                   label.c_str(), host.ErrorPct(false), max_drift);
     }
     v->label = label;
     auto folder = OutputDir::Open(load_dir);

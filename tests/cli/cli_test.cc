@@ -509,6 +509,9 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_THAT(again.err, HasSubstr("rate-50: the host drifted during the run: a reference step by "));
   EXPECT_THAT(again.err, HasSubstr("; running it again"));
+  // With --max-drift 0 any error on the reference steps before the run is more than it.
+  EXPECT_THAT(again.err, HasSubstr("servelab validate: note: rate-50: before the run the simulator was "));
+  EXPECT_THAT(again.err, HasSubstr("off the engine's reference steps (more than --max-drift 0.00%)"));
   EXPECT_THAT(again.err, HasSubstr("; keeping it (no retries left)"));
   EXPECT_THAT(again.out, HasSubstr("(run 2)"));
   EXPECT_THAT(ReadFile(dir_ / "v2" / "validation.md"),
