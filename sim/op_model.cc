@@ -168,6 +168,44 @@ OpWork MoeMlpWork(const OpShape& shape, double tokens, int32_t ep, double rows, 
   return work;
 }
 
+WaveBlocks WaveBlocks::Of(const CtaRuns& ctas) {
+  constexpr int64_t kWave = kFlashDecodeResidentCtas;
+  static_assert(kWave == 2, "the first wave is its two CTAs");
+  const auto given = static_cast<int64_t>(ctas.size());
+  WaveBlocks w;
+  w.waves = (given + kWave - 1) / kWave;
+  int64_t first_two[2] = {0, 0};
+  int64_t pos = 0, wave_max = 0;
+  for (auto [b, count] : ctas.runs) {
+    while (count > 0) {
+      if (pos < 2) first_two[pos] = b;
+      const int64_t offset = pos % kWave;
+      if (offset == 0 && pos >= kWave && count >= kWave) {  // whole later waves of this run
+        const int64_t whole = count / kWave;
+        w.single_blocks += whole * b;
+        pos += whole * kWave;
+        count -= whole * kWave;
+        continue;
+      }
+      if (offset == 0) wave_max = 0;
+      wave_max = std::max(wave_max, b);
+      const int64_t take = std::min(count, kWave - offset);
+      if (pos == 0 && take == 2) first_two[1] = b;
+      pos += take;
+      count -= take;
+      // A later wave (not the first) closes: its longest CTA.
+      if ((pos % kWave == 0 || pos == given) && (pos - 1) / kWave >= 1) w.single_blocks += wave_max;
+    }
+  }
+  if (given >= 2) {
+    w.pair_blocks = std::min(first_two[0], first_two[1]);
+    w.single_blocks += std::max(first_two[0], first_two[1]) - w.pair_blocks;
+  } else if (given == 1) {
+    w.single_blocks += first_two[0];
+  }
+  return w;
+}
+
 OpWork DecodeWork(const OpShape& shape, double context) {
   const Dims d = DimsOf(shape);
   const double attended = context + 1.0;

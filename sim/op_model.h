@@ -214,6 +214,41 @@ OpWork PrefillWork(const OpShape& shape, double chunk, double context);
 int64_t FlashDecodeSplits(int64_t ctas, int32_t sms, int64_t kv_blocks);
 inline constexpr int64_t kFlashDecodeBlockTokens = 128;
 inline constexpr int32_t kFlashDecodeResidentCtas = 2;  // a SM at once (its shared memory)
+// Busy CTAs in the order an SM runs them, as runs of CTAs streaming as many blocks:
+// memory by runs, not CTAs (a grid of 2^33 CTAs gives its busiest SM ~10^8 of them, in a
+// few runs when its sequences are alike).
+struct CtaRuns {
+  std::vector<std::pair<int64_t, int64_t>> runs;  // (blocks a CTA, CTAs), in order
+  // `count` more CTAs of `blocks` each (none when count <= 0), merged with the last run
+  // when it has as many blocks.
+  void Add(int64_t blocks, int64_t count) {
+    if (count <= 0) return;
+    if (!runs.empty() && runs.back().first == blocks) {
+      runs.back().second += count;
+    } else {
+      runs.emplace_back(blocks, count);
+    }
+  }
+  size_t size() const {  // CTAs
+    int64_t n = 0;
+    for (const auto& run : runs) n += run.second;
+    return static_cast<size_t>(n);
+  }
+  // Each CTA's blocks, one entry a CTA (for tests: as large as the CTAs).
+  std::vector<int64_t> Expanded() const {
+    std::vector<int64_t> out;
+    for (const auto& [blocks, count] : runs) out.insert(out.end(), static_cast<size_t>(count), blocks);
+    return out;
+  }
+  bool operator==(const CtaRuns&) const = default;
+};
+// An SM's CTAs run kFlashDecodeResidentCtas at a time, in waves: its first two together
+// (`pair_blocks`: the shorter's blocks; the rest of the longer's alone, in
+// `single_blocks`), and each later wave as long as its longest CTA (in `single_blocks`).
+struct WaveBlocks {
+  int64_t waves = 0, pair_blocks = 0, single_blocks = 0;
+  static WaveBlocks Of(const CtaRuns& ctas);  // one pass over the runs
+};
 // The busiest SM's CTAs when `launched` CTAs, of which CTA `cta` (grid order) streams
 // `blocks(cta)` whole blocks of KV (0: it exits at once), are dispatched as the header
 // above says: the blocks of each busy CTA it is given, in the order given. The busiest
@@ -221,10 +256,9 @@ inline constexpr int32_t kFlashDecodeResidentCtas = 2;  // a SM at once (its sha
 // says how many CTAs from `cta` on stream as many blocks (at least 1; a sequence's CTAs
 // when unsplit): they are placed at once where the grid goes round the SMs in turn.
 template <class Blocks, class RunLength>
-std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks,
-                                        RunLength run_length);
+CtaRuns BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks, RunLength run_length);
 template <class Blocks>
-std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks) {
+CtaRuns BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks) {
   return BusiestSmCtaBlocks(sms, launched, blocks, [](int64_t) { return int64_t{1}; });
 }
 // The split-KV fields of a decode batch on `sms` SMs whose sequences attend `attended(i)`
@@ -305,8 +339,7 @@ struct OpPeaks {
 OpPeaks PeaksOf(Op op, const GpuSpec& gpu, const OpShape& shape);
 
 template <class Blocks, class RunLength>
-std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks,
-                                        RunLength run_length) {
+CtaRuns BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks blocks, RunLength run_length) {
   constexpr int32_t kResident = kFlashDecodeResidentCtas;
   if (sms <= 0 || launched <= 0) return {};
   const auto n = static_cast<size_t>(sms);
@@ -422,16 +455,14 @@ std::vector<int64_t> BusiestSmCtaBlocks(int32_t sms, int64_t launched, Blocks bl
       busiest = sm;
     }
   }
-  std::vector<int64_t> out;
-  out.reserve(static_cast<size_t>(given[busiest]));
+  CtaRuns out;
   for (const auto& [sm, b] : placed) {
-    if (static_cast<size_t>(sm) == busiest) out.push_back(b);
+    if (static_cast<size_t>(sm) == busiest) out.Add(b, 1);
   }
   if (round_robin) {
     for_each_run_in_turn([&](size_t first, int64_t run, int64_t b) {
       const bool one_more = in_turn(busiest, first, static_cast<size_t>(run % sms));
-      const int64_t times = run / sms + (one_more ? 1 : 0);
-      out.insert(out.end(), static_cast<size_t>(times), b);
+      out.Add(b, run / sms + (one_more ? 1 : 0));
     });
   }
   return out;
@@ -475,23 +506,9 @@ void AddSplitKvWork(OpWork& work, const OpShape& shape, int32_t sms, int64_t kv_
   auto run_length = [&](int64_t cta) {
     return splits == 1 ? ctas_a_seq - cta % ctas_a_seq : m_blocks - cta % m_blocks;
   };
-  const std::vector<int64_t> busiest = BusiestSmCtaBlocks(sms, launched, cta_blocks, run_length);
-  // The busiest SM's waves: its first two CTAs run together (the shorter's blocks at the
-  // paired rate, the rest of the longer's alone); each later wave adds its longest CTA.
-  const auto given = static_cast<int64_t>(busiest.size());
-  const int64_t waves = (given + kFlashDecodeResidentCtas - 1) / kFlashDecodeResidentCtas;
-  int64_t pair_blocks = 0, single_blocks = 0;
-  if (given >= 2) {
-    pair_blocks = std::min(busiest[0], busiest[1]);
-    single_blocks = std::max(busiest[0], busiest[1]) - pair_blocks;
-  } else if (given == 1) {
-    single_blocks = busiest[0];
-  }
-  for (int64_t wave = 1; wave < waves; ++wave) {
-    const auto first = busiest.begin() + wave * kFlashDecodeResidentCtas;
-    const auto last = busiest.begin() + std::min(given, (wave + 1) * kFlashDecodeResidentCtas);
-    single_blocks += *std::max_element(first, last);
-  }
+  const CtaRuns busiest = BusiestSmCtaBlocks(sms, launched, cta_blocks, run_length);
+  const WaveBlocks w = WaveBlocks::Of(busiest);
+  const int64_t waves = w.waves, pair_blocks = w.pair_blocks, single_blocks = w.single_blocks;
   work.cta_bytes_per_token = 2.0 * shape.model.HeadDim() * DTypeBytes(shape.kv_dtype);
   const double block_bytes =
       static_cast<double>(kFlashDecodeBlockTokens) * work.cta_bytes_per_token;

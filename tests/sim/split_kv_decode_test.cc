@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "core/params.h"
+#include "core/rng.h"
 #include "driver/gpu_catalog.h"
 #include "driver/model_catalog.h"
 #include "sim/calibrated_cost_model.h"
@@ -42,6 +46,50 @@ TEST(SplitKvDecodeTest, TheHeuristicsSplitCountsByHand) {
   EXPECT_EQ(FlashDecodeSplits(88, 108, 32), 1);
   // One block: nothing to split.
   EXPECT_EQ(FlashDecodeSplits(4, 108, 1), 1);
+}
+
+// An SM's waves from its CTAs' runs, by hand, and against each CTA's blocks listed out
+// on random runs.
+TEST(SplitKvDecodeTest, WavesFromRunsOfCtas) {
+  CtaRuns ctas;
+  for (auto [blocks, count] : std::vector<std::pair<int64_t, int64_t>>{{3, 1}, {5, 1}, {2, 3}, {7, 1}}) {
+    ctas.Add(blocks, count);
+  }
+  // 3 5 | 2 2 | 2 7: the first wave's pair 3 blocks and 2 alone; then 2 and 7.
+  WaveBlocks w = WaveBlocks::Of(ctas);
+  EXPECT_EQ(w.waves, 3);
+  EXPECT_EQ(w.pair_blocks, 3);
+  EXPECT_EQ(w.single_blocks, 2 + 2 + 7);
+  Rng rng(11, 0);
+  for (int trial = 0; trial < 200; ++trial) {
+    CtaRuns random;
+    const int64_t runs = rng.UniformInt(0, 6);
+    for (int64_t r = 0; r < runs; ++r) random.Add(rng.UniformInt(1, 9), rng.UniformInt(0, 7));
+    const std::vector<int64_t> each = random.Expanded();
+    const auto n = static_cast<int64_t>(each.size());
+    WaveBlocks want;
+    want.waves = (n + 1) / 2;
+    if (n >= 2) {
+      want.pair_blocks = std::min(each[0], each[1]);
+      want.single_blocks = std::max(each[0], each[1]) - want.pair_blocks;
+    } else if (n == 1) {
+      want.single_blocks = each[0];
+    }
+    for (int64_t wave = 1; wave < want.waves; ++wave) {
+      want.single_blocks += *std::max_element(each.begin() + 2 * wave, each.begin() + std::min(n, 2 * wave + 2));
+    }
+    w = WaveBlocks::Of(random);
+    EXPECT_EQ(w.waves, want.waves) << trial;
+    EXPECT_EQ(w.pair_blocks, want.pair_blocks) << trial;
+    EXPECT_EQ(w.single_blocks, want.single_blocks) << trial;
+  }
+  // 2^33 CTAs of one block, one run: the busiest of 108 SMs gets 2 in the launch and
+  // ceil((2^33 - 216) / 108) in turn, held as one run, not 80 million entries.
+  const int64_t launched = int64_t{1} << 33;
+  const CtaRuns huge = BusiestSmCtaBlocks(
+      108, launched, [](int64_t) -> int64_t { return 1; }, [&](int64_t c) { return launched - c; });
+  EXPECT_EQ(huge.size(), 79536432u);
+  EXPECT_EQ(huge.runs.size(), 1u);
 }
 
 // The block scheduler as modelled (op_model.h), on small grids worked by hand: how many
@@ -81,20 +129,20 @@ TEST(SplitKvDecodeTest, TheDispatchByHand) {
   // CTAs of different lengths. 3 SMs, blocks 5, 1, 1, 1, 1, 1: the launch gives every SM
   // two; the busiest is the one given the most blocks, SM 0 (CTAs 0 and 3).
   const int64_t six[] = {5, 1, 1, 1, 1, 1};
-  EXPECT_EQ(BusiestSmCtaBlocks(3, 6, [&](int64_t c) { return six[c]; }),
+  EXPECT_EQ(BusiestSmCtaBlocks(3, 6, [&](int64_t c) { return six[c]; }).Expanded(),
             (std::vector<int64_t>{5, 1}));
   // 2 SMs, blocks 4, 1, 4, 1, 1, 1: the launch gives SM 0 CTAs 0 and 2 (8 blocks), SM 1
   // CTAs 1 and 3 (2); CTA 4 starts where a slot frees first, SM 1 (2 < 8 blocks), and so
   // does CTA 5 (3 < 8): SM 1 gets four CTAs of one block. Levelling by CTAs would have
   // given each SM a third.
   const int64_t levelled[] = {4, 1, 4, 1, 1, 1};
-  EXPECT_EQ(BusiestSmCtaBlocks(2, 6, [&](int64_t c) { return levelled[c]; }),
+  EXPECT_EQ(BusiestSmCtaBlocks(2, 6, [&](int64_t c) { return levelled[c]; }).Expanded(),
             (std::vector<int64_t>{1, 1, 1, 1}));
   // More than 4 CTAs a SM: the rest go round the SMs in turn. 2 SMs, 10 CTAs of blocks 1,
   // 1, 1, 1, then 4, 1, 4, 1, 4, 1: CTAs 4, 6, 8 to SM 0, 5, 7, 9 to SM 1; five each, SM 0
   // with more blocks. (Where a slot frees first, CTA 6 would have gone to SM 1.)
   const int64_t in_turn[] = {1, 1, 1, 1, 4, 1, 4, 1, 4, 1};
-  EXPECT_EQ(BusiestSmCtaBlocks(2, 10, [&](int64_t c) { return in_turn[c]; }),
+  EXPECT_EQ(BusiestSmCtaBlocks(2, 10, [&](int64_t c) { return in_turn[c]; }).Expanded(),
             (std::vector<int64_t>{1, 1, 4, 4, 4}));
 }
 
