@@ -2,12 +2,10 @@
 // seeded random weights, of any Llama / Mistral / Qwen2 / Mixtral / Qwen2-MoE shape or a
 // catalog model scaled down.
 #include <boost/program_options.hpp>
-#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -21,49 +19,15 @@ namespace servelab {
 namespace {
 
 namespace po = boost::program_options;
-namespace fs = std::filesystem;
 
-// The model written into a folder of its own beside `out` first, its files then renamed
-// into `out`: a write that fails half way (a full disk, an interrupt) leaves a model
-// already at `out` whole, never a new config.json beside old weights. A regular file
-// where the folder goes is bad input, said before anything is written.
+// A regular file where the folder goes is bad input, said before anything is written;
+// then the model is staged beside `out` and renamed in (WriteRandomModelInto).
 StatusOr<WrittenModel> WriteModelInto(const RandomModelOptions& make, const std::string& out) {
-  std::error_code ec;
-  fs::path target = fs::absolute(out, ec).lexically_normal();
-  if (target.filename().empty()) target = target.parent_path();  // "dir/"
-  if (Status places = CheckOutputPlaces(target.string(), {"config.json", "model.safetensors",
-                                                          "model.safetensors.index.json"});
+  if (Status places = CheckOutputPlaces(out, {"config.json", "model.safetensors", "model.safetensors.index.json"});
       !places.ok()) {
     return places;
   }
-  fs::create_directories(target.parent_path(), ec);
-  const fs::path staging =
-      target.parent_path() / ("." + target.filename().string() + ".making." + std::to_string(::getpid()));
-  fs::remove_all(staging, ec);
-  auto written = WriteRandomModel(make, staging);
-  if (!written.ok()) {
-    fs::remove_all(staging, ec);
-    return written.status();
-  }
-  fs::create_directories(target, ec);
-  if (ec) {
-    fs::remove_all(staging, ec);
-    return Internal(target.string() + ": cannot create folder: " + ec.message());
-  }
-  // What would shadow the files written: the other layout's weights or index.
-  fs::remove(target / (make.shards == 1 ? "model.safetensors.index.json" : "model.safetensors"), ec);
-  for (fs::path& file : written->files) {
-    const fs::path to = target / file.filename();
-    fs::rename(file, to, ec);
-    if (ec) {
-      const std::string why = ec.message();
-      fs::remove_all(staging, ec);
-      return Internal(to.string() + ": " + why);
-    }
-    file = to;
-  }
-  fs::remove_all(staging, ec);
-  return written;
+  return WriteRandomModelInto(make, out);
 }
 
 std::optional<ModelFamily> ParseFamily(const std::string& name) {

@@ -149,13 +149,9 @@ int PlanCommand(const std::vector<std::string>& args) {
 
   // Where the plan goes, checked before any search (and creating nothing: bad input writes
   // nothing).
-  if (Status places = CheckOutputPlaces(dir, {"plan.csv", "plan.md"}); !places.ok()) {
-    return Report(places);
-  }
-  if (std::error_code ec; std::filesystem::exists(std::filesystem::path(dir) / "candidates", ec) &&
-                          !std::filesystem::is_directory(std::filesystem::path(dir) / "candidates", ec)) {
-    return Report(InvalidArgument(dir + "/candidates: is a file, where the searched candidates go"));
-  }
+  Status places = CheckOutputPlaces(dir, {"plan.csv", "plan.md"});
+  if (places.ok()) places = CheckOutputPlaces((std::filesystem::path(dir) / "candidates").string(), {});
+  if (!places.ok()) return Report(places);
 
   const size_t n = candidates->points.size();
   // Candidates an earlier, interrupted plan into `dir` already searched (rank 0 decides).

@@ -3,10 +3,10 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <algorithm>
 
 #include "cli/command_line.h"
 #include "cli/commands.h"

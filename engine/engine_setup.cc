@@ -62,28 +62,11 @@ Status EnsureModel(const ExperimentConfig& config) {
   RandomModelOptions options;
   options.config = RandomModelConfig(config);
   options.seed = static_cast<uint64_t>(engine.model_seed);
-  // Several runs may create the same model at once (the points of a sweep): each writes
-  // a folder of its own beside it and renames it into place whole, so a config.json at
-  // model_path always comes with its weights. The first rename wins; the others find the
-  // model there and drop their copy (the same seed wrote the same bytes).
-  static std::atomic<uint64_t> next_copy{0};
-  const fs::path target = fs::path(engine.model_path);
-  const fs::path staging = target.parent_path() /
-                           ("." + target.filename().string() + ".creating." +
-                            std::to_string(::getpid()) + "." + std::to_string(next_copy++));
-  auto written = WriteRandomModel(options, staging);
-  std::error_code ec;
+  // Several runs may create the same model at once (the points of a sweep): each stages
+  // its own copy and renames it in, config.json last (WriteRandomModelInto).
+  auto written = WriteRandomModelInto(options, fs::path(engine.model_path));
   if (!written.ok()) {
-    fs::remove_all(staging, ec);
-    return written.status();
-  }
-  fs::rename(staging, target, ec);  // replaces an empty folder; fails on a complete one
-  if (ec) {
-    fs::remove_all(staging, ec);
-    if (!fs::exists(target / "config.json")) {
-      return Internal(config.Where("engine.model_path") + ": cannot create " +
-                      target.string() + ": " + ec.message());
-    }
+    return Status(written.status().code(), config.Where("engine.model_path") + ": " + written.status().message());
   }
   return Status::Ok();
 }

@@ -2,7 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -160,6 +163,39 @@ StatusOr<WrittenModel> WriteRandomModel(const RandomModelOptions& options, const
                           {"weight_map", weight_map}};
   written.files.insert(written.files.begin() + 1, dir / "model.safetensors.index.json");
   SERVELAB_RETURN_IF_ERROR(WriteText(written.files[1], index.dump(2) + "\n"));
+  return written;
+}
+
+StatusOr<WrittenModel> WriteRandomModelInto(const RandomModelOptions& options, const fs::path& dir) {
+  // Several writers may make the same model at once (a sweep's points, in threads and
+  // processes): each stages its own copy.
+  static std::atomic<uint64_t> next_copy{0};
+  std::error_code ec;
+  fs::path target = fs::absolute(dir, ec).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();  // "dir/"
+  fs::create_directories(target.parent_path(), ec);
+  const fs::path staging = target.parent_path() /
+                           ("." + target.filename().string() + ".creating." + std::to_string(::getpid()) +
+                            "." + std::to_string(next_copy++));
+  auto written = WriteRandomModel(options, staging);
+  if (written.ok()) {
+    fs::create_directories(target, ec);
+    if (ec) written = Internal(target.string() + ": cannot create folder: " + ec.message());
+  }
+  if (written.ok()) {
+    // What would shadow the files written: the other layout's weights or index.
+    fs::remove(target / (options.shards == 1 ? "model.safetensors.index.json" : "model.safetensors"), ec);
+    // Weights first, config.json (files[0]) last.
+    std::vector<fs::path>& files = written->files;
+    for (size_t i = 1; i <= files.size() && written.ok(); ++i) {
+      fs::path& file = files[i % files.size()];
+      const fs::path to = target / file.filename();
+      fs::rename(file, to, ec);
+      if (ec) written = Internal(to.string() + ": " + ec.message());
+      else file = to;
+    }
+  }
+  fs::remove_all(staging, ec);
   return written;
 }
 

@@ -37,5 +37,12 @@ struct WrittenModel {
 inline constexpr int64_t kMaxRandomModelTensors = 1'000'000;
 StatusOr<WrittenModel> WriteRandomModel(const RandomModelOptions& options,
                                         const std::filesystem::path& dir);
+// WriteRandomModel into a folder of its own beside `dir`, then its files renamed into
+// `dir`, weights first and config.json last: a write that fails half way (a full disk,
+// an interrupt) leaves a model already at `dir` whole, and a config.json at `dir` always
+// comes with its weights, even while several writers make the same model at once (each
+// stages its own copy; the same seed writes the same bytes). `files` are `dir`'s.
+StatusOr<WrittenModel> WriteRandomModelInto(const RandomModelOptions& options,
+                                            const std::filesystem::path& dir);
 
 }  // namespace servelab

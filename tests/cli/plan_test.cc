@@ -88,7 +88,7 @@ TEST_F(PlanCliTest, BadInputExitsTwo) {
   Write("w/candidates", "not a folder");
   const CliResult searched = Run("plan " + plan.string() + " --out " + (dir_ / "w").string() + " --no-plots");
   EXPECT_EQ(searched.exit_code, 2);
-  EXPECT_THAT(searched.err, HasSubstr("w/candidates: is a file, where the searched candidates go"));
+  EXPECT_THAT(searched.err, HasSubstr("w/candidates: is a file, where the output folder"));
   // No target to meet.
   const CliResult none = Run("plan " + plan.string() + " --set slo.ttft_ms=0 --set slo.tpot_ms=0");
   EXPECT_EQ(none.exit_code, 2);

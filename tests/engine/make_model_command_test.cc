@@ -114,7 +114,7 @@ TEST_F(MakeModelCommandTest, WritesLandWholeAndTheirPlaceIsChecked) {
   StatusOr<SafetensorsFile> w = SafetensorsFile::Open(Path("m"));
   ASSERT_TRUE(w.ok()) << w.status().message();
   for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
-    EXPECT_EQ(entry.path().filename().string().find(".making."), std::string::npos) << entry.path();
+    EXPECT_EQ(entry.path().filename().string().find(".creating."), std::string::npos) << entry.path();
   }
   { std::ofstream(Path("file")) << "not a folder"; }
   const Result onto = Run(std::string(kSmall) + " --out " + Path("file"));
