@@ -116,8 +116,7 @@ StatusOr<std::ostream*> OutputDir::Stream(const std::string& name) {
   for (const Entry& staged : entries_) {
     if (staged.name == name) return refused(": two outputs of one run by that name");
   }
-  std::error_code ec;
-  if (fs::is_directory(fs::symlink_status(where, ec))) return refused(": is a folder (an output file goes there)");
+  SERVELAB_RETURN_IF_ERROR(CheckOutputPlaces(dir_, {name}));
   Entry e;
   e.name = name;
   e.temp_path = (fs::path(staging_) / name).string();
@@ -142,13 +141,9 @@ Status OutputDir::Commit() {
     e.stream->close();
   }
   // Nothing renamed unless every one can be: a folder made where a file goes since Stream.
-  for (const auto& e : entries_) {
-    std::error_code ec;
-    const fs::path to = fs::path(dir_) / e.name;
-    if (fs::is_directory(fs::symlink_status(to, ec))) {
-      return InvalidArgument(to.string() + ": is a folder (an output file goes there)");
-    }
-  }
+  std::vector<std::string> names;
+  for (const auto& e : entries_) names.push_back(e.name);
+  SERVELAB_RETURN_IF_ERROR(CheckOutputPlaces(dir_, names));
   for (auto& e : entries_) {
     std::error_code ec;
     fs::rename(e.temp_path, fs::path(dir_) / e.name, ec);
