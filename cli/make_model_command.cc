@@ -238,6 +238,7 @@ int MakeModelCommand(const std::vector<std::string>& args) {
   make.config = config;
   make.seed = seed;
   make.shards = shards;
+  if (shards < 1) return fail("--shards must be at least 1");
   StatusOr<WrittenModel> written = WriteModelInto(make, out);
   if (!written.ok()) {
     std::cerr << "servelab make-model: " << Printable(written.status().message()) << "\n";

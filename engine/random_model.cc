@@ -102,9 +102,9 @@ StatusOr<WrittenModel> WriteRandomModel(const RandomModelOptions& options, const
   }
   const std::vector<TensorSpec> layout = HfWeightLayout(options.config, dtype);
   if (options.shards < 1 || static_cast<size_t>(options.shards) > layout.size()) {
-    return InvalidArgument("shards: " + std::to_string(options.shards) + " is not in [1, " +
-                           std::to_string(layout.size()) + "] (the model has " +
-                           std::to_string(layout.size()) + " tensors)");
+    return InvalidArgument("a shard count of " + std::to_string(options.shards) + " is not in [1, " +
+                           std::to_string(layout.size()) + "] (at least one of the model's " +
+                           std::to_string(layout.size()) + " tensors a shard)");
   }
   // What the writing will take, before any of it: the files on disk, and the largest
   // tensor's bytes and float32 values in memory at once. In double: a shape's product
