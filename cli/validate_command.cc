@@ -55,6 +55,36 @@ StatusOr<std::vector<TimedStep>> TimeReferenceSteps(const ExperimentConfig& conf
   return steps;
 }
 
+constexpr int32_t kMaxEngineRuns = 10;  // --engine-runs' largest
+
+Status WriteStepsCompared(const std::string& dir, const LoadValidation& v) {
+  auto folder = OutputDir::Open(dir);
+  if (!folder.ok()) return folder.status();
+  SERVELAB_RETURN_IF_ERROR((*folder)->WriteFile("steps_compared.csv", StepsCsv(v)));
+  return (*folder)->Commit();
+}
+
+// One line per run of a load: its step error and headline end-to-end errors (and, for a
+// rerun, how far its engine moved from the first run's).
+void PrintLoad(const LoadValidation& v) {
+  std::printf("%s: %lld steps, step-time MAPE %.2f%% (bias %+.2f%%); TTFT p50 %+.2f%%, "
+              "E2E p50 %+.2f%%, p99 %+.2f%%", v.label.c_str(),
+              static_cast<long long>(v.step_error.points), v.step_error.mape, v.step_error.bias,
+              v.ErrorPct("ttft", "p50"), v.ErrorPct("e2e", "p50"), v.ErrorPct("e2e", "p99"));
+  if (!v.host.steps.empty()) {
+    std::printf("; host drift %+.2f%% (run %d)", v.host.DriftPct(), v.host.attempts);
+  }
+  if (const ErrorWander& w = v.decode_wander; w.windows > 1) {
+    std::printf("; decode error by stretch %+.1f%% to %+.1f%%", w.window_min_pct, w.window_max_pct);
+  }
+  for (const MetricComparison& m : v.run_to_run) {
+    if (m.metric == "e2e" && m.statistic == "p50") {
+      std::printf("; the engine's E2E p50 %+.2f%% from its first run", m.error_pct);
+    }
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 constexpr const char* kValidateHelp = R"(
@@ -88,6 +118,14 @@ says how many runs each load took). A note on stderr says when, before the kept 
 simulator was already off the reference steps by more than --max-drift: the host (or,
 on a shape the fit never saw, the model) differs from the one profiled.
 
+With --engine-runs N, the engine runs the load N times, one right after another (the
+host check brackets the first only): the first is validated as above; each further one,
+DIR/<load>/run-K/ (its engine/ and steps_compared.csv), is compared with the same
+simulated run and gets rows of its own (load <load>/run-K), and validation.md a table of
+how far its figures moved from the first run's: the engine's run-to-run change, the floor
+under any simulator's end-to-end error on this host, and on how many of TTFT, TPOT and E2E
+at p50 and p99 the simulator's error is within it.
+
 Exit status: 0 success, 2 bad input, 1 a runtime failure (the folders of loads that
 finished before either stay written).
 )";
@@ -96,7 +134,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
   po::options_description options("servelab validate EXPERIMENT.yaml [options]");
   std::vector<std::string> sets;
   std::string out_dir, cost_model;
-  int32_t retries = 0;
+  int32_t retries = 0, engine_runs = 1;
   double max_drift = 5.0;
   double settle_ms = 0;
   options.add_options()
@@ -110,6 +148,9 @@ int ValidateCommand(const std::vector<std::string>& args) {
       ("no-host-check", "skip timing the reference steps before and after each load")
       ("retries", po::value<int32_t>(&retries)->default_value(0),
        "re-run a load whose reference steps drifted more than --max-drift, up to N times (0-10)")
+      ("engine-runs", po::value<int32_t>(&engine_runs)->default_value(1),
+       "run the engine N times at each load (1-10): the first is validated; the others, "
+       "right after, say how far the engine moves from run to run")
       ("max-drift", po::value<double>(&max_drift)->default_value(5.0),
        "percent the reference steps may drift across a run before --retries re-runs it (0-100)")
       ("settle-ms", po::value<double>(&settle_ms)->default_value(ProfileOptions().settle_ms),
@@ -125,6 +166,10 @@ int ValidateCommand(const std::vector<std::string>& args) {
   }
   if (retries < 0 || retries > 10) {
     return Report(InvalidArgument("--retries " + std::to_string(retries) + ": must be in [0, 10]"));
+  }
+  if (engine_runs < 1 || engine_runs > kMaxEngineRuns) {
+    return Report(InvalidArgument("--engine-runs " + std::to_string(engine_runs) + ": must be in [1, " +
+                                  std::to_string(kMaxEngineRuns) + "]"));
   }
   if (!(max_drift >= 0 && max_drift <= 100)) {
     return Report(InvalidArgument("--max-drift: must be in [0, 100] (percent)"));
@@ -221,23 +266,25 @@ int ValidateCommand(const std::vector<std::string>& args) {
                    label.c_str(), host.ErrorPct(false), max_drift);
     }
     v->label = label;
-    auto folder = OutputDir::Open(load_dir);
-    if (!folder.ok()) return Report(folder.status());
-    Status written = (*folder)->WriteFile("steps_compared.csv", StepsCsv(*v));
-    if (written.ok()) written = (*folder)->Commit();
-    if (!written.ok()) return Report(written);
-    std::printf("%s: %lld steps, step-time MAPE %.2f%% (bias %+.2f%%); TTFT p50 %+.2f%%, "
-                "E2E p50 %+.2f%%, p99 %+.2f%%", label.c_str(),
-                static_cast<long long>(v->step_error.points), v->step_error.mape,
-                v->step_error.bias, v->ErrorPct("ttft", "p50"), v->ErrorPct("e2e", "p50"),
-                v->ErrorPct("e2e", "p99"));
-    if (!v->host.steps.empty()) {
-      std::printf("; host drift %+.2f%% (run %d)", v->host.DriftPct(), v->host.attempts);
+    if (Status written = WriteStepsCompared(load_dir, *v); !written.ok()) return Report(written);
+    PrintLoad(*v);
+    // The engine again on the same requests, into DIR/<load>/run-K; an earlier validation's
+    // further runs past these are removed, so the folder holds this one's.
+    for (int32_t run = 2; run <= kMaxEngineRuns; ++run) {
+      const std::string name = "run-" + std::to_string(run);
+      const std::string run_dir = (fs::path(load_dir) / name).string();
+      if (run > engine_runs) {
+        std::error_code ec;
+        fs::remove_all(run_dir, ec);
+        continue;
+      }
+      auto again = ValidateLoadAgain(config, *engine, run_dir, *v, run, progress);
+      if (!again.ok()) return Report(Status(again.status().code(), label + "/" + name + ": " + again.status().message()));
+      again->label = label + "/" + name;
+      if (Status written = WriteStepsCompared(run_dir, *again); !written.ok()) return Report(written);
+      PrintLoad(*again);
+      v->reruns.push_back(std::move(again).value());
     }
-    if (const ErrorWander& w = v->decode_wander; w.windows > 1) {
-      std::printf("; decode error by stretch %+.1f%% to %+.1f%%", w.window_min_pct, w.window_max_pct);
-    }
-    std::printf("\n");
     results.push_back(std::move(v).value());
   }
 

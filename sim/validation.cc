@@ -217,9 +217,13 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
   return out;
 }
 
-StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const BackendFactory& engine,
-                                      const std::string& dir, bool progress) {
-  LoadValidation v;
+namespace {
+
+// The engine's run of `config` into dir/engine, each step costed by the simulator as it
+// runs (RecordingBackend): v.engine, v.steps and their errors, v.sim_config (the twin),
+// v.sim_cost_model.
+Status RunEngineRecorded(const ExperimentConfig& config, const BackendFactory& engine,
+                         const std::string& dir, bool progress, LoadValidation& v) {
   ExperimentConfig engine_config = config;
   engine_config.output.dir = (fs::path(dir) / "engine").string();
   auto prepared = PrepareExperiment(engine_config);
@@ -251,21 +255,46 @@ StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const Back
   if (!twin) return Internal("validate: the engine built no backend");
   v.sim_config = *twin;
 
-  twin->output.dir = (fs::path(dir) / "sim").string();
-  auto sim_prepared = PrepareExperiment(*twin);
+  const std::vector<double> decode_errors = RelativeErrors(v.steps, Steps::kDecodeOnly);
+  v.step_error = ErrorStats::Of(RelativeErrors(v.steps, Steps::kAll));
+  v.decode_step_error = ErrorStats::Of(decode_errors);
+  v.mixed_step_error = ErrorStats::Of(RelativeErrors(v.steps, Steps::kMixed));
+  v.decode_wander = ErrorWander::Of(decode_errors);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const BackendFactory& engine,
+                                      const std::string& dir, bool progress) {
+  LoadValidation v;
+  SERVELAB_RETURN_IF_ERROR(RunEngineRecorded(config, engine, dir, progress, v));
+  ExperimentConfig twin = v.sim_config;
+  twin.output.dir = (fs::path(dir) / "sim").string();
+  auto sim_prepared = PrepareExperiment(twin);
   if (!sim_prepared.ok()) return sim_prepared.status();
   auto sim_backends = MakeSimBackendFactory(sim_prepared->config);
   if (!sim_backends.ok()) return sim_backends.status();
   auto sim_summary = RunToFolder(*sim_prepared, *sim_backends, progress);
   if (!sim_summary.ok()) return sim_summary.status();
   v.sim = *sim_summary;
-
-  const std::vector<double> decode_errors = RelativeErrors(v.steps, Steps::kDecodeOnly);
-  v.step_error = ErrorStats::Of(RelativeErrors(v.steps, Steps::kAll));
-  v.decode_step_error = ErrorStats::Of(decode_errors);
-  v.mixed_step_error = ErrorStats::Of(RelativeErrors(v.steps, Steps::kMixed));
-  v.decode_wander = ErrorWander::Of(decode_errors);
   v.metrics = CompareRuns(v.engine, v.sim);
+  return v;
+}
+
+StatusOr<LoadValidation> ValidateLoadAgain(const ExperimentConfig& config, const BackendFactory& engine,
+                                           const std::string& dir, const LoadValidation& first,
+                                           int32_t run, bool progress) {
+  LoadValidation v;
+  v.run = run;
+  SERVELAB_RETURN_IF_ERROR(RunEngineRecorded(config, engine, dir, progress, v));
+  if (v.engine.kv_blocks_per_replica != first.engine.kv_blocks_per_replica ||
+      v.sim_config.scheduler.max_model_len != first.sim_config.scheduler.max_model_len) {
+    return Internal("validate: the engine's KV pool or context changed between runs of one load");
+  }
+  v.sim = first.sim;
+  v.metrics = CompareRuns(v.engine, v.sim);
+  v.run_to_run = CompareRuns(first.engine, v.engine);
   return v;
 }
 
@@ -298,9 +327,78 @@ ErrorWander ErrorWander::Of(std::span<const double> relative_errors, int32_t win
   return w;
 }
 
+namespace {
+
+// Each load's runs in order: the first, then its reruns.
+std::vector<const LoadValidation*> EveryRun(const std::vector<LoadValidation>& loads) {
+  std::vector<const LoadValidation*> runs;
+  for (const LoadValidation& v : loads) {
+    runs.push_back(&v);
+    for (const LoadValidation& again : v.reruns) runs.push_back(&again);
+  }
+  return runs;
+}
+
+// The latency figures a validation is judged on (ours, after BLIS's): TTFT, TPOT and E2E
+// at p50 and p99.
+bool TargetFigure(const MetricComparison& m) {
+  return (m.metric == "ttft" || m.metric == "tpot" || m.metric == "e2e") &&
+         (m.statistic == "p50" || m.statistic == "p99");
+}
+
+// validation.md's section on the engine's reruns (empty without any): each rerun's
+// figures against the first run's, and on the figures validations are judged on, how
+// often the simulator's error on the first run is within the engine's own largest change.
+std::string RunToRunMarkdown(const std::vector<LoadValidation>& loads) {
+  std::vector<const LoadValidation*> reruns;
+  for (const LoadValidation& v : loads) {
+    for (const LoadValidation& again : v.reruns) reruns.push_back(&again);
+  }
+  if (reruns.empty()) return "";
+  std::string md =
+      "\nRun to run: the engine again on the same requests, right after the first run (no "
+      "host check), its figures against the first run's, % ((again - first) / first). The "
+      "engine's own change bounds how closely any simulator can be shown to match it.\n\n"
+      "| metric |";
+  for (const LoadValidation* v : reruns) md += " " + v->label + " |";
+  md += "\n|---|";
+  for (size_t i = 0; i < reruns.size(); ++i) md += "---|";
+  md += "\n";
+  const std::vector<MetricComparison>& names = reruns.front()->run_to_run;
+  for (size_t m = 0; m < names.size(); ++m) {
+    std::string name = names[m].metric;
+    if (names[m].statistic != "value") name += " " + names[m].statistic;
+    md += "| " + name + " |";
+    for (const LoadValidation* v : reruns) md += " " + Pct(v->run_to_run[m].error_pct) + " |";
+    md += "\n";
+  }
+  // Per load and figure: the simulator's error on the first run against the largest
+  // change of the engine's reruns.
+  int32_t figures = 0, within = 0;
+  for (const LoadValidation& v : loads) {
+    if (v.reruns.empty()) continue;
+    for (size_t m = 0; m < v.metrics.size(); ++m) {
+      if (!TargetFigure(v.metrics[m])) continue;
+      double largest = 0;
+      for (const LoadValidation& again : v.reruns) {
+        largest = std::max(largest, std::abs(again.run_to_run[m].error_pct));
+      }
+      ++figures;
+      if (std::abs(v.metrics[m].error_pct) <= largest) ++within;
+    }
+  }
+  md += "\nOf TTFT, TPOT and E2E at p50 and p99 over the loads run again, the simulator's "
+        "error on the first run is within the engine's largest change between its runs on " +
+        std::to_string(within) + " of " + std::to_string(figures) + ".\n";
+  return md;
+}
+
+}  // namespace
+
 std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
   std::string csv = "load,quantity,statistic,engine,sim,error_pct\n";
-  for (const LoadValidation& v : loads) {
+  for (const LoadValidation* run : EveryRun(loads)) {
+    const LoadValidation& v = *run;
     struct Kind {
       const char* name;
       Steps steps;
@@ -345,13 +443,15 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
 
 std::string ValidationMarkdown(const std::string& experiment,
                                const std::vector<LoadValidation>& loads) {
+  const std::vector<const LoadValidation*> runs = EveryRun(loads);
   std::string md = "# Validation: " + experiment + "\n\n";
   if (!loads.empty()) md += "Simulator: " + loads.front().sim_cost_model + "\n\n";
   md += "Errors are (simulated - measured) / measured. Step time: the simulator's cost of "
         "each step plan the engine executed.\n\n";
   md += "| load | engine busy | steps | step MAPE % | step bias % | worst step % | decode MAPE % "
         "| mixed MAPE % |\n|---|---|---|---|---|---|---|---|\n";
-  for (const LoadValidation& v : loads) {
+  for (const LoadValidation* run : runs) {
+    const LoadValidation& v = *run;
     char row[256];  // the numbers; the label (up to a folder name's length) goes before
     std::snprintf(row, sizeof row, " | %.0f%% | %lld | %.2f | %+.2f | %.1f | %.2f | %.2f |\n",
                   100.0 * v.engine.gpu_busy_fraction,
@@ -361,7 +461,7 @@ std::string ValidationMarkdown(const std::string& experiment,
     md += "| " + v.label + row;
   }
   bool wander = false;
-  for (const LoadValidation& v : loads) wander = wander || v.decode_wander.windows > 0;
+  for (const LoadValidation* v : runs) wander = wander || v->decode_wander.windows > 0;
   if (wander) {
     md += "\nDecode-only steps' errors in step order: the lag-one autocorrelation of "
           "consecutive ones, and the lowest and highest mean error over stretches of " +
@@ -370,7 +470,8 @@ std::string ValidationMarkdown(const std::string& experiment,
           "stays put from one to the next, a host changing speed during the run parts "
           "them).\n\n| load | decode steps | "
           "autocorrelation | stretches | lowest % | highest % |\n|---|---|---|---|---|---|\n";
-    for (const LoadValidation& v : loads) {
+    for (const LoadValidation* run : runs) {
+      const LoadValidation& v = *run;
       const ErrorWander& w = v.decode_wander;
       if (w.windows == 0) continue;
       char row[256];
@@ -381,7 +482,7 @@ std::string ValidationMarkdown(const std::string& experiment,
     }
   }
   bool checked = false;
-  for (const LoadValidation& v : loads) checked = checked || !v.host.steps.empty();
+  for (const LoadValidation* v : runs) checked = checked || !v->host.steps.empty();
   if (checked) {
     md += "\nHost check: the engine's reference steps (decode-B@C: B sequences at context C; "
           "prefill-T@C: a chunk of T tokens after C), timed as the profile times its rows "
@@ -390,7 +491,8 @@ std::string ValidationMarkdown(const std::string& experiment,
           "relative error on them.\n\n| load | reference steps | attempts | before ms | "
           "after ms | drift % | max drift % | error before % | error after % |\n"
           "|---|---|---|---|---|---|---|---|---|\n";
-    for (const LoadValidation& v : loads) {
+    for (const LoadValidation* run : runs) {
+      const LoadValidation& v = *run;
       if (v.host.steps.empty()) continue;
       std::string labels;
       for (const ReferenceStep& r : v.host.steps) {
@@ -406,9 +508,9 @@ std::string ValidationMarkdown(const std::string& experiment,
     }
   }
   md += "\nEnd to end, error % of the simulated run:\n\n| metric |";
-  for (const LoadValidation& v : loads) md += " " + v.label + " |";
+  for (const LoadValidation* v : runs) md += " " + v->label + " |";
   md += "\n|---|";
-  for (size_t i = 0; i < loads.size(); ++i) md += "---|";
+  for (size_t i = 0; i < runs.size(); ++i) md += "---|";
   md += "\n";
   if (!loads.empty()) {
     for (size_t m = 0; m < loads.front().metrics.size(); ++m) {
@@ -416,14 +518,15 @@ std::string ValidationMarkdown(const std::string& experiment,
       std::string name = first.metric;
       if (first.statistic != "value") name += " " + first.statistic;
       md += "| " + name + " |";
-      for (const LoadValidation& v : loads) {
+      for (const LoadValidation* v : runs) {
         md += ' ';
-        md += Pct(v.metrics[m].error_pct);
+        md += Pct(v->metrics[m].error_pct);
         md += " |";
       }
       md += "\n";
     }
   }
+  md += RunToRunMarkdown(loads);
   return md;
 }
 

@@ -119,6 +119,15 @@ struct LoadValidation {
   std::string sim_cost_model;  // what the simulated backend describes itself as
   ExperimentConfig sim_config;  // the simulated run's experiment (SimulatedTwin)
   HostCheck host;
+  // The engine's runs of one load (`servelab validate --engine-runs`): the first is
+  // validated as above; each further one, right after it, is a LoadValidation of its own
+  // in `reruns` (run 2, 3, ...: its engine, its steps costed by the simulator, its errors
+  // against the first's simulated run, no host check) with `run_to_run`, its engine's
+  // figures against the first run's, (this - first) / first: how far the engine moves
+  // from run to run on the same requests, the floor under any simulator's error.
+  int32_t run = 1;
+  std::vector<MetricComparison> run_to_run;  // CompareRuns(first's engine, this engine)
+  std::vector<LoadValidation> reruns;
 
   // The error of `metric` at `statistic` (CompareRuns' names); NaN when absent.
   double ErrorPct(const std::string& metric, const std::string& statistic) const;
@@ -135,6 +144,15 @@ ExperimentConfig SimulatedTwin(const ExperimentConfig& engine_config, const KvCa
 StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const BackendFactory& engine,
                                       const std::string& dir, bool progress);
 
+// The engine's run `run` (2, 3, ...) of the load `first` validated: `config` on `engine`
+// again, into dir/engine, its steps costed as ValidateLoad's, compared end to end with
+// `first`'s simulated run (the same requests on the same pool: the simulator's run would
+// be the same to the byte), and run_to_run set. Errors: the run's; Internal when the
+// engine's KV pool or context differs from the first run's.
+StatusOr<LoadValidation> ValidateLoadAgain(const ExperimentConfig& config, const BackendFactory& engine,
+                                           const std::string& dir, const LoadValidation& first,
+                                           int32_t run, bool progress);
+
 // Each step's predicted_s: its time on a fresh backend of `sim_config` (the simulator's
 // cost model, as on the run's step plans). Errors: the backend's.
 Status PredictReferenceSteps(const ExperimentConfig& sim_config, std::vector<ReferenceStep>& steps);
@@ -150,9 +168,13 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
 // the stretches' mean errors in percent), when there is a whole stretch; with a host
 // check, a reference_step row per step and side, statistic before:<label> or
 // after:<label> (ReferenceStep::Label), engine its median and sim its predicted time in
-// seconds); validation.md: the same as tables, with the loads'
-// busy fractions, the decode errors' wander, and per load the host check's steps,
-// attempts, drift and errors.
+// seconds); a load's reruns (LoadValidation::reruns) follow it, under their own labels,
+// with the same rows (none of the host check), so a figure's engine column in a rerun's
+// rows against the first run's is the engine's run-to-run change; validation.md: the same
+// as tables, with the loads' busy fractions, the decode errors' wander, per load the host
+// check's steps, attempts, drift and errors, and with reruns a table of the engine's
+// run-to-run changes and how many of TTFT, TPOT and E2E at p50 and p99 the simulator's
+// error on the first run is within the largest of them.
 std::string ValidationCsv(const std::vector<LoadValidation>& loads);
 std::string ValidationMarkdown(const std::string& experiment, const std::vector<LoadValidation>& loads);
 

@@ -516,14 +516,30 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_THAT(again.out, HasSubstr("(run 2)"));
   EXPECT_THAT(ReadFile(dir_ / "v2" / "validation.md"),
               HasSubstr("| rate-400 | prefill-16@0 decode-4@255 decode-1@63 | 2 | "));
-  const CliResult unchecked = Run("validate " + exp.string() + " --cost-model " + fitted.string() +
-                                  " --out " + (dir_ / "v3").string() +
-                                  " --no-plots --no-host-check --set workload.num_requests=3");
+  // --engine-runs 2: each load's engine again, in <load>/run-2 (no simulated run of its
+  // own), with rows of its own and the run-to-run table; a later validation with one run
+  // removes the folder.
+  const std::string v3 = "validate " + exp.string() + " --cost-model " + fitted.string() + " --out " +
+                         (dir_ / "v3").string() + " --no-plots --no-host-check --set workload.num_requests=3";
+  const CliResult unchecked = Run(v3 + " --engine-runs 2");
   ASSERT_EQ(unchecked.exit_code, 0) << unchecked.err;
   EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.csv"), Not(HasSubstr("reference_step")));
   EXPECT_THAT(unchecked.out, Not(HasSubstr("host drift")));
+  EXPECT_THAT(unchecked.out, HasSubstr("rate-400/run-2: "));
+  EXPECT_THAT(unchecked.out, HasSubstr("; the engine's E2E p50 "));
+  for (const char* load : {"rate-50", "rate-400"}) {
+    EXPECT_TRUE(fs::exists(dir_ / "v3" / load / "run-2" / "engine" / "requests.csv")) << load;
+    EXPECT_TRUE(fs::exists(dir_ / "v3" / load / "run-2" / "steps_compared.csv")) << load;
+    EXPECT_FALSE(fs::exists(dir_ / "v3" / load / "run-2" / "sim")) << load;
+    EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.csv"), HasSubstr("\n" + std::string(load) + "/run-2,ttft,p50,"));
+  }
+  EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.md"), HasSubstr("| metric | rate-50/run-2 | rate-400/run-2 |"));
+  const CliResult once = Run(v3);
+  ASSERT_EQ(once.exit_code, 0) << once.err;
+  EXPECT_FALSE(fs::exists(dir_ / "v3" / "rate-50" / "run-2"));
+  EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.md"), Not(HasSubstr("Run to run")));
   for (const char* bad : {" --retries 11", " --retries -1", " --max-drift -1", " --max-drift 101",
-                          " --settle-ms -1", " --settle-ms 60001"}) {
+                          " --settle-ms -1", " --settle-ms 60001", " --engine-runs 0", " --engine-runs 11"}) {
     const CliResult r = Run("validate " + exp.string() + " --out " + (dir_ / "x").string() + bad);
     EXPECT_EQ(r.exit_code, 2) << bad;
     const std::string flag = std::string(bad).substr(1, std::string(bad).find(' ', 1) - 1);

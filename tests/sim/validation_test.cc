@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <sstream>
 
 #include "driver/config_yaml.h"
@@ -209,6 +211,68 @@ TEST_F(ValidationTest, TheReportsListEveryLoad) {
   const std::string md = ValidationMarkdown("v", {*a, *b});
   EXPECT_THAT(md, HasSubstr("| metric | rate-12 | slow |"));
   EXPECT_THAT(md, HasSubstr("| e2e p99 | +0.00 |"));
+}
+
+// The engine run again (--engine-runs): each rerun is costed step by step as the first
+// run is, compared with the first run's simulated run (none of its own), and its engine
+// held against the first's. An engine a quarter slower on its first run than the cost
+// model, then equal to it on the second: the second run is the simulated run itself, so
+// its run-to-run change is exactly the simulator's error on the first run, and the
+// simulator is within the engine's change on all six judged figures; run again a quarter
+// slower, the engine does not move and the simulator's -20% is within it on none.
+TEST_F(ValidationTest, AnEngineRunAgainIsHeldAgainstTheFirstRunAndItsSimulation) {
+  const ExperimentConfig config = Config();
+  auto factor = std::make_shared<double>(1.25);
+  const BackendFactory engine = [config, factor](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
+    auto cost = BuiltinCostModels().Make(config.cost_model, DeploymentOf(config));
+    if (!cost.ok()) return cost.status();
+    return std::unique_ptr<Backend>(std::make_unique<FakeEngine>(std::move(cost).value(), *factor));
+  };
+  auto first = ValidateLoad(config, engine, dir_.string(), false);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  first->label = "r";
+  *factor = 1.0;
+  auto again = ValidateLoadAgain(config, engine, (dir_ / "run-2").string(), *first, 2, false);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->run, 2);
+  EXPECT_EQ(again->step_error.mape, 0.0);  // its steps are the cost model's
+  EXPECT_TRUE(again->host.steps.empty());
+  // Its engine run is the first's simulated run, to the nanosecond; no simulated run of
+  // its own is written.
+  EXPECT_EQ(Read(dir_ / "run-2" / "engine" / "requests.csv"), Read(dir_ / "sim" / "requests.csv"));
+  EXPECT_FALSE(fs::exists(dir_ / "run-2" / "sim"));
+  ASSERT_EQ(again->run_to_run.size(), first->metrics.size());
+  for (size_t m = 0; m < first->metrics.size(); ++m) {
+    const MetricComparison& change = again->run_to_run[m];
+    EXPECT_EQ(change.engine, first->metrics[m].engine) << change.metric << " " << change.statistic;
+    EXPECT_EQ(change.sim, again->metrics[m].engine);
+    EXPECT_EQ(change.error_pct, first->metrics[m].error_pct) << change.metric << " " << change.statistic;
+    EXPECT_EQ(again->metrics[m].error_pct, 0.0);  // against the same simulated run
+  }
+  EXPECT_LT(first->ErrorPct("tpot", "p50"), 0.0);
+  again->label = "r/run-2";
+  first->reruns.push_back(*again);
+  std::string md = ValidationMarkdown("v", {*first});
+  EXPECT_THAT(md, HasSubstr("| metric | r | r/run-2 |"));  // the end-to-end table
+  EXPECT_THAT(md, HasSubstr("\nRun to run: "));
+  char tpot[64];
+  std::snprintf(tpot, sizeof tpot, "| tpot p50 | %+.2f |\n", first->ErrorPct("tpot", "p50"));
+  EXPECT_THAT(md, HasSubstr(tpot));
+  EXPECT_THAT(md, HasSubstr("within the engine's largest change between its runs on 6 of 6.\n"));
+  const std::string csv = ValidationCsv({*first});
+  EXPECT_THAT(csv, HasSubstr("\nr/run-2,step_time_all,mape,"));
+  EXPECT_THAT(csv, HasSubstr("\nr/run-2,e2e,p99,"));
+
+  *factor = 1.25;
+  auto same = ValidateLoadAgain(config, engine, (dir_ / "run-3").string(), *first, 3, false);
+  ASSERT_TRUE(same.ok()) << same.status().message();
+  for (const MetricComparison& change : same->run_to_run) EXPECT_EQ(change.error_pct, 0.0);
+  first->reruns = {*same};
+  md = ValidationMarkdown("v", {*first});
+  EXPECT_THAT(md, HasSubstr("within the engine's largest change between its runs on 0 of 6.\n"));
+  // Without reruns, no such section.
+  first->reruns.clear();
+  EXPECT_THAT(ValidationMarkdown("v", {*first}), Not(HasSubstr("Run to run")));
 }
 
 // The decode errors' wander, by hand: two stretches that part (+10%, -10%) are
