@@ -190,16 +190,20 @@ Status PredictReferenceSteps(const ExperimentConfig& sim_config, std::vector<Ref
   return Status::Ok();
 }
 
+namespace {
+
+// (sim - engine) / engine x 100; 0 when both are 0, +inf when only the engine's is.
+double ErrorPctOf(double engine, double sim) {
+  if (engine != 0) return (sim - engine) / engine * 100.0;
+  return sim != 0 ? std::numeric_limits<double>::infinity() : 0.0;
+}
+
+}  // namespace
+
 std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSummary& sim) {
   std::vector<MetricComparison> out;
   auto add = [&](const std::string& metric, const std::string& statistic, double e, double s) {
-    MetricComparison m{metric, statistic, e, s, 0};
-    if (e != 0) {
-      m.error_pct = (s - e) / e * 100.0;
-    } else if (s != 0) {
-      m.error_pct = std::numeric_limits<double>::infinity();
-    }
-    out.push_back(m);
+    out.push_back(MetricComparison{metric, statistic, e, s, ErrorPctOf(e, s)});
   };
   const std::pair<const char*, Distribution RunSummary::*> latencies[] = {
       {"ttft", &RunSummary::ttft_s}, {"tpot", &RunSummary::tpot_s},
@@ -264,6 +268,17 @@ Status RunEngineRecorded(const ExperimentConfig& config, const BackendFactory& e
 }
 
 }  // namespace
+
+std::vector<MetricComparison> LoadValidation::AgainstEngineMean() const {
+  std::vector<MetricComparison> out = metrics;
+  for (size_t m = 0; m < out.size(); ++m) {
+    double sum = metrics[m].engine;
+    for (const LoadValidation& again : reruns) sum += again.metrics[m].engine;
+    out[m].engine = sum / static_cast<double>(1 + reruns.size());
+    out[m].error_pct = ErrorPctOf(out[m].engine, out[m].sim);
+  }
+  return out;
+}
 
 StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const BackendFactory& engine,
                                       const std::string& dir, bool progress) {
@@ -390,15 +405,44 @@ std::string RunToRunMarkdown(const std::vector<LoadValidation>& loads) {
   md += "\nOf TTFT, TPOT and E2E at p50 and p99 over the loads run again, the simulator's "
         "error on the first run is within the engine's largest change between its runs on " +
         std::to_string(within) + " of " + std::to_string(figures) + ".\n";
+
+  std::vector<const LoadValidation*> averaged;
+  for (const LoadValidation& v : loads) {
+    if (!v.reruns.empty()) averaged.push_back(&v);
+  }
+  md += "\nThe simulated run against the mean of the engine's runs at each load, error %:\n\n"
+        "| metric |";
+  std::vector<std::vector<MetricComparison>> means;
+  for (const LoadValidation* v : averaged) {
+    md += " " + v->label + " (" + std::to_string(1 + v->reruns.size()) + " runs) |";
+    means.push_back(v->AgainstEngineMean());
+  }
+  md += "\n|---|";
+  for (size_t i = 0; i < averaged.size(); ++i) md += "---|";
+  md += "\n";
+  for (size_t m = 0; m < names.size(); ++m) {
+    std::string name = names[m].metric;
+    if (names[m].statistic != "value") name += " " + names[m].statistic;
+    md += "| " + name + " |";
+    for (const std::vector<MetricComparison>& mean : means) md += " " + Pct(mean[m].error_pct) + " |";
+    md += "\n";
+  }
   return md;
+}
+
+// validation.csv's rows of end-to-end figures, under `label`.
+void MetricRows(std::string& csv, const std::string& label, const std::vector<MetricComparison>& metrics) {
+  for (const MetricComparison& m : metrics) {
+    csv += label + "," + m.metric + "," + m.statistic + "," + Number(m.engine) + "," +
+           Number(m.sim) + "," + Number(m.error_pct) + "\n";
+  }
 }
 
 }  // namespace
 
 std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
   std::string csv = "load,quantity,statistic,engine,sim,error_pct\n";
-  for (const LoadValidation* run : EveryRun(loads)) {
-    const LoadValidation& v = *run;
+  auto rows = [&csv](const LoadValidation& v) {
     struct Kind {
       const char* name;
       Steps steps;
@@ -433,10 +477,13 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
                Number(100.0 * Change(measured, r.predicted_s)) + "\n";
       }
     }
-    for (const MetricComparison& m : v.metrics) {
-      csv += v.label + "," + m.metric + "," + m.statistic + "," + Number(m.engine) + "," +
-             Number(m.sim) + "," + Number(m.error_pct) + "\n";
-    }
+    MetricRows(csv, v.label, v.metrics);
+  };
+  for (const LoadValidation& v : loads) {
+    rows(v);
+    for (const LoadValidation& again : v.reruns) rows(again);
+    // The simulated run against the mean of the engine's runs.
+    if (!v.reruns.empty()) MetricRows(csv, v.label + "/mean", v.AgainstEngineMean());
   }
   return csv;
 }

@@ -129,6 +129,11 @@ struct LoadValidation {
   std::vector<MetricComparison> run_to_run;  // CompareRuns(first's engine, this engine)
   std::vector<LoadValidation> reruns;
 
+  // The simulated run against the mean of the engine's runs' figures (this run's and its
+  // reruns'): with the host's run-to-run noise averaged down, the better estimate of the
+  // simulator's own error. `metrics` itself without reruns.
+  std::vector<MetricComparison> AgainstEngineMean() const;
+
   // The error of `metric` at `statistic` (CompareRuns' names); NaN when absent.
   double ErrorPct(const std::string& metric, const std::string& statistic) const;
 };
@@ -170,11 +175,14 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
 // after:<label> (ReferenceStep::Label), engine its median and sim its predicted time in
 // seconds); a load's reruns (LoadValidation::reruns) follow it, under their own labels,
 // with the same rows (none of the host check), so a figure's engine column in a rerun's
-// rows against the first run's is the engine's run-to-run change; validation.md: the same
+// rows against the first run's is the engine's run-to-run change, and rows under
+// <load>/mean hold the simulated run against the runs' mean (AgainstEngineMean);
+// validation.md: the same
 // as tables, with the loads' busy fractions, the decode errors' wander, per load the host
 // check's steps, attempts, drift and errors, and with reruns a table of the engine's
-// run-to-run changes and how many of TTFT, TPOT and E2E at p50 and p99 the simulator's
-// error on the first run is within the largest of them.
+// run-to-run changes, how many of TTFT, TPOT and E2E at p50 and p99 the simulator's
+// error on the first run is within the largest of them, and a table of the simulated run
+// against the runs' mean.
 std::string ValidationCsv(const std::vector<LoadValidation>& loads);
 std::string ValidationMarkdown(const std::string& experiment, const std::vector<LoadValidation>& loads);
 

@@ -2,7 +2,9 @@
 # The simulator validated against the CPU engine, end to end: profile two model shapes
 # on the engine, fit one cost model to both, then validate it at three loads on one of
 # them and on a third shape the fit never saw; then a mixture of experts, profiled,
-# fitted and validated the same way. About 10-12 minutes on 2 cores (less without re-runs).
+# fitted and validated the same way; each load's engine runs twice, so validation.md says
+# how far the engine alone moves between runs. About 15-20 minutes on 2 cores (less
+# without the host check's re-runs).
 #
 #   bash experiments/validation/run.sh        (after the build: scripts/run.sh builds)
 #
@@ -20,12 +22,12 @@ mkdir -p "$out"
 "$servelab" calibrate "$out/profile_a.csv" "$out/profile_b.csv" --out "$out/cpu_model/MODEL.yaml"
 for experiment in cpu_profiled_a cpu_unseen_shape; do
   "$servelab" validate "experiments/validation/$experiment.yaml" \
-    --cost-model "$out/cpu_model/MODEL.yaml" --retries 1 --out "$out/$experiment"
+    --cost-model "$out/cpu_model/MODEL.yaml" --retries 1 --engine-runs 2 --out "$out/$experiment"
 done
 # A mixture of experts: its own profile (its MLP as one op, moe_mlp) fitted with the two
 # dense ones (three weight sizes for the attention GEMMs and the LM head).
 "$servelab" profile experiments/validation/cpu_moe.yaml --repeats 15 --out "$out/profile_moe.csv"
 "$servelab" calibrate "$out/profile_a.csv" "$out/profile_b.csv" "$out/profile_moe.csv" \
   --out "$out/moe_model/MODEL.yaml"
-"$servelab" validate experiments/validation/cpu_moe.yaml --cost-model "$out/moe_model/MODEL.yaml" --retries 1 \
+"$servelab" validate experiments/validation/cpu_moe.yaml --cost-model "$out/moe_model/MODEL.yaml" --retries 1 --engine-runs 2 \
   --out "$out/cpu_moe"

@@ -532,6 +532,7 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
     EXPECT_TRUE(fs::exists(dir_ / "v3" / load / "run-2" / "steps_compared.csv")) << load;
     EXPECT_FALSE(fs::exists(dir_ / "v3" / load / "run-2" / "sim")) << load;
     EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.csv"), HasSubstr("\n" + std::string(load) + "/run-2,ttft,p50,"));
+    EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.csv"), HasSubstr("\n" + std::string(load) + "/mean,e2e,p99,"));
   }
   EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.md"), HasSubstr("| metric | rate-50/run-2 | rate-400/run-2 |"));
   const CliResult once = Run(v3);

@@ -262,12 +262,28 @@ TEST_F(ValidationTest, AnEngineRunAgainIsHeldAgainstTheFirstRunAndItsSimulation)
   const std::string csv = ValidationCsv({*first});
   EXPECT_THAT(csv, HasSubstr("\nr/run-2,step_time_all,mape,"));
   EXPECT_THAT(csv, HasSubstr("\nr/run-2,e2e,p99,"));
+  EXPECT_THAT(csv, HasSubstr("\nr/mean,e2e,p99,"));
+  // Against the mean of a run a quarter slower and one that is the simulated run: the
+  // mean of the two, by hand.
+  const std::vector<MetricComparison> mean = first->AgainstEngineMean();
+  ASSERT_EQ(mean.size(), first->metrics.size());
+  for (size_t m = 0; m < mean.size(); ++m) {
+    const double engine = (first->metrics[m].engine + first->metrics[m].sim) / 2;
+    EXPECT_DOUBLE_EQ(mean[m].engine, engine) << mean[m].metric << " " << mean[m].statistic;
+    EXPECT_EQ(mean[m].sim, first->metrics[m].sim);
+    if (engine > 0) EXPECT_NEAR(mean[m].error_pct, (first->metrics[m].sim - engine) / engine * 100, 1e-9);
+  }
+  EXPECT_THAT(md, HasSubstr("| metric | r (2 runs) |"));
 
   *factor = 1.25;
   auto same = ValidateLoadAgain(config, engine, (dir_ / "run-3").string(), *first, 3, false);
   ASSERT_TRUE(same.ok()) << same.status().message();
   for (const MetricComparison& change : same->run_to_run) EXPECT_EQ(change.error_pct, 0.0);
   first->reruns = {*same};
+  // The engine where it was: the mean is the first run, and so are the errors.
+  for (size_t m = 0; m < first->metrics.size(); ++m) {
+    EXPECT_EQ(first->AgainstEngineMean()[m].error_pct, first->metrics[m].error_pct);
+  }
   md = ValidationMarkdown("v", {*first});
   EXPECT_THAT(md, HasSubstr("within the engine's largest change between its runs on 0 of 6.\n"));
   // Without reruns, no such section.
