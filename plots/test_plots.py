@@ -433,6 +433,7 @@ class PolicyFigureTest(PlotTestCase):
             with open(os.path.join(v, load, "steps_compared.csv"), "w") as f:
                 f.write("tokens,seqs,decode_only,measured_ms,predicted_ms\n"
                         "1,1,1,2.0,2.1\n64,3,0,20.0,19.0\n4,4,1,5.0,5.5\n")
+        write_run(os.path.join(v, "rate-2", "run-2", "engine"))  # --engine-runs 2
         before = tree_digest(v)
         r = run("validation.py", v, "rate-1", "--out", os.path.join(self.tmp, "v.png"), "rate-2")
         self.assertOk(r)
@@ -441,6 +442,11 @@ class PolicyFigureTest(PlotTestCase):
         r = run("validation.py", v, "rate-3")
         self.assertEqual(r.returncode, 2)
         self.assertIn("rate-3", r.stderr)
+        # A further run is read as the first is: one without its results is bad input.
+        os.makedirs(os.path.join(v, "rate-1", "run-3"))
+        r = run("validation.py", v, "rate-1", "--out", os.path.join(self.tmp, "v.png"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(os.path.join("run-3", "engine"), r.stderr)
 
     def test_sweep_bad_input_is_exit_2(self):
         csv = write_sweep(os.path.join(self.tmp, "sw", "sweep.csv"))

@@ -3,14 +3,17 @@
 
 usage: validation.py DIR LOAD... [--out PNG]
 DIR is a `servelab validate` folder; each LOAD is one of its load folders, holding
-engine/ and sim/ result folders of the same requests. One row per load, one column per
-metric (TTFT, TPOT, E2E): the engine's CDF and the simulator's overlaid, the panel
-title carrying the simulator's p50 and p99 errors, and a last column of each step's
+engine/ and sim/ result folders of the same requests (and, with `--engine-runs`, the
+engine's further runs in run-K/engine/). One row per load, one column per metric (TTFT,
+TPOT, E2E): the engine's CDF and the simulator's overlaid, each further engine run's
+beside them (how far the engine moves from run to run), the panel title carrying the
+simulator's p50 and p99 errors against the first run, and a last column of each step's
 predicted against measured time (steps_compared.csv). Writes PNG (default
 DIR/validation_cdf.png).
 """
 import argparse
 import os
+import re
 import sys
 
 import matplotlib
@@ -25,6 +28,18 @@ REQUIRED = ["client", "status", "ttft_s", "tpot_s", "e2e_s"]
 METRICS = [("ttft_s", "TTFT", "s", 1.0), ("tpot_s", "TPOT", "ms", 1e3),
            ("e2e_s", "E2E latency", "s", 1.0)]
 ENGINE, SIM = "tab:blue", "tab:orange"
+RERUNS = ["tab:cyan", "tab:olive", "tab:pink", "tab:brown", "tab:gray"]
+
+
+def reruns(directory, load):
+    """The load's further engine runs (`servelab validate --engine-runs`): [(K, dir)] by K."""
+    base = os.path.join(directory, load)
+    found = []
+    for name in os.listdir(base):
+        m = re.fullmatch(r"run-([0-9]+)", name)
+        if m and os.path.isdir(os.path.join(base, name)):
+            found.append((int(m.group(1)), os.path.join(base, name, "engine")))
+    return sorted(found)
 
 
 def error_note(measured, predicted):
@@ -77,11 +92,19 @@ def draw(directory, loads, out):
             sp.check_result_dir(d)
         engine = sp.finished(sp.load_requests(engine_dir, REQUIRED))
         sim = sp.finished(sp.load_requests(sim_dir, REQUIRED))
+        again = []
+        for i, (k, d) in enumerate(reruns(directory, load)):
+            sp.check_result_dir(d)
+            again.append((f"engine, run {k}", sp.finished(sp.load_requests(d, REQUIRED)),
+                          RERUNS[i % len(RERUNS)]))
         for ax, (col, label, unit, scale) in zip(row, METRICS):
             e = engine[col].to_numpy(dtype="float64") * scale
             s = sim[col].to_numpy(dtype="float64") * scale
-            sp.plot_cdfs(ax, [("engine (measured)", e, ENGINE), ("simulator", s, SIM)], label,
-                         unit, f"{load}: {label}  {error_note(e, s)}")
+            series = [("engine (measured)", e, ENGINE)]
+            series += [(name, r[col].to_numpy(dtype="float64") * scale, color)
+                       for name, r, color in again]
+            sp.plot_cdfs(ax, series + [("simulator", s, SIM)], label, unit,
+                         f"{load}: {label}  {error_note(e, s)}")
         steps_panel(row[-1], os.path.join(directory, load, "steps_compared.csv"), load)
     fig.suptitle(f"{os.path.basename(os.path.normpath(directory))}: simulator vs engine",
                  fontsize=13)
