@@ -97,7 +97,8 @@ experiment's cost_model with {type: calibrated, path: MODEL.yaml}.
 Writes DIR/<load>/engine/ and DIR/<load>/sim/ (the files of `servelab run`),
 DIR/<load>/steps_compared.csv (each step the engine executed: measured and predicted),
 DIR/validation.csv (load,quantity,statistic,engine,sim,error_pct: the step-time MAPE,
-bias and worst error over all, decode-only and mixed steps, the decode-only steps'
+bias, worst error and error of the summed time over all, decode-only and mixed steps,
+the decode-only steps'
 errors' lag-one autocorrelation and lowest and highest mean over stretches of 100 in
 step order, then TTFT, TPOT, ITL and E2E at mean, p50, p90, p99 and the throughputs),
 DIR/validation.md, and

@@ -91,6 +91,13 @@ double MeanStep(const std::vector<StepComparison>& steps, Steps which, bool pred
   return n > 0 ? sum / static_cast<double>(n) : 0.0;
 }
 
+// The compared steps' summed predicted time against their summed measured time, percent;
+// 0 with none.
+double TimeErrorPct(const std::vector<StepComparison>& steps, Steps which) {
+  const double measured = MeanStep(steps, which, false);
+  return measured > 0 ? 100.0 * (MeanStep(steps, which, true) - measured) / measured : 0.0;
+}
+
 std::string Number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -460,6 +467,7 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
       csv += v.label + "," + q + ",mape," + e + "," + s + "," + Number(stats->mape) + "\n";
       csv += v.label + "," + q + ",bias," + e + "," + s + "," + Number(stats->bias) + "\n";
       csv += v.label + "," + q + ",max," + e + "," + s + "," + Number(stats->max_error) + "\n";
+      csv += v.label + "," + q + ",time," + e + "," + s + "," + Number(TimeErrorPct(v.steps, which)) + "\n";
     }
     if (const ErrorWander& w = v.decode_wander; w.windows > 0) {
       const std::string e = Number(MeanStep(v.steps, Steps::kDecodeOnly, false));
@@ -495,16 +503,18 @@ std::string ValidationMarkdown(const std::string& experiment,
   if (!loads.empty()) md += "Simulator: " + loads.front().sim_cost_model + "\n\n";
   md += "Errors are (simulated - measured) / measured. Step time: the simulator's cost of "
         "each step plan the engine executed.\n\n";
-  md += "| load | engine busy | steps | step MAPE % | step bias % | worst step % | decode MAPE % "
-        "| mixed MAPE % |\n|---|---|---|---|---|---|---|---|\n";
+  md += "Time error: of the steps' summed time, what the end-to-end figures move with (a step "
+        "weighs by its length, where in the MAPE each weighs the same).\n\n";
+  md += "| load | engine busy | steps | step MAPE % | step bias % | worst step % | time error % "
+        "| decode MAPE % | mixed MAPE % |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const LoadValidation* run : runs) {
     const LoadValidation& v = *run;
     char row[256];  // the numbers; the label (up to a folder name's length) goes before
-    std::snprintf(row, sizeof row, " | %.0f%% | %lld | %.2f | %+.2f | %.1f | %.2f | %.2f |\n",
+    std::snprintf(row, sizeof row, " | %.0f%% | %lld | %.2f | %+.2f | %.1f | %+.2f | %.2f | %.2f |\n",
                   100.0 * v.engine.gpu_busy_fraction,
                   static_cast<long long>(v.step_error.points), v.step_error.mape,
-                  v.step_error.bias, v.step_error.max_error, v.decode_step_error.mape,
-                  v.mixed_step_error.mape);
+                  v.step_error.bias, v.step_error.max_error, TimeErrorPct(v.steps, Steps::kAll),
+                  v.decode_step_error.mape, v.mixed_step_error.mape);
     md += "| " + v.label + row;
   }
   bool wander = false;

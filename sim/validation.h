@@ -167,8 +167,9 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
 
 // validation.csv: one row per load and quantity:
 //   load,quantity,statistic,engine,sim,error_pct
-// (step_time rows: statistic mape|bias|max over all|decode|mixed steps, engine and sim
-// those steps' mean measured and predicted times in seconds; step_time_decode rows autocorrelation, window_min and
+// (step_time rows: statistic mape|bias|max|time over all|decode|mixed steps, engine and
+// sim those steps' mean measured and predicted times in seconds, `time` the error of
+// their summed time (of those means); step_time_decode rows autocorrelation, window_min and
 // window_max (ErrorWander; error_pct holds the autocorrelation itself, a fraction, and
 // the stretches' mean errors in percent), when there is a whole stretch; with a host
 // check, a reference_step row per step and side, statistic before:<label> or

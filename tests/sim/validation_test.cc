@@ -178,6 +178,12 @@ TEST(ValidationCsvTest, StepRowsCarryTheirOwnStepsMeans) {
   EXPECT_THAT(csv, HasSubstr("\nrate-1,step_time_all,mape,0.00533333,0.00533333,0\n"));
   EXPECT_THAT(csv, HasSubstr("\nrate-1,step_time_decode,mape,0.003,0.002,0\n"));
   EXPECT_THAT(csv, HasSubstr("\nrate-1,step_time_mixed,bias,0.01,0.012,0\n"));
+  // The summed time's error: all (16 - 16) / 16; decode-only (4 - 6) / 6; mixed (12 - 10) / 10.
+  EXPECT_THAT(csv, HasSubstr("\nrate-1,step_time_all,time,0.00533333,0.00533333,0\n"));
+  EXPECT_THAT(csv, HasSubstr("\nrate-1,step_time_decode,time,0.003,0.002,-33.3333\n"));
+  EXPECT_THAT(csv, HasSubstr("\nrate-1,step_time_mixed,time,0.01,0.012,20\n"));
+  // In the markdown, the row's seventh column.
+  EXPECT_THAT(ValidationMarkdown("v", {v}), HasSubstr("| rate-1 | 0% | 3 | 0.00 | +0.00 | 0.0 | +0.00 | 0.00 | 0.00 |\n"));
 }
 
 // A load's label, however long, keeps its markdown rows whole.
