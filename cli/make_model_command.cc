@@ -100,7 +100,7 @@ int MakeModelCommand(const std::vector<std::string>& args) {
       ("seed", po::value<std::string>(&seed_text)->default_value("0"),
        "random seed of the weights (0 to 2^64-1)")
       ("shards", po::value<int32_t>(&shards)->default_value(1),
-       "weight files; > 1 also writes model.safetensors.index.json")
+       "weight files, 1 to the model's tensor count; > 1 also writes model.safetensors.index.json")
       ("out", po::value<std::string>(&out), "output folder (created if absent)");
   po::variables_map vm;
   try {
@@ -238,7 +238,6 @@ int MakeModelCommand(const std::vector<std::string>& args) {
   make.config = config;
   make.seed = seed;
   make.shards = shards;
-  if (shards < 1) return fail("--shards must be at least 1");
   StatusOr<WrittenModel> written = WriteModelInto(make, out);
   if (!written.ok()) {
     std::cerr << "servelab make-model: " << Printable(written.status().message()) << "\n";

@@ -17,7 +17,8 @@ namespace {
 // The staging folder of `dir` for process `pid`: beside it, so renames stay on one
 // filesystem and nothing of a run that dies mid-way is left inside the result folder.
 fs::path StagingPath(const fs::path& dir, long pid) {
-  return dir.parent_path() / ("." + dir.filename().string() + ".staging." + std::to_string(pid));
+  // std::string("."), not ".": GCC 12's -Wrestrict misfires on "." + a temporary string.
+  return dir.parent_path() / (std::string(".") + dir.filename().string() + ".staging." + std::to_string(pid));
 }
 
 // A killed process whose parent has not reaped it (a container's init often never does)
@@ -41,7 +42,7 @@ bool ProcessAlive(long pid) {
 // older builds wrote inside it, ".NAME.tmp.PID") whose process is gone.
 void RemoveStaleStaging(const fs::path& dir) {
   std::error_code ec;
-  const std::string staging_prefix = "." + dir.filename().string() + ".staging.";
+  const std::string staging_prefix = std::string(".") + dir.filename().string() + ".staging.";
   for (const fs::path& folder : {dir.parent_path(), dir}) {
     for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();

@@ -102,9 +102,9 @@ StatusOr<WrittenModel> WriteRandomModel(const RandomModelOptions& options, const
   }
   const std::vector<TensorSpec> layout = HfWeightLayout(options.config, dtype);
   if (options.shards < 1 || static_cast<size_t>(options.shards) > layout.size()) {
-    return InvalidArgument("a shard count of " + std::to_string(options.shards) + " is not in [1, " +
-                           std::to_string(layout.size()) + "] (at least one of the model's " +
-                           std::to_string(layout.size()) + " tensors a shard)");
+    return InvalidArgument("shards " + std::to_string(options.shards) + " is not in [1, " +
+                           std::to_string(layout.size()) + "]: each shard holds at least one of the model's " +
+                           std::to_string(layout.size()) + " tensors");
   }
   // What the writing will take, before any of it: the files on disk, and the largest
   // tensor's bytes and float32 values in memory at once. In double: a shape's product
@@ -174,9 +174,10 @@ StatusOr<WrittenModel> WriteRandomModelInto(const RandomModelOptions& options, c
   fs::path target = fs::absolute(dir, ec).lexically_normal();
   if (target.filename().empty()) target = target.parent_path();  // "dir/"
   fs::create_directories(target.parent_path(), ec);
+  // std::string("."), not ".": GCC 12's -Wrestrict misfires on "." + a temporary string.
   const fs::path staging = target.parent_path() /
-                           ("." + target.filename().string() + ".creating." + std::to_string(::getpid()) +
-                            "." + std::to_string(next_copy++));
+                           (std::string(".") + target.filename().string() + ".creating." +
+                            std::to_string(::getpid()) + "." + std::to_string(next_copy++));
   auto written = WriteRandomModel(options, staging);
   if (written.ok()) {
     fs::create_directories(target, ec);

@@ -179,7 +179,7 @@ TEST(RandomModelTest, RejectsBadShardCountAndInvalidConfig) {
   ModelConfig config = Tiny(ModelFamily::kLlama, DType::kBf16);
   StatusOr<WrittenModel> w = Write(config, dir.path(), 7, 100);
   ASSERT_FALSE(w.ok());
-  EXPECT_THAT(w.status().message(), HasSubstr("a shard count of 100 is not in [1, 21]"));
+  EXPECT_THAT(w.status().message(), HasSubstr("shards 100 is not in [1, 21]"));
   config.spec.num_key_value_heads = 3;
   w = Write(config, dir.path());
   ASSERT_FALSE(w.ok());
