@@ -102,7 +102,8 @@ the decode-only steps'
 errors' lag-one autocorrelation and lowest and highest mean over stretches of 100 in
 step order, then TTFT, TPOT, ITL and E2E at mean, p50, p90, p99 and the throughputs),
 DIR/validation.md, and
-DIR/validation_cdf.png (measured and predicted latency CDFs per load).
+DIR/validation_cdf.png (measured and predicted latency CDFs per load, each of the
+engine's runs drawn).
 
 Host check: right before and after each load's run, three reference steps (a prefill
 chunk of up to 128 tokens, a decode of max_num_seqs sequences, halved until the KV pool
@@ -125,7 +126,9 @@ DIR/<load>/run-K/ (its engine/ and steps_compared.csv), is compared with the sam
 simulated run and gets rows of its own (load <load>/run-K), and validation.md a table of
 how far its figures moved from the first run's: the engine's run-to-run change, the floor
 under any simulator's end-to-end error on this host, and on how many of TTFT, TPOT and E2E
-at p50 and p99 the simulator's error is within it.
+at p50 and p99 the simulator's error is within it; rows <load>/mean and a table hold the
+simulated run against the mean of the engine's runs, and the CDF plot draws each run.
+An earlier validation's run-K/ folders are removed once a load's first run is in place.
 
 Exit status: 0 success, 2 bad input, 1 a runtime failure (the folders of loads that
 finished before either stay written).
@@ -269,19 +272,24 @@ int ValidateCommand(const std::vector<std::string>& args) {
     v->label = label;
     if (Status written = WriteStepsCompared(load_dir, *v); !written.ok()) return Report(written);
     PrintLoad(*v);
-    // The engine again on the same requests, into DIR/<load>/run-K; an earlier validation's
-    // further runs past these are removed, so the folder holds this one's.
+    // An earlier validation's further runs went with the engine/ this run has replaced:
+    // gone before any of this one's is written, so the folder never mixes the two.
     for (int32_t run = 2; run <= kMaxEngineRuns; ++run) {
-      const std::string name = "run-" + std::to_string(run);
-      const std::string run_dir = (fs::path(load_dir) / name).string();
-      if (run > engine_runs) {
-        std::error_code ec;
-        fs::remove_all(run_dir, ec);
-        continue;
+      std::error_code ec;
+      fs::remove_all(fs::path(load_dir) / RerunFolder(run), ec);
+      if (ec) {
+        return Report(Internal(label + ": cannot remove an earlier validation's " +
+                               (fs::path(load_dir) / RerunFolder(run)).string() + ": " + ec.message()));
       }
+    }
+    // The engine again on the same requests, into DIR/<load>/run-K.
+    for (int32_t run = 2; run <= engine_runs; ++run) {
+      const std::string run_dir = (fs::path(load_dir) / RerunFolder(run)).string();
       auto again = ValidateLoadAgain(config, *engine, run_dir, *v, run, progress);
-      if (!again.ok()) return Report(Status(again.status().code(), label + "/" + name + ": " + again.status().message()));
-      again->label = label + "/" + name;
+      if (!again.ok()) {
+        return Report(Status(again.status().code(),
+                             label + "/" + RerunFolder(run) + ": " + again.status().message()));
+      }
       if (Status written = WriteStepsCompared(run_dir, *again); !written.ok()) return Report(written);
       PrintLoad(*again);
       v->reruns.push_back(std::move(again).value());

@@ -28,7 +28,9 @@ REQUIRED = ["client", "status", "ttft_s", "tpot_s", "e2e_s"]
 METRICS = [("ttft_s", "TTFT", "s", 1.0), ("tpot_s", "TPOT", "ms", 1e3),
            ("e2e_s", "E2E latency", "s", 1.0)]
 ENGINE, SIM = "tab:blue", "tab:orange"
-RERUNS = ["tab:cyan", "tab:olive", "tab:pink", "tab:brown", "tab:gray"]
+# The engine's further runs (validate --engine-runs: up to 9 of them), each its own colour.
+RERUNS = ["tab:cyan", "tab:olive", "tab:pink", "tab:brown", "tab:gray", "tab:purple",
+          "tab:green", "tab:red", "navy"]
 
 
 def reruns(directory, load):

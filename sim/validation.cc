@@ -276,6 +276,8 @@ Status RunEngineRecorded(const ExperimentConfig& config, const BackendFactory& e
 
 }  // namespace
 
+std::string RerunFolder(int32_t run) { return "run-" + std::to_string(run); }
+
 std::vector<MetricComparison> LoadValidation::AgainstEngineMean() const {
   std::vector<MetricComparison> out = metrics;
   for (size_t m = 0; m < out.size(); ++m) {
@@ -309,10 +311,21 @@ StatusOr<LoadValidation> ValidateLoadAgain(const ExperimentConfig& config, const
                                            int32_t run, bool progress) {
   LoadValidation v;
   v.run = run;
+  v.label = first.label + "/" + RerunFolder(run);
   SERVELAB_RETURN_IF_ERROR(RunEngineRecorded(config, engine, dir, progress, v));
-  if (v.engine.kv_blocks_per_replica != first.engine.kv_blocks_per_replica ||
-      v.sim_config.scheduler.max_model_len != first.sim_config.scheduler.max_model_len) {
-    return Internal("validate: the engine's KV pool or context changed between runs of one load");
+  // What SimulatedTwin takes from the engine: the same, or first.sim is not this run's.
+  const ExperimentConfig& a = first.sim_config;
+  const ExperimentConfig& b = v.sim_config;
+  if (a.hardware.num_gpu_blocks != b.hardware.num_gpu_blocks ||
+      a.scheduler.block_size != b.scheduler.block_size ||
+      a.scheduler.max_model_len != b.scheduler.max_model_len) {
+    return Internal("validate: the engine's KV pool or context changed between runs of one load (" +
+                    std::to_string(a.hardware.num_gpu_blocks) + " blocks of " +
+                    std::to_string(a.scheduler.block_size) + ", context " +
+                    std::to_string(a.scheduler.max_model_len) + " -> " +
+                    std::to_string(b.hardware.num_gpu_blocks) + " of " +
+                    std::to_string(b.scheduler.block_size) + ", " +
+                    std::to_string(b.scheduler.max_model_len) + ")");
   }
   v.sim = first.sim;
   v.metrics = CompareRuns(v.engine, v.sim);
@@ -371,29 +384,47 @@ bool TargetFigure(const MetricComparison& m) {
 // validation.md's section on the engine's reruns (empty without any): each rerun's
 // figures against the first run's, and on the figures validations are judged on, how
 // often the simulator's error on the first run is within the engine's own largest change.
+// A markdown table of end-to-end figures' error_pct: a row per figure (the first column's
+// order, CompareRuns'), a column per (heading, figures).
+std::string MetricTable(const std::vector<std::pair<std::string, std::vector<MetricComparison>>>& columns) {
+  std::string md = "| metric |";
+  for (const auto& [heading, figures] : columns) md += " " + heading + " |";
+  md += "\n|---|";
+  for (size_t i = 0; i < columns.size(); ++i) md += "---|";
+  md += "\n";
+  if (columns.empty()) return md;
+  const std::vector<MetricComparison>& rows = columns.front().second;
+  for (size_t m = 0; m < rows.size(); ++m) {
+    md += "| ";
+    md += rows[m].metric;
+    if (rows[m].statistic != "value") {
+      md += ' ';
+      md += rows[m].statistic;
+    }
+    md += " |";
+    for (const auto& [heading, figures] : columns) {
+      md += ' ';
+      md += Pct(figures[m].error_pct);
+      md += " |";
+    }
+    md += "\n";
+  }
+  return md;
+}
+
 std::string RunToRunMarkdown(const std::vector<LoadValidation>& loads) {
   std::vector<const LoadValidation*> reruns;
   for (const LoadValidation& v : loads) {
     for (const LoadValidation& again : v.reruns) reruns.push_back(&again);
   }
   if (reruns.empty()) return "";
+  std::vector<std::pair<std::string, std::vector<MetricComparison>>> changes;
+  for (const LoadValidation* v : reruns) changes.emplace_back(v->label, v->run_to_run);
   std::string md =
       "\nRun to run: the engine again on the same requests, right after the first run (no "
       "host check), its figures against the first run's, % ((again - first) / first). The "
-      "engine's own change bounds how closely any simulator can be shown to match it.\n\n"
-      "| metric |";
-  for (const LoadValidation* v : reruns) md += " " + v->label + " |";
-  md += "\n|---|";
-  for (size_t i = 0; i < reruns.size(); ++i) md += "---|";
-  md += "\n";
-  const std::vector<MetricComparison>& names = reruns.front()->run_to_run;
-  for (size_t m = 0; m < names.size(); ++m) {
-    std::string name = names[m].metric;
-    if (names[m].statistic != "value") name += " " + names[m].statistic;
-    md += "| " + name + " |";
-    for (const LoadValidation* v : reruns) md += " " + Pct(v->run_to_run[m].error_pct) + " |";
-    md += "\n";
-  }
+      "engine's own change bounds how closely any simulator can be shown to match it.\n\n" +
+      MetricTable(changes);
   // Per load and figure: the simulator's error on the first run against the largest
   // change of the engine's reruns.
   int32_t figures = 0, within = 0;
@@ -413,27 +444,14 @@ std::string RunToRunMarkdown(const std::vector<LoadValidation>& loads) {
         "error on the first run is within the engine's largest change between its runs on " +
         std::to_string(within) + " of " + std::to_string(figures) + ".\n";
 
-  std::vector<const LoadValidation*> averaged;
+  std::vector<std::pair<std::string, std::vector<MetricComparison>>> means;
   for (const LoadValidation& v : loads) {
-    if (!v.reruns.empty()) averaged.push_back(&v);
+    if (v.reruns.empty()) continue;
+    means.emplace_back(v.label + " (" + std::to_string(1 + v.reruns.size()) + " runs)",
+                       v.AgainstEngineMean());
   }
-  md += "\nThe simulated run against the mean of the engine's runs at each load, error %:\n\n"
-        "| metric |";
-  std::vector<std::vector<MetricComparison>> means;
-  for (const LoadValidation* v : averaged) {
-    md += " " + v->label + " (" + std::to_string(1 + v->reruns.size()) + " runs) |";
-    means.push_back(v->AgainstEngineMean());
-  }
-  md += "\n|---|";
-  for (size_t i = 0; i < averaged.size(); ++i) md += "---|";
-  md += "\n";
-  for (size_t m = 0; m < names.size(); ++m) {
-    std::string name = names[m].metric;
-    if (names[m].statistic != "value") name += " " + names[m].statistic;
-    md += "| " + name + " |";
-    for (const std::vector<MetricComparison>& mean : means) md += " " + Pct(mean[m].error_pct) + " |";
-    md += "\n";
-  }
+  md += "\nThe simulated run against the mean of the engine's runs at each load, error %:\n\n" +
+        MetricTable(means);
   return md;
 }
 
@@ -564,25 +582,9 @@ std::string ValidationMarkdown(const std::string& experiment,
       md += "| " + v.label + " | " + labels + row;
     }
   }
-  md += "\nEnd to end, error % of the simulated run:\n\n| metric |";
-  for (const LoadValidation* v : runs) md += " " + v->label + " |";
-  md += "\n|---|";
-  for (size_t i = 0; i < runs.size(); ++i) md += "---|";
-  md += "\n";
-  if (!loads.empty()) {
-    for (size_t m = 0; m < loads.front().metrics.size(); ++m) {
-      const MetricComparison& first = loads.front().metrics[m];
-      std::string name = first.metric;
-      if (first.statistic != "value") name += " " + first.statistic;
-      md += "| " + name + " |";
-      for (const LoadValidation* v : runs) {
-        md += ' ';
-        md += Pct(v->metrics[m].error_pct);
-        md += " |";
-      }
-      md += "\n";
-    }
-  }
+  std::vector<std::pair<std::string, std::vector<MetricComparison>>> errors;
+  for (const LoadValidation* v : runs) errors.emplace_back(v->label, v->metrics);
+  md += "\nEnd to end, error % of the simulated run:\n\n" + MetricTable(errors);
   md += RunToRunMarkdown(loads);
   return md;
 }

@@ -149,11 +149,15 @@ ExperimentConfig SimulatedTwin(const ExperimentConfig& engine_config, const KvCa
 StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const BackendFactory& engine,
                                       const std::string& dir, bool progress);
 
+// The folder of a load's engine run `run` (2, 3, ...) in the load's folder: "run-2".
+std::string RerunFolder(int32_t run);
+
 // The engine's run `run` (2, 3, ...) of the load `first` validated: `config` on `engine`
 // again, into dir/engine, its steps costed as ValidateLoad's, compared end to end with
 // `first`'s simulated run (the same requests on the same pool: the simulator's run would
-// be the same to the byte), and run_to_run set. Errors: the run's; Internal when the
-// engine's KV pool or context differs from the first run's.
+// be the same to the byte), and run_to_run set; labelled "<first's label>/run-K"
+// (RerunFolder). Errors: the run's; Internal when the engine's KV pool or context
+// differs from the first run's.
 StatusOr<LoadValidation> ValidateLoadAgain(const ExperimentConfig& config, const BackendFactory& engine,
                                            const std::string& dir, const LoadValidation& first,
                                            int32_t run, bool progress);

@@ -32,12 +32,12 @@ using ::testing::Not;
 // a KV pool of its own (not the memory formula's).
 class FakeEngine final : public Backend {
  public:
-  FakeEngine(std::unique_ptr<CostModel> cost, double factor)
-      : cost_(std::move(cost)), factor_(factor) {}
+  FakeEngine(std::unique_ptr<CostModel> cost, double factor, int64_t blocks = 300)
+      : cost_(std::move(cost)), factor_(factor), blocks_(blocks) {}
   std::string_view Name() const override { return "engine-fake"; }
   KvCapacity Capacity() const override {
     KvCapacity c;
-    c.num_gpu_blocks = 300;
+    c.num_gpu_blocks = blocks_;
     c.block_size = 16;
     return c;
   }
@@ -52,6 +52,7 @@ class FakeEngine final : public Backend {
  private:
   std::unique_ptr<CostModel> cost_;
   double factor_;
+  int64_t blocks_;
 };
 
 class ValidationTest : public ::testing::Test {
@@ -229,10 +230,12 @@ TEST_F(ValidationTest, TheReportsListEveryLoad) {
 TEST_F(ValidationTest, AnEngineRunAgainIsHeldAgainstTheFirstRunAndItsSimulation) {
   const ExperimentConfig config = Config();
   auto factor = std::make_shared<double>(1.25);
-  const BackendFactory engine = [config, factor](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
+  auto blocks = std::make_shared<int64_t>(300);
+  const BackendFactory engine = [config, factor, blocks](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
     auto cost = BuiltinCostModels().Make(config.cost_model, DeploymentOf(config));
     if (!cost.ok()) return cost.status();
-    return std::unique_ptr<Backend>(std::make_unique<FakeEngine>(std::move(cost).value(), *factor));
+    return std::unique_ptr<Backend>(
+        std::make_unique<FakeEngine>(std::move(cost).value(), *factor, *blocks));
   };
   auto first = ValidateLoad(config, engine, dir_.string(), false);
   ASSERT_TRUE(first.ok()) << first.status().message();
@@ -241,6 +244,7 @@ TEST_F(ValidationTest, AnEngineRunAgainIsHeldAgainstTheFirstRunAndItsSimulation)
   auto again = ValidateLoadAgain(config, engine, (dir_ / "run-2").string(), *first, 2, false);
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(again->run, 2);
+  EXPECT_EQ(again->label, "r/run-2");
   EXPECT_EQ(again->step_error.mape, 0.0);  // its steps are the cost model's
   EXPECT_TRUE(again->host.steps.empty());
   // Its engine run is the first's simulated run, to the nanosecond; no simulated run of
@@ -256,7 +260,6 @@ TEST_F(ValidationTest, AnEngineRunAgainIsHeldAgainstTheFirstRunAndItsSimulation)
     EXPECT_EQ(again->metrics[m].error_pct, 0.0);  // against the same simulated run
   }
   EXPECT_LT(first->ErrorPct("tpot", "p50"), 0.0);
-  again->label = "r/run-2";
   first->reruns.push_back(*again);
   std::string md = ValidationMarkdown("v", {*first});
   EXPECT_THAT(md, HasSubstr("| metric | r | r/run-2 |"));  // the end-to-end table
@@ -295,6 +298,14 @@ TEST_F(ValidationTest, AnEngineRunAgainIsHeldAgainstTheFirstRunAndItsSimulation)
   // Without reruns, no such section.
   first->reruns.clear();
   EXPECT_THAT(ValidationMarkdown("v", {*first}), Not(HasSubstr("Run to run")));
+
+  // An engine whose pool changed between runs: the first run's simulated run is not
+  // this one's, and the rerun says so rather than compare with it.
+  *blocks = 299;
+  auto other = ValidateLoadAgain(config, engine, (dir_ / "run-4").string(), *first, 4, false);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), StatusCode::kInternal);
+  EXPECT_THAT(other.status().message(), HasSubstr("(300 blocks of 16, context 1024 -> 299 of 16, 1024)"));
 }
 
 // The decode errors' wander, by hand: two stretches that part (+10%, -10%) are
