@@ -381,12 +381,12 @@ bool TargetFigure(const MetricComparison& m) {
          (m.statistic == "p50" || m.statistic == "p99");
 }
 
-// validation.md's section on the engine's reruns (empty without any): each rerun's
-// figures against the first run's, and on the figures validations are judged on, how
-// often the simulator's error on the first run is within the engine's own largest change.
+// (heading, figures) per column of a table of end-to-end figures.
+using MetricColumns = std::vector<std::pair<std::string, std::vector<MetricComparison>>>;
+
 // A markdown table of end-to-end figures' error_pct: a row per figure (the first column's
 // order, CompareRuns'), a column per (heading, figures).
-std::string MetricTable(const std::vector<std::pair<std::string, std::vector<MetricComparison>>>& columns) {
+std::string MetricTable(const MetricColumns& columns) {
   std::string md = "| metric |";
   for (const auto& [heading, figures] : columns) md += " " + heading + " |";
   md += "\n|---|";
@@ -412,13 +412,16 @@ std::string MetricTable(const std::vector<std::pair<std::string, std::vector<Met
   return md;
 }
 
+// validation.md's section on the engine's reruns (empty without any): each rerun's
+// figures against the first run's, and on the figures validations are judged on, how
+// often the simulator's error on the first run is within the engine's own largest change.
 std::string RunToRunMarkdown(const std::vector<LoadValidation>& loads) {
   std::vector<const LoadValidation*> reruns;
   for (const LoadValidation& v : loads) {
     for (const LoadValidation& again : v.reruns) reruns.push_back(&again);
   }
   if (reruns.empty()) return "";
-  std::vector<std::pair<std::string, std::vector<MetricComparison>>> changes;
+  MetricColumns changes;
   for (const LoadValidation* v : reruns) changes.emplace_back(v->label, v->run_to_run);
   std::string md =
       "\nRun to run: the engine again on the same requests, right after the first run (no "
@@ -444,7 +447,7 @@ std::string RunToRunMarkdown(const std::vector<LoadValidation>& loads) {
         "error on the first run is within the engine's largest change between its runs on " +
         std::to_string(within) + " of " + std::to_string(figures) + ".\n";
 
-  std::vector<std::pair<std::string, std::vector<MetricComparison>>> means;
+  MetricColumns means;
   for (const LoadValidation& v : loads) {
     if (v.reruns.empty()) continue;
     means.emplace_back(v.label + " (" + std::to_string(1 + v.reruns.size()) + " runs)",
@@ -582,7 +585,7 @@ std::string ValidationMarkdown(const std::string& experiment,
       md += "| " + v.label + " | " + labels + row;
     }
   }
-  std::vector<std::pair<std::string, std::vector<MetricComparison>>> errors;
+  MetricColumns errors;
   for (const LoadValidation* v : runs) errors.emplace_back(v->label, v->metrics);
   md += "\nEnd to end, error % of the simulated run:\n\n" + MetricTable(errors);
   md += RunToRunMarkdown(loads);
