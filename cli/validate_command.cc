@@ -74,6 +74,10 @@ void PrintLoad(const LoadValidation& v) {
   if (!v.host.steps.empty()) {
     std::printf("; host drift %+.2f%% (run %d)", v.host.DriftPct(), v.host.attempts);
   }
+  if (v.replay) {
+    std::printf("; replayed on the engine's step times: %s (largest error %+.2f%%)",
+                v.replay->Account().c_str(), v.replay->LargestErrorPct());
+  }
   if (const ErrorWander& w = v.decode_wander; w.windows > 1) {
     std::printf("; decode error by stretch %+.1f%% to %+.1f%%", w.window_min_pct, w.window_max_pct);
   }
@@ -94,7 +98,9 @@ at every point of the file's `sweep:` block (the loads: BLIS validates at three 
 up to about 90% of capacity), or once when it has none. --cost-model replaces the
 experiment's cost_model with {type: calibrated, path: MODEL.yaml}.
 
-Writes DIR/<load>/engine/ and DIR/<load>/sim/ (the files of `servelab run`),
+Writes DIR/<load>/engine/, DIR/<load>/sim/ and DIR/<load>/replay/ (the files of
+`servelab run`; the replay is the simulated run again with each step taking the time
+the engine measured for it, below),
 DIR/<load>/steps_compared.csv (each step the engine executed: measured and predicted),
 DIR/validation.csv (load,quantity,statistic,engine,sim,error_pct: the step-time MAPE,
 bias, worst error and error of the summed time over all, decode-only and mixed steps,
@@ -119,6 +125,14 @@ percent across its run runs again, up to N times (the last run is kept; validati
 says how many runs each load took). A note on stderr says when, before the kept run, the
 simulator was already off the reference steps by more than --max-drift: the host (or,
 on a shape the fit never saw, the model) differs from the one profiled.
+
+The replay: while its schedule is the engine's, step for step (the same requests,
+tokens and start), its figures are the engine's to the nanosecond, and the simulated
+run's end-to-end error is wholly its cost model's step times; where the two part (the
+engine stopped a request on a stop token, which the simulator does not sample; a
+`clock: wall` run's time between steps; a policy's predictions), validation.md names
+the step and the rest runs on the simulator's own times. validation.csv: rows under
+<load>/replay (schedule steps and matched, then the end-to-end figures).
 
 With --engine-runs N, the engine runs the load N times, one right after another (the
 host check brackets the first only): the first is validated as above; each further one,

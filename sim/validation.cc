@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
 
+#include "core/prefix_key.h"
 #include "core/text.h"
 #include "driver/experiment.h"
 #include "driver/result_folder.h"
@@ -19,14 +21,70 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// What tells one step of a run from another: its sequences (each one's request, new
+// tokens, context and whether it emits, in order, hashed) and its swap copies, the counts
+// kept to be told; and when it starts.
+struct StepKey {
+  TimeNs start = 0;
+  int32_t seqs = 0, tokens = 0, swaps = 0;
+  uint64_t hash = 0;
+
+  // The same work, whenever it starts.
+  bool SameWork(const StepKey& o) const {
+    return seqs == o.seqs && tokens == o.tokens && swaps == o.swaps && hash == o.hash;
+  }
+  static StepKey Of(const StepPlan& plan) {
+    StepKey k;
+    k.start = plan.start;
+    k.seqs = static_cast<int32_t>(plan.seqs.size());
+    k.swaps = static_cast<int32_t>(plan.swap_out.size() + plan.swap_in.size());
+    uint64_t h = 0x5e9a7e95ULL;
+    for (const ScheduledRequest& seq : plan.seqs) {
+      k.tokens += seq.num_new_tokens;
+      h = MixKey(h, static_cast<uint64_t>(seq.request->id));
+      h = MixKey(h, (static_cast<uint64_t>(static_cast<uint32_t>(seq.num_computed_tokens)) << 32) |
+                        static_cast<uint32_t>(seq.num_new_tokens));
+      h = MixKey(h, (seq.emits_token ? 1u : 0u) | (seq.is_padding ? 2u : 0u));
+    }
+    for (const auto* copies : {&plan.swap_out, &plan.swap_in}) {
+      for (const BlockCopy& c : *copies) {
+        h = MixKey(h, (static_cast<uint64_t>(static_cast<uint32_t>(c.src)) << 32) |
+                          static_cast<uint32_t>(c.dst));
+      }
+      h = MixKey(h, 0x5eaULL);  // the two lists kept apart
+    }
+    k.hash = h;
+    return k;
+  }
+  // "12 sequences (140 tokens, 0 swap copies) from t = 1.234567890 s"
+  std::string Said() const {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%d sequence%s (%d token%s, %d swap cop%s) from t = %.9f s", seqs,
+                  seqs == 1 ? "" : "s", tokens, tokens == 1 ? "" : "s", swaps, swaps == 1 ? "y" : "ies",
+                  ToSeconds(start));
+    return buf;
+  }
+};
+
+// One step the engine executed, as the replay needs it: which step, and what it took.
+struct EngineStep {
+  StepKey key;
+  TimeNs elapsed = 0;
+  std::vector<TimeNs> stages;
+};
+// Per replica, the engine's steps in order (a map: a replica's list stays where it is
+// while the next replica's is added).
+using EngineSteps = std::map<int32_t, std::vector<EngineStep>>;
+
 // Forwards every call to the engine's backend, and costs each plan it executes on the
 // simulator's backend too (before the engine runs it: the plan's requests are as
-// scheduled). The driver calls its backends from one thread.
+// scheduled); with `trace`, keeps each step for the replay. The driver calls its backends
+// from one thread.
 class RecordingBackend final : public Backend {
  public:
   RecordingBackend(std::unique_ptr<Backend> engine, std::unique_ptr<Backend> sim,
-                   std::vector<StepComparison>* steps)
-      : engine_(std::move(engine)), sim_(std::move(sim)), steps_(steps) {}
+                   std::vector<StepComparison>* steps, std::vector<EngineStep>* trace)
+      : engine_(std::move(engine)), sim_(std::move(sim)), steps_(steps), trace_(trace) {}
 
   std::string_view Name() const override { return engine_->Name(); }
   KvCapacity Capacity() const override { return engine_->Capacity(); }
@@ -48,17 +106,84 @@ class RecordingBackend final : public Backend {
     step.decode_only = decode_only && !plan.seqs.empty();
     auto predicted = sim_->Execute(plan);
     if (!predicted.ok()) return predicted.status();
+    const StepKey key = StepKey::Of(plan);  // before the engine runs it, as the replay's
     auto result = engine_->Execute(plan);
     if (!result.ok()) return result;
     step.measured_s = ToSeconds(result->elapsed);
     step.predicted_s = ToSeconds(predicted->elapsed);
     if (step.tokens > 0) steps_->push_back(step);  // swap-only steps: nothing to compare
+    if (trace_ != nullptr) trace_->push_back(EngineStep{key, result->elapsed, result->stages});
     return result;
   }
 
  private:
   std::unique_ptr<Backend> engine_, sim_;
   std::vector<StepComparison>* steps_;
+  std::vector<EngineStep>* trace_;
+};
+
+// Where a replay stands, over its replicas.
+struct ReplayState {
+  int64_t matched = 0;
+  int64_t shifted = 0;  // of the matched, those that started at another time
+  TimeNs largest_shift = 0;
+  std::string parted;                 // the first parting's account
+  std::map<int32_t, size_t> reached;  // per replica, the steps it executed
+};
+
+// The simulator's backend with the engine's step times (StepReplay): each plan is executed
+// by the simulator, and while it is the engine's next step's work its time is the
+// engine's (a start at another time is counted: time the engine spent between steps).
+// From the first step that is not (or the first past the engine's last), the simulator's
+// own times. It steps every iteration, as the engine does (no decode runs).
+class ReplayBackend final : public Backend {
+ public:
+  ReplayBackend(std::unique_ptr<Backend> sim, int32_t replica, const std::vector<EngineStep>* trace,
+                ReplayState* state)
+      : sim_(std::move(sim)), replica_(replica), trace_(trace), state_(state) {}
+
+  std::string_view Name() const override { return sim_->Name(); }
+  KvCapacity Capacity() const override { return sim_->Capacity(); }
+  int32_t MaxModelLen() const override { return sim_->MaxModelLen(); }
+  std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const override {
+    return sim_->PredictPrefillTime(num_tokens);
+  }
+  std::string Describe() const override { return sim_->Describe(); }
+  void OnRequestFinished(int64_t request_id) override { sim_->OnRequestFinished(request_id); }
+
+  StatusOr<StepResult> Execute(const StepPlan& plan) override {
+    const StepKey key = StepKey::Of(plan);
+    auto result = sim_->Execute(plan);
+    if (!result.ok()) return result;
+    const size_t i = state_->reached[replica_]++;
+    if (parted_) return result;
+    if (i < trace_->size() && (*trace_)[i].key.SameWork(key)) {
+      const EngineStep& engine = (*trace_)[i];
+      result->elapsed = engine.elapsed;
+      result->stages = engine.stages;
+      ++state_->matched;
+      if (engine.key.start != key.start) {
+        ++state_->shifted;
+        state_->largest_shift = std::max(state_->largest_shift, std::abs(engine.key.start - key.start));
+      }
+      return result;
+    }
+    parted_ = true;
+    if (state_->parted.empty()) {
+      state_->parted = "replica " + std::to_string(replica_) + ", step " + std::to_string(i + 1) +
+                       ": the replay ran " + key.Said() + ", the engine " +
+                       (i < trace_->size() ? (*trace_)[i].key.Said() : std::string("no more steps"));
+    }
+    return result;
+  }
+
+
+ private:
+  std::unique_ptr<Backend> sim_;
+  int32_t replica_;
+  const std::vector<EngineStep>* trace_;
+  ReplayState* state_;
+  bool parted_ = false;
 };
 
 enum class Steps { kAll, kDecodeOnly, kMixed };
@@ -232,9 +357,10 @@ namespace {
 
 // The engine's run of `config` into dir/engine, each step costed by the simulator as it
 // runs (RecordingBackend): v.engine, v.steps and their errors, v.sim_config (the twin),
-// v.sim_cost_model.
+// v.sim_cost_model; with `trace`, every replica's steps for the replay.
 Status RunEngineRecorded(const ExperimentConfig& config, const BackendFactory& engine,
-                         const std::string& dir, bool progress, LoadValidation& v) {
+                         const std::string& dir, bool progress, LoadValidation& v,
+                         EngineSteps* trace = nullptr) {
   ExperimentConfig engine_config = config;
   engine_config.output.dir = (fs::path(dir) / "engine").string();
   auto prepared = PrepareExperiment(engine_config);
@@ -258,7 +384,8 @@ Status RunEngineRecorded(const ExperimentConfig& config, const BackendFactory& e
     if (!twin) twin = sim_config;
     v.sim_cost_model = (*sim)->Describe();
     return std::unique_ptr<Backend>(std::make_unique<RecordingBackend>(
-        std::move(real).value(), std::move(sim).value(), &v.steps));
+        std::move(real).value(), std::move(sim).value(), &v.steps,
+        trace != nullptr ? &(*trace)[replica] : nullptr));
   };
   auto engine_summary = RunToFolder(*prepared, recording, progress);
   if (!engine_summary.ok()) return engine_summary.status();
@@ -278,6 +405,23 @@ Status RunEngineRecorded(const ExperimentConfig& config, const BackendFactory& e
 
 std::string RerunFolder(int32_t run) { return "run-" + std::to_string(run); }
 
+std::string StepReplay::Account() const {
+  if (!parted.empty()) return "parted: " + parted;
+  if (shifted == 0) return "one";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "the same work, %lld step%s started at other times (up to %.3f ms)",
+                static_cast<long long>(shifted), shifted == 1 ? "" : "s", 1e3 * largest_shift_s);
+  return buf;
+}
+
+double StepReplay::LargestErrorPct() const {
+  double largest = 0;
+  for (const MetricComparison& m : metrics) {
+    if (std::abs(m.error_pct) > std::abs(largest)) largest = m.error_pct;
+  }
+  return largest;
+}
+
 std::vector<MetricComparison> LoadValidation::AgainstEngineMean() const {
   std::vector<MetricComparison> out = metrics;
   for (size_t m = 0; m < out.size(); ++m) {
@@ -292,7 +436,8 @@ std::vector<MetricComparison> LoadValidation::AgainstEngineMean() const {
 StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const BackendFactory& engine,
                                       const std::string& dir, bool progress) {
   LoadValidation v;
-  SERVELAB_RETURN_IF_ERROR(RunEngineRecorded(config, engine, dir, progress, v));
+  EngineSteps trace;
+  SERVELAB_RETURN_IF_ERROR(RunEngineRecorded(config, engine, dir, progress, v, &trace));
   ExperimentConfig twin = v.sim_config;
   twin.output.dir = (fs::path(dir) / "sim").string();
   auto sim_prepared = PrepareExperiment(twin);
@@ -303,6 +448,42 @@ StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const Back
   if (!sim_summary.ok()) return sim_summary.status();
   v.sim = *sim_summary;
   v.metrics = CompareRuns(v.engine, v.sim);
+
+  // The twin again, on the engine's step times.
+  ExperimentConfig replay_config = v.sim_config;
+  replay_config.output.dir = (fs::path(dir) / "replay").string();
+  auto replay_prepared = PrepareExperiment(replay_config);
+  if (!replay_prepared.ok()) return replay_prepared.status();
+  auto replay_sims = MakeSimBackendFactory(replay_prepared->config);
+  if (!replay_sims.ok()) return replay_sims.status();
+  ReplayState state;
+  const std::vector<EngineStep> none;
+  BackendFactory replaying = [&](int32_t replica) -> StatusOr<std::unique_ptr<Backend>> {
+    auto sim = (*replay_sims)(replica);
+    if (!sim.ok()) return sim.status();
+    const auto it = trace.find(replica);
+    return std::unique_ptr<Backend>(std::make_unique<ReplayBackend>(
+        std::move(sim).value(), replica, it != trace.end() ? &it->second : &none, &state));
+  };
+  auto replay_summary = RunToFolder(*replay_prepared, replaying, progress);
+  if (!replay_summary.ok()) return replay_summary.status();
+  StepReplay replay;
+  for (const auto& [replica, steps] : trace) {
+    replay.steps += static_cast<int64_t>(steps.size());
+    const size_t reached = state.reached[replica];
+    if (state.parted.empty() && reached < steps.size()) {  // the replay finished first
+      state.parted = "replica " + std::to_string(replica) + ": the replay ran " +
+                     std::to_string(reached) + " steps, the engine " + std::to_string(steps.size());
+    }
+  }
+  for (const auto& [replica, reached] : state.reached) replay.replayed += static_cast<int64_t>(reached);
+  replay.matched = state.matched;
+  replay.shifted = state.shifted;
+  replay.largest_shift_s = ToSeconds(state.largest_shift);
+  replay.parted = state.parted;
+  replay.summary = *replay_summary;
+  replay.metrics = CompareRuns(v.engine, replay.summary);
+  v.replay = std::move(replay);
   return v;
 }
 
@@ -458,6 +639,27 @@ std::string RunToRunMarkdown(const std::vector<LoadValidation>& loads) {
   return md;
 }
 
+// validation.md's section on the replays (empty without any).
+std::string ReplayMarkdown(const std::vector<LoadValidation>& loads) {
+  std::string rows;
+  for (const LoadValidation& v : loads) {
+    if (!v.replay) continue;
+    const StepReplay& r = *v.replay;
+    rows += "| " + v.label + " | " + std::to_string(r.steps) + " | " + std::to_string(r.replayed) + " | " +
+            std::to_string(r.matched) + " | " + Pct(r.LargestErrorPct()) + " | " + r.Account() + " |\n";
+  }
+  if (rows.empty()) return "";
+  return "\nReplay: the simulated run again, each step taking the time the engine measured for "
+         "the same step, everything else the simulator's. While the two schedules are one, the "
+         "replay's figures are the engine's to the nanosecond and the end-to-end errors above are "
+         "wholly the cost model's step times. Steps of the same work starting at other times are "
+         "the engine's time between steps (a wall clock's); where the schedules part, the rest "
+         "runs on the simulator's own times (it samples no stop tokens; the policies' "
+         "predictions are its own).\n\n| load | engine steps | replay steps | "
+         "replayed as the engine's | largest end-to-end error % | schedules |\n"
+         "|---|---|---|---|---|---|\n" + rows;
+}
+
 // validation.csv's rows of end-to-end figures, under `label`.
 void MetricRows(std::string& csv, const std::string& label, const std::vector<MetricComparison>& metrics) {
   for (const MetricComparison& m : metrics) {
@@ -510,6 +712,20 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
   };
   for (const LoadValidation& v : loads) {
     rows(v);
+    if (v.replay) {
+      const StepReplay& r = *v.replay;
+      const std::string at = v.label + "/replay,schedule,";
+      const std::string steps = std::to_string(r.steps);
+      auto pct = [&r](int64_t n) {
+        return r.steps > 0 ? 100.0 * static_cast<double>(n - r.steps) / static_cast<double>(r.steps) : 0.0;
+      };
+      csv += at + "steps," + steps + "," + std::to_string(r.replayed) + "," + Number(pct(r.replayed)) + "\n";
+      csv += at + "matched," + steps + "," + std::to_string(r.matched) + "," + Number(pct(r.matched)) + "\n";
+      csv += at + "shifted," + std::to_string(r.matched) + "," + std::to_string(r.shifted) + "," +
+             Number(r.matched > 0 ? 100.0 * static_cast<double>(r.shifted) / static_cast<double>(r.matched) : 0.0) +
+             "\n";
+      MetricRows(csv, v.label + "/replay", r.metrics);
+    }
     for (const LoadValidation& again : v.reruns) rows(again);
     // The simulated run against the mean of the engine's runs.
     if (!v.reruns.empty()) MetricRows(csv, v.label + "/mean", v.AgainstEngineMean());
@@ -588,6 +804,7 @@ std::string ValidationMarkdown(const std::string& experiment,
   MetricColumns errors;
   for (const LoadValidation* v : runs) errors.emplace_back(v->label, v->metrics);
   md += "\nEnd to end, error % of the simulated run:\n\n" + MetricTable(errors);
+  md += ReplayMarkdown(loads);
   md += RunToRunMarkdown(loads);
   return md;
 }

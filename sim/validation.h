@@ -15,6 +15,7 @@
 // same memory. For validation the engine should run on `engine.clock: virtual` (each
 // step advances time by its measured duration): with `wall`, host time between steps
 // (the driver, the scheduler) also passes, which the simulator does not model.
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -109,6 +110,39 @@ struct ErrorWander {
   static ErrorWander Of(std::span<const double> relative_errors, int32_t window = 100);
 };
 
+// The simulated run again on the engine's own step times (`ValidateLoad`): each step takes
+// the time the engine measured for the same step (the same requests with the same tokens
+// and contexts, the same swap copies, in the same order, per replica); everything else is
+// the simulator's (its swaps, its prefill predictions for the policies that ask, and no
+// stop tokens: it does not sample). On `clock: virtual`, while the schedules stay one,
+// every step also starts when the engine's did, so the figures are the engine's to the
+// nanosecond and the simulated run's end-to-end error is wholly its cost model's step
+// times. A step of the same work starting at another time is counted (`shifted`): on
+// `clock: wall`, the host's time between steps, which the simulator does not have. Where
+// the schedules part, at the step `parted` names, the rest runs on the simulator's own
+// times, and the figures mix the two: a request the engine stopped on a stop token
+// (engine.ignore_eos: false), a wall clock's shifts that changed a batch, a policy that
+// schedules by predictions the engine cannot make.
+struct StepReplay {
+  int64_t steps = 0;     // the engine's steps, every replica's (swap-only ones too)
+  int64_t replayed = 0;  // the replay's own steps
+  int64_t matched = 0;   // of them, replayed as the engine's before the schedules parted
+  int64_t shifted = 0;   // of the matched, those that started at another time than the engine's
+  double largest_shift_s = 0;  // the largest such difference, seconds
+  std::string parted;   // where the schedules parted and how; empty when they never did
+  RunSummary summary;
+  std::vector<MetricComparison> metrics;  // CompareRuns(engine, this run)
+
+  // The engine's schedule step for step, each step starting when the engine's did.
+  bool Identical() const { return parted.empty() && shifted == 0; }
+  // validation.md's account: "one", "the same work, 12 steps started at other times (up
+  // to 0.140 ms)", or "parted: <parted>".
+  std::string Account() const;
+  // The end-to-end figure whose error is largest in magnitude, that signed error in
+  // percent; 0 without figures.
+  double LargestErrorPct() const;
+};
+
 struct LoadValidation {
   std::string label;  // the sweep point's folder name
   RunSummary engine, sim;
@@ -118,6 +152,7 @@ struct LoadValidation {
   std::vector<MetricComparison> metrics;
   std::string sim_cost_model;  // what the simulated backend describes itself as
   ExperimentConfig sim_config;  // the simulated run's experiment (SimulatedTwin)
+  std::optional<StepReplay> replay;  // a first run's (ValidateLoad); none for reruns
   HostCheck host;
   // The engine's runs of one load (`servelab validate --engine-runs`): the first is
   // validated as above; each further one, right after it, is a LoadValidation of its own
@@ -144,7 +179,8 @@ ExperimentConfig SimulatedTwin(const ExperimentConfig& engine_config, const KvCa
                                int32_t max_model_len);
 
 // Runs `config` on `engine` (one Backend per replica; the real engine's factory, or a
-// test's) into dir/engine and on the simulator into dir/sim, and compares them.
+// test's) into dir/engine, on the simulator into dir/sim, and on the simulator with the
+// engine's step times (StepReplay) into dir/replay, and compares them.
 // Errors: the runs' (bad input is caught before anything runs).
 StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const BackendFactory& engine,
                                       const std::string& dir, bool progress);
@@ -181,10 +217,16 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
 // seconds); a load's reruns (LoadValidation::reruns) follow it, under their own labels,
 // with the same rows (none of the host check), so a figure's engine column in a rerun's
 // rows against the first run's is the engine's run-to-run change, and rows under
-// <load>/mean hold the simulated run against the runs' mean (AgainstEngineMean);
-// validation.md: the same
-// as tables, with the loads' busy fractions, the decode errors' wander, per load the host
-// check's steps, attempts, drift and errors, and with reruns a table of the engine's
+// <load>/mean hold the simulated run against the runs' mean (AgainstEngineMean); rows
+// under <load>/replay the replay against the engine (StepReplay): schedule rows,
+// statistic steps (sim the replay's own steps) and matched (sim those it replayed as the
+// engine's before the schedules parted), engine the engine's steps, error_pct the
+// difference in percent (both 0: the schedules never parted), and shifted (engine the
+// matched steps, sim those that started at another time, error_pct their share in
+// percent), then the end-to-end figures, sim the replay's;
+// validation.md: the same as tables, with the loads' busy fractions, the decode errors'
+// wander, per load the host check's steps, attempts, drift and errors, the replay's
+// steps, largest error and where it parted, and with reruns a table of the engine's
 // run-to-run changes, how many of TTFT, TPOT and E2E at p50 and p99 the simulator's
 // error on the first run is within the largest of them, and a table of the simulated run
 // against the runs' mean.

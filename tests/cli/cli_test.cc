@@ -488,6 +488,23 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
     EXPECT_EQ(steps.substr(0, steps.find('\n')), "tokens,seqs,decode_only,measured_ms,predicted_ms");
   }
   EXPECT_THAT(ReadFile(out / "validation.md"), HasSubstr("| metric | rate-50 | rate-400 |"));
+  // The replay on the real engine's step times: its schedule and every request's times
+  // are the engine's to the nanosecond (clock: virtual; the model samples no stop token:
+  // its vocabulary has none).
+  for (const char* load : {"rate-50", "rate-400"}) {
+    EXPECT_EQ(ReadFile(out / load / "replay" / "requests.csv"), ReadFile(out / load / "engine" / "requests.csv"))
+        << load;
+    EXPECT_THAT(v.out, HasSubstr(std::string(load) + ": ")) << load;
+    // load/replay,schedule,matched,<engine steps>,<replayed as the engine's>,0
+    const std::string key = "\n" + std::string(load) + "/replay,schedule,matched,";
+    const size_t at = table.find(key);
+    ASSERT_NE(at, std::string::npos) << load;
+    const std::string row = table.substr(at + key.size(), table.find('\n', at + 1) - at - key.size());
+    const std::string steps = row.substr(0, row.find(','));
+    EXPECT_EQ(row, steps + "," + steps + ",0") << load;
+    EXPECT_GT(std::stoi(steps), 10) << load;
+  }
+  EXPECT_THAT(v.out, HasSubstr("; replayed on the engine's step times: one (largest error +0.00%)"));
   // The host check: the reference steps timed before and after each load, a row each.
   for (const char* load : {"rate-50", "rate-400"}) {
     for (const char* step : {"prefill-16@0", "decode-4@255", "decode-1@63"}) {
@@ -537,6 +554,14 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.md"), HasSubstr("| metric | rate-50/run-2 | rate-400/run-2 |"));
   const CliResult once = Run(v3);
   ASSERT_EQ(once.exit_code, 0) << once.err;
+  // On a wall clock the host's time between steps passes too: the replay's steps start
+  // at other times than the engine's (or, when that changed a batch, the schedules part).
+  const CliResult wall = Run("validate " + exp.string() + " --cost-model " + fitted.string() + " --out " +
+                             (dir_ / "v4").string() + " --no-plots --no-host-check --set workload.num_requests=3"
+                             " --set engine.clock=wall");
+  ASSERT_EQ(wall.exit_code, 0) << wall.err;
+  EXPECT_THAT(wall.out, HasSubstr("; replayed on the engine's step times: "));
+  EXPECT_THAT(wall.out, Not(HasSubstr("; replayed on the engine's step times: one ")));
   EXPECT_FALSE(fs::exists(dir_ / "v3" / "rate-50" / "run-2"));
   EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.md"), Not(HasSubstr("Run to run")));
   for (const char* bad : {" --retries 11", " --retries -1", " --max-drift -1", " --max-drift 101",

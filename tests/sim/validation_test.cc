@@ -46,13 +46,29 @@ class FakeEngine final : public Backend {
     StepResult r;
     r.elapsed = static_cast<TimeNs>(
         std::llround(factor_ * static_cast<double>(cost_->StepTime(plan))));
+    ++steps_;
+    if (stopped_at_ != nullptr) {
+      // Samples a stop token for the first request to emit its second token of at least
+      // four, and says at which step.
+      for (const ScheduledRequest& seq : plan.seqs) {
+        if (!seq.emits_token) continue;
+        const Request& q = *seq.request;
+        const bool stop = *stopped_at_ == 0 && q.num_generated == 1 && q.target_output_len >= 4;
+        if (stop) *stopped_at_ = steps_;
+        r.stopped.push_back(stop ? 1 : 0);
+      }
+    }
     return r;
   }
+  // From now on the engine samples one stop token, and `*step` is set to its (1-based) step.
+  void StopOnce(std::shared_ptr<int64_t> step) { stopped_at_ = std::move(step); }
 
  private:
   std::unique_ptr<CostModel> cost_;
   double factor_;
   int64_t blocks_;
+  int64_t steps_ = 0;
+  std::shared_ptr<int64_t> stopped_at_;
 };
 
 class ValidationTest : public ::testing::Test {
@@ -132,6 +148,66 @@ TEST_F(ValidationTest, AnEngineAQuarterSlowerIsATwentyPercentStepError) {
   EXPECT_LT(v->ErrorPct("tpot", "p50"), 0.0);
   EXPECT_LT(v->ErrorPct("e2e", "mean"), 0.0);
   EXPECT_TRUE(std::isnan(v->ErrorPct("e2e", "p42")));
+}
+
+// The simulated run replayed on the engine's step times: an engine a quarter slower than
+// the cost model (so the simulated run itself is off), yet the replay's schedule is the
+// engine's step for step and its figures and requests the engine's to the nanosecond.
+TEST_F(ValidationTest, TheReplayOnTheEnginesStepTimesIsTheEngineToTheNanosecond) {
+  const ExperimentConfig config = Config();
+  auto v = ValidateLoad(config, Engine(config, 1.25), dir_.string(), false);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  v->label = "r";
+  EXPECT_LT(v->ErrorPct("e2e", "mean"), -1.0);
+  ASSERT_TRUE(v->replay.has_value());
+  const StepReplay& r = *v->replay;
+  EXPECT_TRUE(r.Identical()) << r.Account();
+  EXPECT_EQ(r.steps, static_cast<int64_t>(v->steps.size()));  // no swap-only steps here
+  EXPECT_EQ(r.replayed, r.steps);
+  EXPECT_EQ(r.matched, r.steps);
+  EXPECT_EQ(r.shifted, 0);
+  ASSERT_EQ(r.metrics.size(), 18u);
+  for (const MetricComparison& m : r.metrics) {
+    EXPECT_EQ(m.error_pct, 0.0) << m.metric << " " << m.statistic;
+    EXPECT_EQ(m.sim, m.engine) << m.metric << " " << m.statistic;
+  }
+  EXPECT_EQ(Read(dir_ / "replay" / "requests.csv"), Read(dir_ / "engine" / "requests.csv"));
+  EXPECT_NE(Read(dir_ / "sim" / "requests.csv"), Read(dir_ / "engine" / "requests.csv"));
+  const std::string n = std::to_string(r.steps);
+  const std::string csv = ValidationCsv({*v});
+  EXPECT_THAT(csv, HasSubstr("\nr/replay,schedule,steps," + n + "," + n + ",0\n"));
+  EXPECT_THAT(csv, HasSubstr("\nr/replay,schedule,matched," + n + "," + n + ",0\n"));
+  EXPECT_THAT(csv, HasSubstr("\nr/replay,schedule,shifted," + n + ",0,0\n"));
+  EXPECT_THAT(csv, HasSubstr("\nr/replay,e2e,p99,"));
+  EXPECT_THAT(ValidationMarkdown("v", {*v}), HasSubstr("| r | " + n + " | " + n + " | " + n + " | +0.00 | one |\n"));
+}
+
+// A stop token parts the schedules: the engine finishes the request there, the
+// simulator (which samples none) runs it on, so the engine's next step is not the
+// replay's; from then on the replay runs on the simulator's own times.
+TEST_F(ValidationTest, AStopTokenPartsTheReplayAtTheNextStep) {
+  const ExperimentConfig config = Config();
+  auto stopped_at = std::make_shared<int64_t>(0);
+  const BackendFactory engine = [config, stopped_at](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
+    auto cost = BuiltinCostModels().Make(config.cost_model, DeploymentOf(config));
+    if (!cost.ok()) return cost.status();
+    auto fake = std::make_unique<FakeEngine>(std::move(cost).value(), 1.0);
+    fake->StopOnce(stopped_at);
+    return std::unique_ptr<Backend>(std::move(fake));
+  };
+  auto v = ValidateLoad(config, engine, dir_.string(), false);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  ASSERT_GT(*stopped_at, 0);
+  ASSERT_TRUE(v->replay.has_value());
+  const StepReplay& r = *v->replay;
+  EXPECT_FALSE(r.Identical());
+  EXPECT_THAT(r.parted, HasSubstr("replica 0, step " + std::to_string(*stopped_at + 1) + ": the replay ran "));
+  EXPECT_EQ(r.matched, *stopped_at);
+  EXPECT_EQ(r.shifted, 0);
+  // The replay generated the tokens the engine's stop cut off.
+  EXPECT_GT(r.summary.output_tokens, v->engine.output_tokens);
+  EXPECT_EQ(r.summary.output_tokens, v->sim.output_tokens);
+  EXPECT_THAT(r.Account(), HasSubstr("parted: replica 0, step "));
 }
 
 TEST(CompareRunsTest, RelativeErrorsOfEachStatistic) {
@@ -280,7 +356,9 @@ TEST_F(ValidationTest, AnEngineRunAgainIsHeldAgainstTheFirstRunAndItsSimulation)
     const double engine = (first->metrics[m].engine + first->metrics[m].sim) / 2;
     EXPECT_DOUBLE_EQ(mean[m].engine, engine) << mean[m].metric << " " << mean[m].statistic;
     EXPECT_EQ(mean[m].sim, first->metrics[m].sim);
-    if (engine > 0) EXPECT_NEAR(mean[m].error_pct, (first->metrics[m].sim - engine) / engine * 100, 1e-9);
+    if (engine > 0) {
+      EXPECT_NEAR(mean[m].error_pct, (first->metrics[m].sim - engine) / engine * 100, 1e-9);
+    }
   }
   EXPECT_THAT(md, HasSubstr("| metric | r (2 runs) |"));
 
