@@ -171,12 +171,12 @@ class ReplayBackend final : public Backend {
     parted_ = true;
     if (state_->parted.empty()) {
       state_->parted = "replica " + std::to_string(replica_) + ", step " + std::to_string(i + 1) +
-                       ": the replay ran " + key.Said() + ", the engine " +
-                       (i < trace_->size() ? (*trace_)[i].key.Said() : std::string("no more steps"));
+                       ": the replay ran " + key.Said() + ", " +
+                       (i < trace_->size() ? "the engine " + (*trace_)[i].key.Said()
+                                           : std::string("the engine had finished"));
     }
     return result;
   }
-
 
  private:
   std::unique_ptr<Backend> sim_;
