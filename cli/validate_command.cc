@@ -27,13 +27,23 @@ namespace fs = std::filesystem;
 
 int Report(const Status& status) { return ReportFailure("validate", status); }
 
+// steps_compared.csv: a row per step the engine executed; a mixture of experts' MoE
+// layers' experts run (the mean per layer) as the engine counted and as the simulator
+// expects them, empty when not counted.
 std::string StepsCsv(const LoadValidation& v) {
-  std::string csv = "tokens,seqs,decode_only,measured_ms,predicted_ms\n";
+  std::string csv = "tokens,seqs,decode_only,measured_ms,predicted_ms,experts_measured,experts_predicted\n";
   for (const StepComparison& s : v.steps) {
-    char row[128];
-    std::snprintf(row, sizeof row, "%d,%d,%d,%.6f,%.6f\n", s.tokens, s.seqs, s.decode_only ? 1 : 0,
+    char row[160];
+    std::snprintf(row, sizeof row, "%d,%d,%d,%.6f,%.6f,", s.tokens, s.seqs, s.decode_only ? 1 : 0,
                   s.measured_s * 1e3, s.predicted_s * 1e3);
     csv += row;
+    if (s.experts_measured && s.experts_predicted) {
+      std::snprintf(row, sizeof row, "%.4f,%.4f", s.experts_measured->run, s.experts_predicted->run);
+      csv += row;
+    } else {
+      csv += ',';
+    }
+    csv += '\n';
   }
   return csv;
 }
@@ -96,12 +106,14 @@ Runs the experiment (backend: engine; for validation keep engine.clock: virtual)
 engine, and the same requests on the simulator with the engine's KV pool and context,
 at every point of the file's `sweep:` block (the loads: BLIS validates at three or more,
 up to about 90% of capacity), or once when it has none. --cost-model replaces the
-experiment's cost_model with {type: calibrated, path: MODEL.yaml}.
+experiment's cost_model with {type: calibrated, path: MODEL.yaml}, before any --set:
+--set cost_model.routing_skew=0 then changes that model's routing.
 
 Writes DIR/<load>/engine/, DIR/<load>/sim/ and DIR/<load>/replay/ (the files of
 `servelab run`; the replay is the simulated run again with each step taking the time
 the engine measured for it, below),
-DIR/<load>/steps_compared.csv (each step the engine executed: measured and predicted),
+DIR/<load>/steps_compared.csv (each step the engine executed: measured and predicted, and
+a mixture of experts' experts run, counted and expected),
 DIR/validation.csv (load,quantity,statistic,engine,sim,error_pct: the step-time MAPE,
 bias, worst error and error of the summed time over all, decode-only and mixed steps,
 the decode-only steps'
@@ -206,7 +218,9 @@ int ValidateCommand(const std::vector<std::string>& args) {
     if (ec || !fs::is_regular_file(absolute, ec)) {
       return Report(InvalidArgument("--cost-model " + cost_model + ": not a readable file"));
     }
-    sets.push_back("cost_model={type: calibrated, path: " + YamlQuoted(absolute.string()) + "}");
+    // First, so that --set cost_model.KEY=... (a routing skew, a step overhead) applies to
+    // this model rather than to the one it replaces.
+    sets.insert(sets.begin(), "cost_model={type: calibrated, path: " + YamlQuoted(absolute.string()) + "}");
   }
 
   LoadNotes notes;

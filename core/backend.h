@@ -23,6 +23,14 @@ struct KvCapacity {
   int64_t bytes_per_block = 0;
 };
 
+// A mixture of experts' routing in one step, the mean over its MoE layers: the distinct
+// experts a layer ran, and of them those given one token x expert row (a runner that runs
+// each expert on its own runs those as matrix-vector products).
+struct ExpertsRun {
+  double run = 0;
+  double single_row = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -60,6 +68,10 @@ class Backend {
   // What the backend is made of, when its name does not say it all (the simulator's
   // calibrated cost model: which ops are fitted). Empty by default.
   virtual std::string Describe() const { return ""; }
+  // A mixture of experts: the routing of `plan`, the step Execute() last ran, as the
+  // engine counted it (a runner that counts) or as the simulator expects it (a cost model
+  // that routes); none for a dense model or a backend that cannot say.
+  virtual std::optional<ExpertsRun> Routing(const StepPlan& plan) const { return std::nullopt; }
 };
 
 }  // namespace servelab

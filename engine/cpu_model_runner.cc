@@ -253,8 +253,16 @@ void CpuModelRunner::MixtureOfExperts(const LayerWeights& w, int32_t num_tokens)
       for (int32_t j = 0; j < h; ++j) dst[j] += gate * src[j];
     }
   }
+  routing_.run += run;
+  routing_.single_row += single_row;
+  ++routed_layers_;
   if (timer_ != nullptr) timer_->RecordExperts(run, single_row);
   hidden_.swap(moe_out_);
+}
+
+std::optional<ExpertsRun> CpuModelRunner::LastRouting() const {
+  if (routed_layers_ == 0) return std::nullopt;
+  return ExpertsRun{routing_.run / routed_layers_, routing_.single_row / routed_layers_};
 }
 
 Status CpuModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
@@ -262,6 +270,8 @@ Status CpuModelRunner::Execute(const StepPlan& plan, const TokenStore& tokens,
   const ModelConfig& config = weights_->config;
   const ModelSpec& spec = config.spec;
   pack_.Build(plan, tokens, capacity_.block_size);
+  routing_ = ExpertsRun{};
+  routed_layers_ = 0;
   const int32_t num_tokens = pack_.NumTokens();
   const int32_t num_emitting = pack_.NumEmitting();
   logits.resize(static_cast<size_t>(num_emitting) * static_cast<size_t>(spec.vocab_size));

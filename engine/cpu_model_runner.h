@@ -51,6 +51,7 @@ class CpuModelRunner final : public ModelRunner {
   Status Execute(const StepPlan& plan, const TokenStore& tokens,
                  std::vector<float>& logits) override;
   void SetOpTimer(OpTimer* timer) override { timer_ = timer; }
+  std::optional<ExpertsRun> LastRouting() const override;
   // A mixture of experts' MLP is one op, moe_mlp (core/op.h).
   bool ProfilesOps() const override { return true; }
 
@@ -95,6 +96,9 @@ class CpuModelRunner final : public ModelRunner {
 
   StepPack pack_;  // the packed step (reused)
   OpTimer* timer_ = nullptr;
+  // The last step's routing, summed over its MoE layers.
+  ExpertsRun routing_;
+  int32_t routed_layers_ = 0;
   // Activations (reused; std::vector so a smaller step keeps the capacity), row-major.
   std::vector<float> hidden_, residual_;            // [T, h]
   std::vector<float> q_, attn_;                     // [T, heads * d]

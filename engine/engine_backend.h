@@ -51,6 +51,9 @@ class EngineBackend final : public Backend {
   // The runner's error (a CUDA failure, a context it cannot attend to) ends the step.
   StatusOr<StepResult> Execute(const StepPlan& plan) override;
   void OnRequestFinished(int64_t request_id) override { tokens_.Forget(request_id); }
+  std::optional<ExpertsRun> Routing(const StepPlan& /*plan*/) const override {
+    return runner_->LastRouting();
+  }
 
   // Gives request `request_id` these prompt ids instead of synthesized ones. Call it before
   // the request's first step; ids.size() must then equal its prompt_len (CHECKed).

@@ -17,6 +17,7 @@
 //   - if emits_token, appends one logits row (its last new token's) to `logits`.
 // Padding seqs (static batching) compute nothing and emit nothing.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -85,6 +86,9 @@ class ModelRunner {
   // While `timer` is set (null: off), each step reports its ops' times to it. Whether a
   // runner times ops at all: ProfilesOps().
   virtual void SetOpTimer(OpTimer* /*timer*/) {}
+  // A mixture of experts: the routing its MoE layers ran in the last Execute (the mean per
+  // layer), by runners that count it; none otherwise.
+  virtual std::optional<ExpertsRun> LastRouting() const { return std::nullopt; }
   virtual bool ProfilesOps() const { return false; }
   // Whether a step runs differently while timed (the CUDA runner's decode graphs are then
   // off): the profiler times whole steps in runs of their own.

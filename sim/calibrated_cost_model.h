@@ -101,6 +101,10 @@ class CalibratedCostModel final : public CostModel {
   std::string_view Name() const override { return "calibrated"; }
   TimeNs StepTime(const StepPlan& plan) const override;
   std::string Describe() const override { return description_; }
+  std::optional<ExpertsRun> ExpectedRouting(const StepPlan& plan) const override {
+    if (!moe_) return std::nullopt;
+    return routing_.Expected(plan);
+  }
   // Pipeline parallelism: each stage its own layers (the first stage also the embedding,
   // the last the final norm, LM head and sampling), its share of the step overhead and the
   // transfer to the next stage; summing to StepTime exactly.

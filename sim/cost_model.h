@@ -5,11 +5,13 @@
 // `cost_model: {type: <name>, <its parameters>}` picks one.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/fields.h"
 #include "core/registry.h"
 #include "core/model_spec.h"
@@ -56,6 +58,10 @@ class CostModel {
   // What the model is made of, when more than its name says (the calibrated one: which
   // ops come from the fit, which from the roofline). Empty otherwise.
   virtual std::string Describe() const { return ""; }
+  // A mixture of experts: the routing this model expects of `plan`'s MoE layers (the
+  // experts touched over all GPUs; those given one row on the busiest GPU); none for a
+  // dense model or a model that does not route.
+  virtual std::optional<ExpertsRun> ExpectedRouting(const StepPlan& plan) const { return std::nullopt; }
 };
 
 // Tokens a scheduled seq costs this step: its num_new_tokens, except that a padding seq

@@ -5,6 +5,8 @@
 #include <limits>
 #include <string>
 
+#include "sim/cost_model.h"
+
 namespace servelab {
 
 double ExpectedExpertsTouched(int32_t experts, int32_t per_token, double tokens) {
@@ -79,6 +81,12 @@ ExpertRouting::ExpertRouting(int32_t experts, int32_t per_token, int32_t ep,
     }
     skew_imbalance_ = skew.busiest_gpu_share;
   }
+}
+
+ExpertsRun ExpertRouting::Expected(const StepPlan& plan) const {
+  RoutedTokens step;
+  for (const ScheduledRequest& seq : plan.seqs) Add(step, CostedNewTokens(seq));
+  return ExpertsRun{Touched(step), BusiestGpuSingleRowExperts(step)};
 }
 
 void ExpertRouting::Add(RoutedTokens& step, int32_t new_tokens) const {

@@ -20,7 +20,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/params.h"
+#include "core/step_plan.h"
 #include "core/status.h"
 
 namespace servelab {
@@ -122,6 +124,11 @@ class ExpertRouting {
   // expert, picked by exactly one of the S one-token draws and by none of the other draws:
   // S q (1 - q)^(D - 1); over the GPU's share of the experts.
   double BusiestGpuSingleRowExperts(const RoutedTokens& step) const;
+
+  // What a MoE layer of `plan` runs (ExpertsRun): the experts its draws touch over all
+  // GPUs (Touched), and those given one row on the busiest GPU; each sequence's tokens
+  // routed as the cost models route them (Add, a padding seq one token).
+  ExpertsRun Expected(const StepPlan& plan) const;
 
   // The same for `tokens` independent tokens (RoutedTokens::Independent).
   double Touched(double tokens) const { return Touched(RoutedTokens::Independent(tokens)); }

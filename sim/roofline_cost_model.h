@@ -113,6 +113,10 @@ class RooflineCostModel : public CostModel {
   double RouterSeconds(double tokens) const;
   double AllToAllSeconds(double tokens) const;
   bool TimesDecodeBatches() const override;
+  std::optional<ExpertsRun> ExpectedRouting(const StepPlan& plan) const override {
+    if (num_moe_layers_ == 0) return std::nullopt;
+    return routing_.Expected(plan);
+  }
   TimeNs DecodeStepTime(int64_t seqs, int64_t context_tokens) const override;
   // Each stage its own layers' share of the layer work (GEMMs, attention, elementwise,
   // TP and EP collectives) and of the step overhead (each stage's GPUs launch their own

@@ -64,6 +64,9 @@ class SimBackend final : public Backend {
   // The cost model's time for one request's prefill of `num_tokens` alone.
   std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const override;
   std::string Describe() const override { return cost_model_->Describe(); }
+  std::optional<ExpertsRun> Routing(const StepPlan& plan) const override {
+    return cost_model_->ExpectedRouting(plan);
+  }
   // Decode runs: in O(1) per iteration when the cost model times decode batches from
   // their aggregates (CostModel::TimesDecodeBatches), else by costing each iteration's plan.
   bool PredictsDecodeRuns() const override { return true; }

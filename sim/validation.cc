@@ -111,6 +111,8 @@ class RecordingBackend final : public Backend {
     if (!result.ok()) return result;
     step.measured_s = ToSeconds(result->elapsed);
     step.predicted_s = ToSeconds(predicted->elapsed);
+    step.experts_measured = engine_->Routing(plan);
+    step.experts_predicted = sim_->Routing(plan);
     if (step.tokens > 0) steps_->push_back(step);  // swap-only steps: nothing to compare
     if (trace_ != nullptr) trace_->push_back(EngineStep{key, result->elapsed, result->stages});
     return result;
@@ -237,6 +239,51 @@ std::string Pct(double v) {
 
 // (to - from) / from, a fraction; 0 when `from` is not positive.
 double Change(double from, double to) { return from > 0 ? (to - from) / from : 0.0; }
+
+// A mixture of experts' routing over one kind of step of a run: decode-only steps of a
+// range of batch sizes (1, 2, 3-4, 5-8, ...: the scheduler's batches grow by ones, the
+// router's distinct experts saturate), or the steps with a prefill chunk; the engine's
+// counts and the simulator's expectation, each the mean over the steps.
+struct RoutingRow {
+  std::string steps;  // "decode_1", "decode_3-4", "mixed"
+  int64_t count = 0;
+  ExpertsRun engine, sim;
+};
+
+// The rows of a run whose steps counted their routing, decode ranges in order, then the
+// mixed steps; empty for a dense model or an engine that does not count.
+std::vector<RoutingRow> RoutingRows(const std::vector<StepComparison>& steps) {
+  std::map<int32_t, RoutingRow> decode;  // by the range's top, a power of two
+  RoutingRow mixed{"mixed", 0, {}, {}};
+  for (const StepComparison& step : steps) {
+    if (!step.experts_measured || !step.experts_predicted) continue;
+    RoutingRow* row = &mixed;
+    if (step.decode_only) {
+      int32_t top = 1;
+      while (top < step.seqs) top *= 2;
+      row = &decode[top];
+      if (row->count == 0) {
+        const int32_t bottom = top / 2 + 1;
+        row->steps = "decode_" + (bottom >= top ? std::to_string(top)
+                                                : std::to_string(bottom) + "-" + std::to_string(top));
+      }
+    }
+    ++row->count;
+    row->engine.run += step.experts_measured->run;
+    row->engine.single_row += step.experts_measured->single_row;
+    row->sim.run += step.experts_predicted->run;
+    row->sim.single_row += step.experts_predicted->single_row;
+  }
+  std::vector<RoutingRow> rows;
+  for (auto& [top, row] : decode) rows.push_back(row);
+  if (mixed.count > 0) rows.push_back(mixed);
+  for (RoutingRow& row : rows) {
+    const double n = static_cast<double>(row.count);
+    row.engine = ExpertsRun{row.engine.run / n, row.engine.single_row / n};
+    row.sim = ExpertsRun{row.sim.run / n, row.sim.single_row / n};
+  }
+  return rows;
+}
 
 double SumOf(const std::vector<ReferenceStep>& steps, double ReferenceStep::*seconds) {
   double sum = 0;
@@ -700,6 +747,13 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
       csv += at + "window_min," + e + "," + s + "," + Number(w.window_min_pct) + "\n";
       csv += at + "window_max," + e + "," + s + "," + Number(w.window_max_pct) + "\n";
     }
+    for (const RoutingRow& row : RoutingRows(v.steps)) {
+      csv += v.label + ",routing_experts," + row.steps + "," + Number(row.engine.run) + "," +
+             Number(row.sim.run) + "," + Number(100.0 * Change(row.engine.run, row.sim.run)) + "\n";
+      csv += v.label + ",routing_single_row," + row.steps + "," + Number(row.engine.single_row) + "," +
+             Number(row.sim.single_row) + "," + Number(100.0 * Change(row.engine.single_row, row.sim.single_row)) +
+             "\n";
+    }
     for (const bool after : {false, true}) {
       for (const ReferenceStep& r : v.host.steps) {
         const double measured = after ? r.after_s : r.before_s;
@@ -774,6 +828,27 @@ std::string ValidationMarkdown(const std::string& experiment,
                     w.windows, w.window_min_pct, w.window_max_pct);
       md += "| " + v.label + row;
     }
+  }
+  std::string routing;
+  // A percentage to one decimal, a rounding's -0.0 as +0.0.
+  auto tenth = [](double pct) { return std::abs(pct) < 0.05 ? 0.0 : pct; };
+  for (const LoadValidation* run : runs) {
+    for (const RoutingRow& row : RoutingRows(run->steps)) {
+      char cells[192];
+      std::snprintf(cells, sizeof cells, " | %lld | %.2f | %.2f | %+.1f | %.2f | %.2f | %+.1f |\n",
+                    static_cast<long long>(row.count), row.engine.run, row.sim.run,
+                    tenth(100.0 * Change(row.engine.run, row.sim.run)), row.engine.single_row,
+                    row.sim.single_row, tenth(100.0 * Change(row.engine.single_row, row.sim.single_row)));
+      routing += "| " + run->label + " | " + row.steps + cells;
+    }
+  }
+  if (!routing.empty()) {
+    md += "\nMixture of experts: the experts a MoE layer ran in each step (the mean over its layers) "
+          "as the engine counted them, against the simulator's routing model, by kind of step "
+          "(decode_B: decode-only steps of B sequences; mixed: steps with a prefill chunk), and of "
+          "them those given one row; each the mean over the steps, error % of the simulator's.\n\n"
+          "| load | steps | count | experts run | expected | error % | one-row experts | expected | "
+          "error % |\n|---|---|---|---|---|---|---|---|---|\n" + routing;
   }
   bool checked = false;
   for (const LoadValidation* v : runs) checked = checked || !v->host.steps.empty();

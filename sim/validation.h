@@ -36,6 +36,9 @@ struct StepComparison {
   int32_t seqs = 0;
   bool decode_only = false;  // every sequence brought one token
   double measured_s = 0, predicted_s = 0;
+  // A mixture of experts whose engine counts its routing (Backend::Routing): what its MoE
+  // layers ran, and what the simulator's cost model expects of the step.
+  std::optional<ExpertsRun> experts_measured, experts_predicted;
 };
 
 struct MetricComparison {
@@ -211,7 +214,11 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
 // sim those steps' mean measured and predicted times in seconds, `time` the error of
 // their summed time (of those means); step_time_decode rows autocorrelation, window_min and
 // window_max (ErrorWander; error_pct holds the autocorrelation itself, a fraction, and
-// the stretches' mean errors in percent), when there is a whole stretch; with a host
+// the stretches' mean errors in percent), when there is a whole stretch; for a mixture of
+// experts whose engine counts its routing, routing_experts and routing_single_row rows
+// per kind of step (statistic decode_B or decode_A-B: decode-only steps of that many
+// sequences, in power-of-two ranges; mixed: the steps with a prefill chunk), engine the
+// counted and sim the expected experts a MoE layer ran (the mean over the steps); with a host
 // check, a reference_step row per step and side, statistic before:<label> or
 // after:<label> (ReferenceStep::Label), engine its median and sim its predicted time in
 // seconds); a load's reruns (LoadValidation::reruns) follow it, under their own labels,
@@ -225,7 +232,7 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
 // matched steps, sim those that started at another time, error_pct their share in
 // percent), then the end-to-end figures, sim the replay's;
 // validation.md: the same as tables, with the loads' busy fractions, the decode errors'
-// wander, per load the host check's steps, attempts, drift and errors, the replay's
+// wander, the routing, per load the host check's steps, attempts, drift and errors, the replay's
 // steps, largest error and where it parted, and with reruns a table of the engine's
 // run-to-run changes, how many of TTFT, TPOT and E2E at p50 and p99 the simulator's
 // error on the first run is within the largest of them, and a table of the simulated run

@@ -485,7 +485,10 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
     EXPECT_THAT(ReadFile(out / load / "sim" / "summary.json"),
                 HasSubstr("calibrated on cpu"));
     const std::string steps = ReadFile(out / load / "steps_compared.csv");
-    EXPECT_EQ(steps.substr(0, steps.find('\n')), "tokens,seqs,decode_only,measured_ms,predicted_ms");
+    EXPECT_EQ(steps.substr(0, steps.find('\n')),
+              "tokens,seqs,decode_only,measured_ms,predicted_ms,experts_measured,experts_predicted");
+    // A dense model: no routing to count.
+    EXPECT_NE(steps.find(",,\n"), std::string::npos);
   }
   EXPECT_THAT(ReadFile(out / "validation.md"), HasSubstr("| metric | rate-50 | rate-400 |"));
   // The replay on the real engine's step times: its schedule and every request's times
@@ -572,6 +575,11 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
     EXPECT_THAT(r.err, HasSubstr(flag)) << bad;
     EXPECT_THAT(r.err, HasSubstr("must be in [")) << bad;  // the range check's, not a parse error's
   }
+  // --set cost_model.KEY applies to the --cost-model's model (it is not lost under it).
+  const CliResult keyed = Run("validate " + exp.string() + " --cost-model " + fitted.string() + " --out " +
+                              (dir_ / "x").string() + " --set cost_model.bogus=1");
+  EXPECT_EQ(keyed.exit_code, 2);
+  EXPECT_THAT(keyed.err, HasSubstr("bogus"));
   const CliResult both = Run("validate " + exp.string() + " --out " + (dir_ / "x").string() +
                              " --retries 1 --no-host-check");
   EXPECT_EQ(both.exit_code, 2);

@@ -32,7 +32,9 @@ std::string ErrorOf(const std::string& yaml, const std::vector<std::string>& set
 TEST(ConfigYamlTest, NestedAliasesAreBounded) {
   std::string yaml = std::string(kMinimal) + "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i < 10; ++i) {
-    yaml += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    const std::string name = std::to_string(i);
+    yaml += 'a';
+    yaml += name + ": &a" + name + " [";
     for (int k = 0; k < 10; ++k) yaml += (k ? ", *a" : "*a") + std::to_string(i - 1);
     yaml += "]\n";
   }

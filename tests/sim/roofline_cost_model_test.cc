@@ -400,7 +400,7 @@ TEST(CostModelRegistryTest, NamesTypesAndResolvedParameters) {
   EXPECT_EQ(registry.Names(),
             (std::vector<std::string>{"calibrated", "constant", "linear", "roofline"}));
   const DeploymentSpec d = Deployment("llama-3-8b", "h100-80gb");
-  for (const std::string& name : {"constant", "linear", "roofline"}) {  // no file needed
+  for (const char* name : {"constant", "linear", "roofline"}) {  // no file needed
     StatusOr<std::unique_ptr<CostModel>> model =
         registry.Make(NamedParams{name, {}, "cost_model", "", ""}, d);
     ASSERT_TRUE(model.ok()) << model.status().message();

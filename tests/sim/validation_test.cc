@@ -62,6 +62,14 @@ class FakeEngine final : public Backend {
   }
   // From now on the engine samples one stop token, and `*step` is set to its (1-based) step.
   void StopOnce(std::shared_ptr<int64_t> step) { stopped_at_ = std::move(step); }
+  // A mixture of experts: from now on the engine counts `factor` x the experts (and one-row
+  // experts) the cost model expects of each step.
+  void CountRouting(double factor) { routing_factor_ = factor; }
+  std::optional<ExpertsRun> Routing(const StepPlan& plan) const override {
+    std::optional<ExpertsRun> r = cost_->ExpectedRouting(plan);
+    if (!r || routing_factor_ == 0) return std::nullopt;
+    return ExpertsRun{r->run * routing_factor_, r->single_row * routing_factor_};
+  }
 
  private:
   std::unique_ptr<CostModel> cost_;
@@ -69,6 +77,7 @@ class FakeEngine final : public Backend {
   int64_t blocks_;
   int64_t steps_ = 0;
   std::shared_ptr<int64_t> stopped_at_;
+  double routing_factor_ = 0;
 };
 
 class ValidationTest : public ::testing::Test {
@@ -210,6 +219,57 @@ TEST_F(ValidationTest, AStopTokenPartsTheReplayAtTheNextStep) {
   EXPECT_THAT(r.Account(), HasSubstr("parted: replica 0, step "));
 }
 
+// A mixture of experts whose engine counts its routing: each step's experts run, counted
+// and as the simulator's routing model expects them, by kind of step. An engine that runs
+// a quarter more experts than expected is -20% on every row; one decoding a single
+// sequence runs exactly its 2 experts, each on its one row, and the model expects that.
+TEST_F(ValidationTest, AMixtureOfExpertsRoutingIsComparedByKindOfStep) {
+  auto moe = ParseExperiment(
+      "name: v\nseed: 3\nbackend: engine\nmodel: mixtral-8x7b\nhardware: {gpu: h100-80gb, tensor_parallel: 2}\n"
+      "scheduler: {max_num_seqs: 16, max_num_batched_tokens: 512}\n"
+      "workload: {num_requests: 60, arrival: {process: poisson, rate: 12},\n"
+      "  input_tokens: {dist: uniform, min: 20, max: 400},\n"
+      "  output_tokens: {dist: uniform, min: 2, max: 80}}\n",
+      "exp.yaml", "/");
+  ASSERT_TRUE(moe.ok()) << moe.status().message();
+  const ExperimentConfig config = *moe;
+  const BackendFactory engine = [config](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
+    auto cost = BuiltinCostModels().Make(config.cost_model, DeploymentOf(config));
+    if (!cost.ok()) return cost.status();
+    auto fake = std::make_unique<FakeEngine>(std::move(cost).value(), 1.0, 3000);
+    fake->CountRouting(1.25);
+    return std::unique_ptr<Backend>(std::move(fake));
+  };
+  auto v = ValidateLoad(config, engine, dir_.string(), false);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  v->label = "r";
+  int64_t single = 0;
+  for (const StepComparison& s : v->steps) {
+    ASSERT_TRUE(s.experts_measured && s.experts_predicted);
+    EXPECT_NEAR(s.experts_measured->run, 1.25 * s.experts_predicted->run, 1e-12);
+    if (s.decode_only && s.seqs == 1) {
+      ++single;
+      EXPECT_DOUBLE_EQ(s.experts_predicted->run, 2.0);  // 8 (1 - (1 - 2/8)^1)
+      EXPECT_DOUBLE_EQ(s.experts_predicted->single_row, 2.0);
+    }
+  }
+  EXPECT_GT(single, 0);
+  const std::string csv = ValidationCsv({*v});
+  EXPECT_THAT(csv, HasSubstr("\nr,routing_experts,decode_1,2.5,2,-20\n"));
+  EXPECT_THAT(csv, HasSubstr("\nr,routing_single_row,decode_1,2.5,2,-20\n"));
+  EXPECT_THAT(csv, MatchesRegex("(.|\n)*\nr,routing_experts,decode_9-16,[^,\n]+,[^,\n]+,-20\n(.|\n)*"));
+  EXPECT_THAT(csv, MatchesRegex("(.|\n)*\nr,routing_experts,mixed,[^,\n]+,[^,\n]+,-20\n(.|\n)*"));
+  const std::string md = ValidationMarkdown("v", {*v});
+  EXPECT_THAT(md, HasSubstr("| load | steps | count | experts run | expected | error % |"));
+  EXPECT_THAT(md, HasSubstr(" | 2.50 | 2.00 | -20.0 | 2.50 | 2.00 | -20.0 |\n"));
+  // A dense model has no routing: no rows, no table.
+  auto dense = ValidateLoad(Config(), Engine(Config(), 1.0), (dir_ / "dense").string(), false);
+  ASSERT_TRUE(dense.ok());
+  for (const StepComparison& s : dense->steps) EXPECT_FALSE(s.experts_predicted.has_value());
+  EXPECT_THAT(ValidationCsv({*dense}), Not(HasSubstr("routing_")));
+  EXPECT_THAT(ValidationMarkdown("v", {*dense}), Not(HasSubstr("experts run")));
+}
+
 TEST(CompareRunsTest, RelativeErrorsOfEachStatistic) {
   RunSummary engine, sim;
   engine.ttft_s.p50 = 2.0;
@@ -245,8 +305,17 @@ TEST(CompareRunsTest, RelativeErrorsOfEachStatistic) {
 TEST(ValidationCsvTest, StepRowsCarryTheirOwnStepsMeans) {
   LoadValidation v;
   v.label = "rate-1";
-  v.steps = {StepComparison{1, 1, true, 0.002, 0.001}, StepComparison{2, 2, true, 0.004, 0.003},
-             StepComparison{64, 2, false, 0.010, 0.012}, StepComparison{1, 1, true, 0.0, 0.005}};
+  auto step = [](int32_t tokens, int32_t seqs, bool decode_only, double measured_s, double predicted_s) {
+    StepComparison s;
+    s.tokens = tokens;
+    s.seqs = seqs;
+    s.decode_only = decode_only;
+    s.measured_s = measured_s;
+    s.predicted_s = predicted_s;
+    return s;
+  };
+  v.steps = {step(1, 1, true, 0.002, 0.001), step(2, 2, true, 0.004, 0.003), step(64, 2, false, 0.010, 0.012),
+             step(1, 1, true, 0.0, 0.005)};
   v.step_error.points = 3;
   v.decode_step_error.points = 2;
   v.mixed_step_error.points = 1;
