@@ -10,7 +10,7 @@ namespace servelab {
 namespace {
 
 struct Rows {
-  std::vector<const ProfileRow*> chunks, decodes;
+  std::vector<RoutingCount> chunks, decodes;
 };
 
 std::tuple<int32_t, int32_t, int32_t, int32_t> MoeShapeOf(const ModelSpec& m) {
@@ -33,32 +33,40 @@ double BestOnGrid(double lo, double step, int32_t points, Squares squares) {
   return at;
 }
 
-// A row's expected experts touched under `options` minus what it counted.
-double Miss(const ProfileRow& r, const ExpertRoutingOptions& options) {
-  const ExpertRouting routing(r.shape.num_experts, r.shape.num_experts_per_tok, 1, options);
-  return routing.Touched(routing.Sequences(r.batch, r.tokens / r.batch)) - r.experts_run;
+// A count's expected experts touched under `routing` minus what it counted.
+double Miss(const RoutingCount& c, const ExpertRouting& routing) {
+  return routing.Touched(routing.Sequences(c.seqs, c.each)) - c.experts_run;
 }
 
-// Least squares of expected experts touched against the counts, each row one step.
-double Squares(const std::vector<const ProfileRow*>& rows, const ExpertRoutingOptions& options) {
+// Least squares of expected experts touched against the counts, each one step.
+double Squares(std::span<const RoutingCount> counts, int32_t experts, int32_t per_token,
+               const ExpertRoutingOptions& options) {
+  const ExpertRouting routing(experts, per_token, 1, options);
   double squares = 0;
-  for (const ProfileRow* r : rows) {
-    const double miss = Miss(*r, options);
+  for (const RoutingCount& c : counts) {
+    const double miss = Miss(c, routing);
     squares += miss * miss;
   }
   return squares;
 }
 
 // Mean |miss| / counted over the rows, in percent.
-double MapePct(const Rows& rows, const ExpertRoutingOptions& options) {
+double MapePct(const Rows& rows, int32_t experts, int32_t per_token, const ExpertRoutingOptions& options) {
+  const ExpertRouting routing(experts, per_token, 1, options);
   double sum = 0;
   for (const auto* part : {&rows.chunks, &rows.decodes}) {
-    for (const ProfileRow* r : *part) sum += std::abs(Miss(*r, options)) / r->experts_run;
+    for (const RoutingCount& c : *part) sum += std::abs(Miss(c, routing)) / c.experts_run;
   }
   return 100.0 * sum / static_cast<double>(rows.chunks.size() + rows.decodes.size());
 }
 
 }  // namespace
+
+double FitRoutingSkew(int32_t experts, int32_t per_token, std::span<const RoutingCount> decodes) {
+  return BestOnGrid(0.0, 0.01, 401, [&](double skew) {
+    return Squares(decodes, experts, per_token, ExpertRoutingOptions{0, skew, 0});
+  });
+}
 
 bool CountedRouting::Matches(const ModelSpec& model) const {
   return model.IsMoe() &&
@@ -98,27 +106,26 @@ std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& ta
       const ExpertRouting uniform(r.shape.num_experts, r.shape.num_experts_per_tok, 1, {});
       const double ratio = r.experts_run / uniform.Touched(static_cast<double>(r.tokens));
       (chunk ? out[i].chunk_ratio : out[i].decode_ratio) += ratio;
-      (chunk ? rows[i].chunks : rows[i].decodes).push_back(&r);
+      (chunk ? rows[i].chunks : rows[i].decodes).push_back(RoutingCount{r.batch, r.tokens / r.batch, r.experts_run});
     }
   }
   for (size_t i = 0; i < out.size(); ++i) {
     CountedRouting& c = out[i];
     c.chunk_rows = static_cast<int64_t>(rows[i].chunks.size());
     c.decode_rows = static_cast<int64_t>(rows[i].decodes.size());
+    const int32_t e = c.num_experts, k = c.experts_per_token;
     if (c.decode_rows > 0) {
       c.decode_ratio /= static_cast<double>(c.decode_rows);
-      c.routing_skew = BestOnGrid(0.0, 0.01, 401, [&](double skew) {
-        return Squares(rows[i].decodes, ExpertRoutingOptions{0, skew, 0});
-      });
+      c.routing_skew = FitRoutingSkew(e, k, rows[i].decodes);
     }
     if (c.chunk_rows > 0) {
       c.chunk_ratio /= static_cast<double>(c.chunk_rows);
       c.routing_locality = BestOnGrid(0.0, 0.01, 101, [&](double locality) {
-        return Squares(rows[i].chunks, ExpertRoutingOptions{0, c.routing_skew, locality});
+        return Squares(rows[i].chunks, e, k, ExpertRoutingOptions{0, c.routing_skew, locality});
       });
     }
-    c.touched_mape_pct = MapePct(rows[i], c.Options());
-    c.uniform_touched_mape_pct = MapePct(rows[i], {});
+    c.touched_mape_pct = MapePct(rows[i], e, k, c.Options());
+    c.uniform_touched_mape_pct = MapePct(rows[i], e, k, {});
   }
   return out;
 }

@@ -5,6 +5,7 @@
 // `calibrate` writes it into MODEL.yaml; a calibrated cost model routes a model of the
 // same MoE shape with it (sim/calibrated_cost_model.h).
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/model_spec.h"
@@ -42,6 +43,19 @@ struct CountedRouting {
   bool SameShapeAs(const CountedRouting& other) const;
   ExpertRoutingOptions Options() const;
 };
+
+// A step's routing as counted: `seqs` sequences of `each` new tokens, and the experts a
+// MoE layer ran (the mean over its layers).
+struct RoutingCount {
+  int64_t seqs = 0;
+  int64_t each = 0;
+  double experts_run = 0;
+};
+
+// The routing_skew ([0, 4] to 0.01) whose expected experts touched (ExpertRouting::
+// Touched, independent draws) is closest to the decode batches' counts in least squares,
+// for `experts` experts of which a token picks `per_token`; 0 without counts.
+double FitRoutingSkew(int32_t experts, int32_t per_token, std::span<const RoutingCount> decodes);
 
 // One entry per MoE shape whose moe_mlp rows counted their routing (experts_run > 0), in
 // the order the shapes first appear.

@@ -14,6 +14,7 @@
 #include "core/text.h"
 #include "driver/experiment.h"
 #include "driver/result_folder.h"
+#include "sim/counted_routing.h"
 #include "sim/sim_backend.h"
 
 namespace servelab {
@@ -76,24 +77,38 @@ struct EngineStep {
 // while the next replica's is added).
 using EngineSteps = std::map<int32_t, std::vector<EngineStep>>;
 
-// Forwards every call to the engine's backend, and costs each plan it executes on the
-// simulator's backend too (before the engine runs it: the plan's requests are as
-// scheduled); with `trace`, keeps each step for the replay. The driver calls its backends
-// from one thread.
-class RecordingBackend final : public Backend {
+// A backend that is `inner` but for Execute, which the wrapper defines: every other call
+// forwarded, except decode runs' (a wrapper steps every iteration). The driver calls its
+// backends from one thread.
+class WrappingBackend : public Backend {
+ public:
+  explicit WrappingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+
+  std::string_view Name() const override { return inner_->Name(); }
+  KvCapacity Capacity() const override { return inner_->Capacity(); }
+  int32_t MaxModelLen() const override { return inner_->MaxModelLen(); }
+  std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const override {
+    return inner_->PredictPrefillTime(num_tokens);
+  }
+  std::string Describe() const override { return inner_->Describe(); }
+  void OnRequestFinished(int64_t request_id) override { inner_->OnRequestFinished(request_id); }
+  std::optional<ExpertsRun> Routing(const StepPlan& plan) const override { return inner_->Routing(plan); }
+
+ protected:
+  Backend& inner() const { return *inner_; }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+};
+
+// The engine's backend, each plan it executes costed on the simulator's backend too
+// (before the engine runs it: the plan's requests are as scheduled); with `trace`, each
+// step kept for the replay.
+class RecordingBackend final : public WrappingBackend {
  public:
   RecordingBackend(std::unique_ptr<Backend> engine, std::unique_ptr<Backend> sim,
                    std::vector<StepComparison>* steps, std::vector<EngineStep>* trace)
-      : engine_(std::move(engine)), sim_(std::move(sim)), steps_(steps), trace_(trace) {}
-
-  std::string_view Name() const override { return engine_->Name(); }
-  KvCapacity Capacity() const override { return engine_->Capacity(); }
-  int32_t MaxModelLen() const override { return engine_->MaxModelLen(); }
-  std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const override {
-    return engine_->PredictPrefillTime(num_tokens);
-  }
-  std::string Describe() const override { return engine_->Describe(); }
-  void OnRequestFinished(int64_t request_id) override { engine_->OnRequestFinished(request_id); }
+      : WrappingBackend(std::move(engine)), sim_(std::move(sim)), steps_(steps), trace_(trace) {}
 
   StatusOr<StepResult> Execute(const StepPlan& plan) override {
     StepComparison step;
@@ -107,11 +122,11 @@ class RecordingBackend final : public Backend {
     auto predicted = sim_->Execute(plan);
     if (!predicted.ok()) return predicted.status();
     const StepKey key = StepKey::Of(plan);  // before the engine runs it, as the replay's
-    auto result = engine_->Execute(plan);
+    auto result = inner().Execute(plan);
     if (!result.ok()) return result;
     step.measured_s = ToSeconds(result->elapsed);
     step.predicted_s = ToSeconds(predicted->elapsed);
-    step.experts_measured = engine_->Routing(plan);
+    step.experts_measured = inner().Routing(plan);
     step.experts_predicted = sim_->Routing(plan);
     if (step.tokens > 0) steps_->push_back(step);  // swap-only steps: nothing to compare
     if (trace_ != nullptr) trace_->push_back(EngineStep{key, result->elapsed, result->stages});
@@ -119,7 +134,7 @@ class RecordingBackend final : public Backend {
   }
 
  private:
-  std::unique_ptr<Backend> engine_, sim_;
+  std::unique_ptr<Backend> sim_;
   std::vector<StepComparison>* steps_;
   std::vector<EngineStep>* trace_;
 };
@@ -138,24 +153,15 @@ struct ReplayState {
 // engine's (a start at another time is counted: time the engine spent between steps).
 // From the first step that is not (or the first past the engine's last), the simulator's
 // own times. It steps every iteration, as the engine does (no decode runs).
-class ReplayBackend final : public Backend {
+class ReplayBackend final : public WrappingBackend {
  public:
   ReplayBackend(std::unique_ptr<Backend> sim, int32_t replica, const std::vector<EngineStep>* trace,
                 ReplayState* state)
-      : sim_(std::move(sim)), replica_(replica), trace_(trace), state_(state) {}
-
-  std::string_view Name() const override { return sim_->Name(); }
-  KvCapacity Capacity() const override { return sim_->Capacity(); }
-  int32_t MaxModelLen() const override { return sim_->MaxModelLen(); }
-  std::optional<TimeNs> PredictPrefillTime(int32_t num_tokens) const override {
-    return sim_->PredictPrefillTime(num_tokens);
-  }
-  std::string Describe() const override { return sim_->Describe(); }
-  void OnRequestFinished(int64_t request_id) override { sim_->OnRequestFinished(request_id); }
+      : WrappingBackend(std::move(sim)), replica_(replica), trace_(trace), state_(state) {}
 
   StatusOr<StepResult> Execute(const StepPlan& plan) override {
     const StepKey key = StepKey::Of(plan);
-    auto result = sim_->Execute(plan);
+    auto result = inner().Execute(plan);
     if (!result.ok()) return result;
     const size_t i = state_->reached[replica_]++;
     if (parted_) return result;
@@ -181,7 +187,6 @@ class ReplayBackend final : public Backend {
   }
 
  private:
-  std::unique_ptr<Backend> sim_;
   int32_t replica_;
   const std::vector<EngineStep>* trace_;
   ReplayState* state_;
@@ -249,6 +254,28 @@ struct RoutingRow {
   int64_t count = 0;
   ExpertsRun engine, sim;
 };
+
+// The routing skew (FitRoutingSkew) that fits a run's decode-only steps of two or more
+// sequences, on the engine's counts and on the simulator's expectations, and how many
+// steps; none without such steps or routing counts.
+struct SkewFit {
+  int64_t steps = 0;
+  double engine = 0, sim = 0;
+};
+std::optional<SkewFit> DecodeSkews(const LoadValidation& v) {
+  const ModelSpec& model = v.sim_config.model;
+  if (!model.IsMoe()) return std::nullopt;
+  std::vector<RoutingCount> counted, expected;
+  for (const StepComparison& step : v.steps) {
+    if (!step.decode_only || step.seqs < 2 || !step.experts_measured || !step.experts_predicted) continue;
+    counted.push_back(RoutingCount{step.seqs, 1, step.experts_measured->run});
+    expected.push_back(RoutingCount{step.seqs, 1, step.experts_predicted->run});
+  }
+  if (counted.empty()) return std::nullopt;
+  const int32_t e = model.num_experts, k = model.num_experts_per_tok;
+  return SkewFit{static_cast<int64_t>(counted.size()), FitRoutingSkew(e, k, counted),
+                 FitRoutingSkew(e, k, expected)};
+}
 
 // The rows of a run whose steps counted their routing, decode ranges in order, then the
 // mixed steps; empty for a dense model or an engine that does not count.
@@ -747,6 +774,10 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
       csv += at + "window_min," + e + "," + s + "," + Number(w.window_min_pct) + "\n";
       csv += at + "window_max," + e + "," + s + "," + Number(w.window_max_pct) + "\n";
     }
+    if (const std::optional<SkewFit> skew = DecodeSkews(v)) {
+      csv += v.label + ",routing_skew,decode," + Number(skew->engine) + "," + Number(skew->sim) + "," +
+             Number(skew->sim - skew->engine) + "\n";
+    }
     for (const RoutingRow& row : RoutingRows(v.steps)) {
       csv += v.label + ",routing_experts," + row.steps + "," + Number(row.engine.run) + "," +
              Number(row.sim.run) + "," + Number(100.0 * Change(row.engine.run, row.sim.run)) + "\n";
@@ -849,6 +880,22 @@ std::string ValidationMarkdown(const std::string& experiment,
           "them those given one row; each the mean over the steps, error % of the simulator's.\n\n"
           "| load | steps | count | experts run | expected | error % | one-row experts | expected | "
           "error % |\n|---|---|---|---|---|---|---|---|---|\n" + routing;
+    std::string skews;
+    for (const LoadValidation* run : runs) {
+      if (const std::optional<SkewFit> skew = DecodeSkews(*run)) {
+        char cells[96];
+        std::snprintf(cells, sizeof cells, " | %lld | %.2f | %.2f |\n", static_cast<long long>(skew->steps),
+                      skew->engine, skew->sim);
+        skews += "| " + run->label + cells;
+      }
+    }
+    if (!skews.empty()) {
+      md += "\nThe routing skew (cost_model.routing_skew: a Zipf exponent over the experts, 0 = "
+            "uniform) that fits the decode-only steps of two or more sequences, on the engine's "
+            "counts and on the simulator's expectations: the engine's is the skew to route with "
+            "to route as this run did.\n\n| load | decode steps | skew, engine | skew, simulator "
+            "|\n|---|---|---|---|\n" + skews;
+    }
   }
   bool checked = false;
   for (const LoadValidation* v : runs) checked = checked || !v->host.steps.empty();

@@ -72,6 +72,21 @@ TEST(CountedRoutingTest, RecoversTheSkewFromDecodesAndTheLocalityFromChunks) {
   EXPECT_LT(e.uniform_touched_mape_pct, 1e-9);
 }
 
+// The skew alone, from counts of decode batches of one token a sequence (a serving run's,
+// `validate`): a Zipf exponent of 0.57 comes back to the grid's 0.01, uniform counts give
+// 0, no counts 0; one sequence's count (always k experts) says nothing of the skew.
+TEST(CountedRoutingTest, FitsTheSkewOfDecodeCounts) {
+  for (const double skew : {0.57, 0.0, 2.4}) {
+    const ExpertRouting truth(8, 2, 1, ExpertRoutingOptions{0, skew, 0});
+    std::vector<RoutingCount> counts;
+    for (int64_t seqs = 1; seqs <= 16; ++seqs) {
+      counts.push_back(RoutingCount{seqs, 1, truth.Touched(truth.Sequences(seqs, 1))});
+    }
+    EXPECT_NEAR(FitRoutingSkew(8, 2, counts), skew, 1e-9) << skew;
+  }
+  EXPECT_EQ(FitRoutingSkew(8, 2, {}), 0.0);
+}
+
 // A router belongs to its model: rows of two MoE shapes are two entries, each matching its
 // own shape only; uncounted rows, one-token rows and dense models give none.
 TEST(CountedRoutingTest, OneEntryPerMoeShape) {

@@ -12,12 +12,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <sstream>
 
 #include "driver/config_yaml.h"
 #include "sim/cost_model.h"
+#include "sim/expert_routing.h"
 #include "sim/sim_backend.h"
 
 namespace servelab {
@@ -63,10 +65,13 @@ class FakeEngine final : public Backend {
   // From now on the engine samples one stop token, and `*step` is set to its (1-based) step.
   void StopOnce(std::shared_ptr<int64_t> step) { stopped_at_ = std::move(step); }
   // A mixture of experts: from now on the engine counts `factor` x the experts (and one-row
-  // experts) the cost model expects of each step.
-  void CountRouting(double factor) { routing_factor_ = factor; }
+  // experts) the cost model expects of each step, or, given `routing`, what it expects.
+  void CountRouting(double factor, std::optional<ExpertRouting> routing = std::nullopt) {
+    routing_factor_ = factor;
+    routing_ = std::move(routing);
+  }
   std::optional<ExpertsRun> Routing(const StepPlan& plan) const override {
-    std::optional<ExpertsRun> r = cost_->ExpectedRouting(plan);
+    std::optional<ExpertsRun> r = routing_ ? routing_->Expected(plan) : cost_->ExpectedRouting(plan);
     if (!r || routing_factor_ == 0) return std::nullopt;
     return ExpertsRun{r->run * routing_factor_, r->single_row * routing_factor_};
   }
@@ -78,6 +83,7 @@ class FakeEngine final : public Backend {
   int64_t steps_ = 0;
   std::shared_ptr<int64_t> stopped_at_;
   double routing_factor_ = 0;
+  std::optional<ExpertRouting> routing_;
 };
 
 class ValidationTest : public ::testing::Test {
@@ -103,11 +109,15 @@ class ValidationTest : public ::testing::Test {
     return *c;
   }
 
-  static BackendFactory Engine(const ExperimentConfig& config, double factor) {
-    return [config, factor](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
+  // FakeEngines `factor` x the experiment's cost model, each set up by `setup` when given.
+  static BackendFactory Engine(const ExperimentConfig& config, double factor,
+                               std::function<void(FakeEngine&)> setup = {}, int64_t blocks = 300) {
+    return [config, factor, setup, blocks](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
       auto cost = BuiltinCostModels().Make(config.cost_model, DeploymentOf(config));
       if (!cost.ok()) return cost.status();
-      return std::unique_ptr<Backend>(std::make_unique<FakeEngine>(std::move(cost).value(), factor));
+      auto fake = std::make_unique<FakeEngine>(std::move(cost).value(), factor, blocks);
+      if (setup) setup(*fake);
+      return std::unique_ptr<Backend>(std::move(fake));
     };
   }
 
@@ -197,14 +207,8 @@ TEST_F(ValidationTest, TheReplayOnTheEnginesStepTimesIsTheEngineToTheNanosecond)
 TEST_F(ValidationTest, AStopTokenPartsTheReplayAtTheNextStep) {
   const ExperimentConfig config = Config();
   auto stopped_at = std::make_shared<int64_t>(0);
-  const BackendFactory engine = [config, stopped_at](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
-    auto cost = BuiltinCostModels().Make(config.cost_model, DeploymentOf(config));
-    if (!cost.ok()) return cost.status();
-    auto fake = std::make_unique<FakeEngine>(std::move(cost).value(), 1.0);
-    fake->StopOnce(stopped_at);
-    return std::unique_ptr<Backend>(std::move(fake));
-  };
-  auto v = ValidateLoad(config, engine, dir_.string(), false);
+  auto v = ValidateLoad(config, Engine(config, 1.0, [stopped_at](FakeEngine& e) { e.StopOnce(stopped_at); }),
+                        dir_.string(), false);
   ASSERT_TRUE(v.ok()) << v.status().message();
   ASSERT_GT(*stopped_at, 0);
   ASSERT_TRUE(v->replay.has_value());
@@ -233,14 +237,8 @@ TEST_F(ValidationTest, AMixtureOfExpertsRoutingIsComparedByKindOfStep) {
       "exp.yaml", "/");
   ASSERT_TRUE(moe.ok()) << moe.status().message();
   const ExperimentConfig config = *moe;
-  const BackendFactory engine = [config](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
-    auto cost = BuiltinCostModels().Make(config.cost_model, DeploymentOf(config));
-    if (!cost.ok()) return cost.status();
-    auto fake = std::make_unique<FakeEngine>(std::move(cost).value(), 1.0, 3000);
-    fake->CountRouting(1.25);
-    return std::unique_ptr<Backend>(std::move(fake));
-  };
-  auto v = ValidateLoad(config, engine, dir_.string(), false);
+  auto v = ValidateLoad(config, Engine(config, 1.0, [](FakeEngine& e) { e.CountRouting(1.25); }, 3000),
+                        dir_.string(), false);
   ASSERT_TRUE(v.ok()) << v.status().message();
   v->label = "r";
   int64_t single = 0;
@@ -262,6 +260,18 @@ TEST_F(ValidationTest, AMixtureOfExpertsRoutingIsComparedByKindOfStep) {
   const std::string md = ValidationMarkdown("v", {*v});
   EXPECT_THAT(md, HasSubstr("| load | steps | count | experts run | expected | error % |"));
   EXPECT_THAT(md, HasSubstr(" | 2.50 | 2.00 | -20.0 | 2.50 | 2.00 | -20.0 |\n"));
+  // Decode batches routed as uniform routing expects (the roofline's) fit a skew of 0, on
+  // both sides.
+  EXPECT_THAT(csv, HasSubstr("\nr,routing_skew,decode,0,0,0\n"));
+  EXPECT_THAT(md, HasSubstr("| load | decode steps | skew, engine | skew, simulator |"));
+  // An engine whose router favours some experts (a Zipf exponent of 0.8): the skew that
+  // fits its decode batches is 0.8, the simulator's still 0.
+  const ExpertRouting skewed(8, 2, 1, ExpertRoutingOptions{0, 0.8, 0});
+  auto s = ValidateLoad(config, Engine(config, 1.0, [skewed](FakeEngine& e) { e.CountRouting(1.0, skewed); }, 3000),
+                        (dir_ / "skewed").string(), false);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  s->label = std::string("skewed");
+  EXPECT_THAT(ValidationCsv({*s}), HasSubstr("\nskewed,routing_skew,decode,0.8,0,-0.8\n"));
   // A dense model has no routing: no rows, no table.
   auto dense = ValidateLoad(Config(), Engine(Config(), 1.0), (dir_ / "dense").string(), false);
   ASSERT_TRUE(dense.ok());
@@ -305,17 +315,8 @@ TEST(CompareRunsTest, RelativeErrorsOfEachStatistic) {
 TEST(ValidationCsvTest, StepRowsCarryTheirOwnStepsMeans) {
   LoadValidation v;
   v.label = "rate-1";
-  auto step = [](int32_t tokens, int32_t seqs, bool decode_only, double measured_s, double predicted_s) {
-    StepComparison s;
-    s.tokens = tokens;
-    s.seqs = seqs;
-    s.decode_only = decode_only;
-    s.measured_s = measured_s;
-    s.predicted_s = predicted_s;
-    return s;
-  };
-  v.steps = {step(1, 1, true, 0.002, 0.001), step(2, 2, true, 0.004, 0.003), step(64, 2, false, 0.010, 0.012),
-             step(1, 1, true, 0.0, 0.005)};
+  v.steps = {StepComparison{1, 1, true, 0.002, 0.001, {}, {}}, StepComparison{2, 2, true, 0.004, 0.003, {}, {}},
+             StepComparison{64, 2, false, 0.010, 0.012, {}, {}}, StepComparison{1, 1, true, 0.0, 0.005, {}, {}}};
   v.step_error.points = 3;
   v.decode_step_error.points = 2;
   v.mixed_step_error.points = 1;
