@@ -262,6 +262,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   po::options_description options("servelab calibrate PROFILE.csv... --out MODEL.yaml [options]");
   std::vector<std::string> profiles, evaluate, hold_outs;
   std::string out, device;
+  double routing_skew = -1;
   options.add_options()
       ("help,h", "show this help")
       ("out", po::value<std::string>(&out), "the model file to write (its folder gets the rest)")
@@ -272,6 +273,10 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       ("hold-out", po::value<std::vector<std::string>>(&hold_outs)->composing(),
        "keep the profiles' rows matching KEY>VALUE (tokens, batch, context, tp; > >= < <= =) "
        "out of the fit and evaluate them apart: how the fit extrapolates (repeatable)")
+      ("routing-skew", po::value<double>(&routing_skew),
+       "a mixture of experts' routing skew (0-4; 0: uniform) in place of the one its profile's "
+       "decode rows fit: a serving run's, which `servelab validate` fits on the engine's decode "
+       "batches; the locality is then fitted at it")
       ("no-plots", "do not draw calibration.png");
   po::options_description hidden;
   hidden.add_options()("profile", po::value<std::vector<std::string>>(&profiles));
@@ -349,8 +354,19 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     if (!table.ok()) return Report(table.status());
     others.push_back(std::move(table).value());
   }
-  auto model = FitProfiles(tables);
+  FitOptions fit;
+  if (vm.count("routing-skew")) {
+    if (!(routing_skew >= 0 && routing_skew <= 4)) {
+      return Report(InvalidArgument("--routing-skew " + FormatDouble(routing_skew) + ": must be in [0, 4]"));
+    }
+    fit.routing_skew = routing_skew;
+  }
+  auto model = FitProfiles(tables, fit);
   if (!model.ok()) return Report(model.status());
+  if (fit.routing_skew && model->routing.empty()) {
+    return Report(InvalidArgument("--routing-skew: no profile row counted a mixture of experts' routing "
+                                  "(moe_mlp rows with experts_run, from `servelab profile` of a MoE model)"));
+  }
 
   std::vector<Evaluation> fitted, evaluations;
   ProfileTable everything;
@@ -418,6 +434,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
                          {"decode_rows", r.decode_rows},
                          {"decode_ratio", r.decode_ratio},
                          {"routing_skew", r.routing_skew},
+                         {"skew_given", r.skew_given},
                          {"chunk_rows", r.chunk_rows},
                          {"chunk_ratio", r.chunk_ratio},
                          {"routing_locality", r.routing_locality},
@@ -452,11 +469,12 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     std::printf("routing (%d experts, %d a token): the engine ran %.2fx the experts uniform "
                 "routing expects in prefill chunks (%lld rows) and %.2fx in decode batches "
                 "(%lld); moe_mlp is fitted on what it ran. For the simulator: routing_skew %s "
-                "(decode batches), routing_locality %s (chunks), in MODEL.yaml: experts per "
+                "(%s), routing_locality %s (chunks), in MODEL.yaml: experts per "
                 "row within %.1f%% of the counts (uniform routing: %.1f%%)\n",
                 r.num_experts, r.experts_per_token, r.chunk_ratio,
                 static_cast<long long>(r.chunk_rows), r.decode_ratio,
                 static_cast<long long>(r.decode_rows), FormatDouble(r.routing_skew).c_str(),
+                r.skew_given ? "given, --routing-skew" : "decode batches",
                 FormatDouble(r.routing_locality).c_str(), r.touched_mape_pct,
                 r.uniform_touched_mape_pct);
   }

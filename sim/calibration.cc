@@ -506,7 +506,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
   }
   auto gpu = DeviceSpec(model.device);
   if (!gpu.ok()) return gpu.status();
-  model.routing = CountedRoutingOf(tables);
+  model.routing = CountedRoutingOf(tables, options.routing_skew);
   for (const auto& [op, rows] : by_op) {
     const OpInfo& info = InfoOf(op);
     // moe_mlp also has its cost per expert run and its one-row experts' rate.

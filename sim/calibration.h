@@ -139,6 +139,9 @@ struct FitOptions {
   // Correct the GEMMs at the weight shapes measured at min_distinct_sizes row counts or
   // more (sim/gemm_corrections.h).
   bool gemm_corrections = true;
+  // Given: every MoE shape's routing skew (CountedRoutingOf), in place of the one its
+  // profile's decode rows fit.
+  std::optional<double> routing_skew;
 };
 
 // Fits every op the tables measure. All rows must come from one device (a catalog GPU or

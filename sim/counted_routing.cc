@@ -17,14 +17,15 @@ std::tuple<int32_t, int32_t, int32_t, int32_t> MoeShapeOf(const ModelSpec& m) {
   return {m.num_experts, m.num_experts_per_tok, m.hidden_size, m.ExpertWidth()};
 }
 
-// The point of {lo, lo + step, ...} up to `points` points with the least `squares`: the
-// expected experts touched is not linear in either parameter, and a few hundred points
-// are cheap.
+// The point of {lo, lo + 1/per_unit, ...} up to `points` points with the least `squares`:
+// the expected experts touched is not linear in either parameter, and a few hundred points
+// are cheap. (i / per_unit, not i x step: 57 x 0.01 is 0.5700000000000001, 57 / 100 the
+// double nearest 0.57, which MODEL.yaml then writes as such.)
 template <typename Squares>
-double BestOnGrid(double lo, double step, int32_t points, Squares squares) {
+double BestOnGrid(double lo, int32_t per_unit, int32_t points, Squares squares) {
   double best = std::numeric_limits<double>::infinity(), at = lo;
   for (int32_t i = 0; i < points; ++i) {
-    const double x = lo + step * i;
+    const double x = lo + static_cast<double>(i) / per_unit;
     if (const double s = squares(x); s < best) {
       best = s;
       at = x;
@@ -63,7 +64,7 @@ double MapePct(const Rows& rows, int32_t experts, int32_t per_token, const Exper
 }  // namespace
 
 double FitRoutingSkew(int32_t experts, int32_t per_token, std::span<const RoutingCount> decodes) {
-  return BestOnGrid(0.0, 0.01, 401, [&](double skew) {
+  return BestOnGrid(0.0, 100, 401, [&](double skew) {
     return Squares(decodes, experts, per_token, ExpertRoutingOptions{0, skew, 0});
   });
 }
@@ -86,7 +87,8 @@ ExpertRoutingOptions CountedRouting::Options() const {
   return o;
 }
 
-std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& tables) {
+std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& tables,
+                                             std::optional<double> skew) {
   std::vector<CountedRouting> out;
   std::vector<Rows> rows;
   for (const ProfileTable& table : tables) {
@@ -118,9 +120,13 @@ std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& ta
       c.decode_ratio /= static_cast<double>(c.decode_rows);
       c.routing_skew = FitRoutingSkew(e, k, rows[i].decodes);
     }
+    if (skew) {
+      c.routing_skew = *skew;
+      c.skew_given = true;
+    }
     if (c.chunk_rows > 0) {
       c.chunk_ratio /= static_cast<double>(c.chunk_rows);
-      c.routing_locality = BestOnGrid(0.0, 0.01, 101, [&](double locality) {
+      c.routing_locality = BestOnGrid(0.0, 100, 101, [&](double locality) {
         return Squares(rows[i].chunks, e, k, ExpertRoutingOptions{0, c.routing_skew, locality});
       });
     }

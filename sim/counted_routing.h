@@ -5,6 +5,7 @@
 // `calibrate` writes it into MODEL.yaml; a calibrated cost model routes a model of the
 // same MoE shape with it (sim/calibrated_cost_model.h).
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -29,8 +30,11 @@ struct CountedRouting {
   double chunk_ratio = 0;
   double decode_ratio = 0;
   // The routing_skew (a Zipf exponent, [0, 4] to 0.01) whose expected experts touched is
-  // closest to the decode rows' counts in least squares; 0 without decode rows.
+  // closest to the decode rows' counts in least squares; 0 without decode rows; or, when
+  // skew_given, the skew given (a serving run's: `servelab validate` fits it on the
+  // engine's decode batches, which need not route as a profile's decode rows do).
   double routing_skew = 0;
+  bool skew_given = false;
   // Then, at that skew, the routing_locality ([0, 1] to 0.01) closest to the chunk rows'
   // counts; 0 without chunk rows.
   double routing_locality = 0;
@@ -58,7 +62,9 @@ struct RoutingCount {
 double FitRoutingSkew(int32_t experts, int32_t per_token, std::span<const RoutingCount> decodes);
 
 // One entry per MoE shape whose moe_mlp rows counted their routing (experts_run > 0), in
-// the order the shapes first appear.
-std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& tables);
+// the order the shapes first appear; with `skew`, every shape's routing_skew is that one
+// (skew_given) and its locality is fitted at it.
+std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& tables,
+                                             std::optional<double> skew = std::nullopt);
 
 }  // namespace servelab

@@ -56,7 +56,9 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "# datasheet roofline's value: no measurement was bound by that term.\n"
          "# routing: per MoE shape, the routing its profile counted (experts_run), as\n"
          "# cost_model.routing_skew (from decode batches) and routing_locality (from\n"
-         "# prefill chunks, at that skew): the default for a model of that shape.\n";
+         "# prefill chunks, at that skew): the default for a model of that shape; a skew\n"
+         "# given to calibrate (--routing-skew: a serving run's, from `validate`) says\n"
+         "# skew_given.\n";
   out << "device: " << model.device << "\n";
   out << "fitted_from:\n";
   for (const std::string& f : model.fitted_from) out << "  - " << YamlQuoted(f) << "\n";
@@ -68,6 +70,7 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
     out << "    hidden_size: " << r.hidden_size << "\n";
     out << "    expert_intermediate_size: " << r.expert_intermediate_size << "\n";
     out << "    routing_skew: " << FormatDouble(r.routing_skew) << "\n";
+    if (r.skew_given) out << "    skew_given: true  # calibrate --routing-skew, not the profile's decode rows\n";
     out << "    routing_locality: " << FormatDouble(r.routing_locality) << "\n";
     out << "    decode_rows: " << r.decode_rows << "\n";
     out << "    chunk_rows: " << r.chunk_rows << "\n";
@@ -201,7 +204,7 @@ CountedRouting ReadRouting(const std::string& path, const YAML::Node& n, const s
   if (!n.IsMap()) Fail(path, n, where, "expected a mapping");
   CheckKeys(path, n, where,
             {"num_experts", "experts_per_token", "hidden_size", "expert_intermediate_size",
-             "routing_skew", "routing_locality", "decode_rows", "chunk_rows"});
+             "routing_skew", "skew_given", "routing_locality", "decode_rows", "chunk_rows"});
   auto get = [&](const char* key, double lo, double hi) {
     if (!n[key]) Fail(path, n, where + "." + key, "missing");
     return Number(path, n[key], where + "." + key, lo, hi);
@@ -219,6 +222,7 @@ CountedRouting ReadRouting(const std::string& path, const YAML::Node& n, const s
   r.routing_locality = get("routing_locality", 0, 1);
   if (n["decode_rows"]) r.decode_rows = count("decode_rows", 0, 1e15);
   if (n["chunk_rows"]) r.chunk_rows = count("chunk_rows", 0, 1e15);
+  if (n["skew_given"]) r.skew_given = Bool(path, n["skew_given"], where + ".skew_given");
   return r;
 }
 

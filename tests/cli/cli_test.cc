@@ -461,6 +461,10 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
        "--hold-out keeps every row out of the fit"},
       {profile.string(), "missing --out MODEL.yaml"},
       {bad_profile + " --out " + (dir_ / "m" / "MODEL.yaml").string(), "broken.csv:2: expected a whole number"},
+      {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --routing-skew 5",
+       "--routing-skew 5.0: must be in [0, 4]"},
+      {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --routing-skew 0",
+       "--routing-skew: no profile row counted a mixture of experts' routing"},
       {profile.string() + " --out " + (dir_ / "m").string(), "m: is a folder"},
   };
   for (const Bad& b : bads) {

@@ -87,6 +87,27 @@ TEST(CountedRoutingTest, FitsTheSkewOfDecodeCounts) {
   EXPECT_EQ(FitRoutingSkew(8, 2, {}), 0.0);
 }
 
+// A skew given (a serving run's, `calibrate --routing-skew`) replaces the decode rows'
+// fit, and the chunks' locality is fitted at it: chunks counted at skew 0 and locality
+// 0.4 give back 0.4 beside decode rows skewed at 1.3, which alone would have given 1.3.
+TEST(CountedRoutingTest, AGivenSkewAndTheLocalityFittedAtIt) {
+  const ModelSpec shape = SmallMixtral();
+  const ExpertRouting decodes(8, 2, 1, ExpertRoutingOptions{0, 1.3, 0});
+  const ExpertRouting chunks(8, 2, 1, ExpertRoutingOptions{0, 0.0, 0.4});
+  ProfileTable table;
+  for (int64_t seqs = 2; seqs <= 16; seqs += 2) table.rows.push_back(CountedRow(shape, decodes, seqs, 1));
+  for (const int32_t chunk : {4, 16, 64, 256}) table.rows.push_back(CountedRow(shape, chunks, 1, chunk));
+  const CountedRouting fitted = CountedRoutingOf({table})[0];
+  EXPECT_NEAR(fitted.routing_skew, 1.3, 1e-9);
+  EXPECT_FALSE(fitted.skew_given);
+  const CountedRouting given = CountedRoutingOf({table}, 0.0)[0];
+  EXPECT_TRUE(given.skew_given);
+  EXPECT_EQ(given.routing_skew, 0.0);
+  EXPECT_NEAR(given.routing_locality, 0.4, 1e-9);
+  EXPECT_EQ(given.decode_rows, 8);  // still counted, and still in its mean error
+  EXPECT_GT(given.touched_mape_pct, fitted.touched_mape_pct - 1e-12);
+}
+
 // A router belongs to its model: rows of two MoE shapes are two entries, each matching its
 // own shape only; uncounted rows, one-token rows and dense models give none.
 TEST(CountedRoutingTest, OneEntryPerMoeShape) {

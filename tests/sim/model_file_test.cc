@@ -59,7 +59,11 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   routing.routing_locality = 0.47;
   routing.decode_rows = 40;
   routing.chunk_rows = 12;
-  model.routing = {routing};
+  CountedRouting served = routing;  // a second shape, its skew given to calibrate
+  served.hidden_size = 512;
+  served.routing_skew = 0;
+  served.skew_given = true;
+  model.routing = {routing, served};
   GemmCorrection correction;
   correction.op = Op::kGateUpProj;
   correction.k = 4096;
@@ -81,7 +85,10 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   EXPECT_EQ(back->ops.at(Op::kRope).cache_bytes, 3.5e7);
   EXPECT_EQ(back->ops.at(Op::kRope).beyond_cache_memory_efficiency, 0.41);
   EXPECT_EQ(back->ops.at(Op::kMoeMlp).per_expert_us, 41.5);
-  ASSERT_EQ(back->routing.size(), 1u);
+  ASSERT_EQ(back->routing.size(), 2u);
+  EXPECT_FALSE(back->routing[0].skew_given);
+  EXPECT_TRUE(back->routing[1].skew_given);
+  EXPECT_EQ(back->routing[1].routing_skew, 0.0);
   EXPECT_EQ(back->routing[0].routing_skew, 0.96);
   EXPECT_EQ(back->routing[0].routing_locality, 0.47);
   EXPECT_EQ(back->routing[0].expert_intermediate_size, 1024);
