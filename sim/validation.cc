@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -475,6 +476,25 @@ Status RunEngineRecorded(const ExperimentConfig& config, const BackendFactory& e
   return Status::Ok();
 }
 
+// The simulated twin's run into `folder`, each replica's backend wrapped by `wrap` when
+// given.
+StatusOr<RunSummary> RunTwin(
+    ExperimentConfig twin, const std::string& folder, bool progress,
+    const std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>, int32_t)>& wrap = {}) {
+  twin.output.dir = folder;
+  auto prepared = PrepareExperiment(twin);
+  if (!prepared.ok()) return prepared.status();
+  auto sims = MakeSimBackendFactory(prepared->config);
+  if (!sims.ok()) return sims.status();
+  if (!wrap) return RunToFolder(*prepared, *sims, progress);
+  const BackendFactory wrapped = [&](int32_t replica) -> StatusOr<std::unique_ptr<Backend>> {
+    auto sim = (*sims)(replica);
+    if (!sim.ok()) return sim.status();
+    return wrap(std::move(sim).value(), replica);
+  };
+  return RunToFolder(*prepared, wrapped, progress);
+}
+
 }  // namespace
 
 std::string RerunFolder(int32_t run) { return "run-" + std::to_string(run); }
@@ -512,34 +532,21 @@ StatusOr<LoadValidation> ValidateLoad(const ExperimentConfig& config, const Back
   LoadValidation v;
   EngineSteps trace;
   SERVELAB_RETURN_IF_ERROR(RunEngineRecorded(config, engine, dir, progress, v, &trace));
-  ExperimentConfig twin = v.sim_config;
-  twin.output.dir = (fs::path(dir) / "sim").string();
-  auto sim_prepared = PrepareExperiment(twin);
-  if (!sim_prepared.ok()) return sim_prepared.status();
-  auto sim_backends = MakeSimBackendFactory(sim_prepared->config);
-  if (!sim_backends.ok()) return sim_backends.status();
-  auto sim_summary = RunToFolder(*sim_prepared, *sim_backends, progress);
+  auto sim_summary = RunTwin(v.sim_config, (fs::path(dir) / "sim").string(), progress);
   if (!sim_summary.ok()) return sim_summary.status();
   v.sim = *sim_summary;
   v.metrics = CompareRuns(v.engine, v.sim);
 
   // The twin again, on the engine's step times.
-  ExperimentConfig replay_config = v.sim_config;
-  replay_config.output.dir = (fs::path(dir) / "replay").string();
-  auto replay_prepared = PrepareExperiment(replay_config);
-  if (!replay_prepared.ok()) return replay_prepared.status();
-  auto replay_sims = MakeSimBackendFactory(replay_prepared->config);
-  if (!replay_sims.ok()) return replay_sims.status();
   ReplayState state;
   const std::vector<EngineStep> none;
-  BackendFactory replaying = [&](int32_t replica) -> StatusOr<std::unique_ptr<Backend>> {
-    auto sim = (*replay_sims)(replica);
-    if (!sim.ok()) return sim.status();
-    const auto it = trace.find(replica);
-    return std::unique_ptr<Backend>(std::make_unique<ReplayBackend>(
-        std::move(sim).value(), replica, it != trace.end() ? &it->second : &none, &state));
-  };
-  auto replay_summary = RunToFolder(*replay_prepared, replaying, progress);
+  auto replay_summary = RunTwin(
+      v.sim_config, (fs::path(dir) / "replay").string(), progress,
+      [&](std::unique_ptr<Backend> sim, int32_t replica) -> std::unique_ptr<Backend> {
+        const auto it = trace.find(replica);
+        return std::make_unique<ReplayBackend>(std::move(sim), replica,
+                                               it != trace.end() ? &it->second : &none, &state);
+      });
   if (!replay_summary.ok()) return replay_summary.status();
   StepReplay replay;
   for (const auto& [replica, steps] : trace) {
