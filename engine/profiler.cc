@@ -114,6 +114,19 @@ Status CheckProfileOptions(const ProfileOptions& options) {
   return Status::Ok();
 }
 
+int32_t FirstBlock(std::span<const ProfilePoint> grid, const ProfilePoint& point, int32_t block_size,
+                   int32_t pool_blocks) {
+  if (!point.decode) return 0;
+  auto blocks = [block_size](const ProfilePoint& c) {
+    return (int64_t{c.context} + (c.decode ? 1 : c.tokens) + block_size - 1) / block_size;
+  };
+  int64_t prefill = 0;
+  for (const ProfilePoint& c : grid) {
+    if (!c.decode) prefill = std::max(prefill, blocks(c));
+  }
+  return prefill + blocks(point) * point.tokens <= pool_blocks ? static_cast<int32_t>(prefill) : 0;
+}
+
 int32_t SettleRuns(double settle_ms, double last_run_s) {
   const double budget_s = settle_ms * 1e-3;
   if (!(last_run_s > 0) || !(budget_s >= last_run_s)) return 0;
@@ -216,7 +229,7 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
     const int32_t seqs = c.decode ? c.tokens : 1;
     const int32_t chunk = c.decode ? 1 : c.tokens;
     t->requests.resize(static_cast<size_t>(seqs));
-    int32_t next_block = 0;
+    int32_t next_block = FirstBlock(grid, c, capacity.block_size, capacity.num_gpu_blocks);
     for (int32_t i = 0; i < seqs; ++i) {
       Request& r = t->requests[static_cast<size_t>(i)];
       r.id = i;

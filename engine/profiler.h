@@ -34,6 +34,7 @@
 // otherwise.
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
@@ -94,6 +95,20 @@ Status CheckProfileOptions(const ProfileOptions& options);
 // decode contexts (63 and 255, or the largest below them that max_context leaves, or
 // max_context - 1), the chunk at most max_context.
 std::vector<ProfilePoint> HostCheckPoints(int32_t max_tokens, int32_t max_batch, int32_t max_context);
+
+// The first KV block of a configuration's sequences in a profile of `grid` (each sequence's
+// blocks follow): 0 for a prefill chunk; for a decode, past every block a prefill chunk of
+// the grid writes, when the pool of `pool_blocks` blocks of `block_size` tokens holds the
+// decode there, else 0. A decode row's sequences attend over what their blocks hold; the
+// blocks a long chunk of one sequence wrote would give every sequence of the batch the
+// same text to attend to, so that a mixture of experts' router sees them alike and picks
+// fewer distinct experts than a serving run's decodes, each over its own context, do
+// (2026-12-03, the CPU engine's Mixtral-layout model: decode batches of 8 at context 15
+// ran 6.0 of 8 experts in a grid with chunks of up to 256 tokens, 7.3 without them; the
+// serving runs' decode batches route as uniform routing does). Where the blocks are does
+// not change a step's work.
+int32_t FirstBlock(std::span<const ProfilePoint> grid, const ProfilePoint& point, int32_t block_size,
+                   int32_t pool_blocks);
 
 // The settling runs before a measured run (ProfileOptions::settle_ms): as many whole runs
 // of `last_run_s` as fit in `settle_ms`; none when it is 0 or the run is longer, or its

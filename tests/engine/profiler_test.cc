@@ -341,6 +341,19 @@ TEST_F(ProfilerTest, BadInputIsSaid) {
 
 // Whole runs of the last one's time within the budget: a 1.7 ms decode settles for 11
 // runs in 20 ms, a 300 ms chunk for none, nor does anything with no budget or no time.
+// Decodes' sequences start past every block a prefill chunk of the grid writes (a chunk of
+// 64 after 128 cached: 12 blocks of 16), when the pool holds them there; chunks start at 0.
+TEST(FirstBlockTest, DecodesPastThePrefillChunksBlocks) {
+  const std::vector<ProfilePoint> grid = {{false, 64, 128}, {false, 16, 0}, {true, 4, 63}, {true, 2, 15}};
+  EXPECT_EQ(FirstBlock(grid, grid[0], 16, 1000), 0);
+  EXPECT_EQ(FirstBlock(grid, grid[2], 16, 1000), 12);
+  EXPECT_EQ(FirstBlock(grid, grid[2], 16, 12 + 4 * 4), 12);  // 4 sequences of 4 blocks fit
+  EXPECT_EQ(FirstBlock(grid, grid[2], 16, 12 + 4 * 4 - 1), 0);  // one block short: from 0
+  EXPECT_EQ(FirstBlock(grid, grid[3], 16, 14), 12);
+  const std::vector<ProfilePoint> decodes = {{true, 4, 63}};
+  EXPECT_EQ(FirstBlock(decodes, decodes[0], 16, 1000), 0);  // no chunk: nothing to avoid
+}
+
 TEST(SettleRunsTest, WholeRunsWithinTheBudget) {
   EXPECT_EQ(SettleRuns(20, 0.0017), 11);
   EXPECT_EQ(SettleRuns(20, 0.0045), 4);
