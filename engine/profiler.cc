@@ -114,17 +114,24 @@ Status CheckProfileOptions(const ProfileOptions& options) {
   return Status::Ok();
 }
 
+namespace {
+
+// The KV blocks one of `c`'s sequences holds: its context and its new tokens.
+int64_t SequenceBlocks(const ProfilePoint& c, int32_t block_size) {
+  return (int64_t{c.context} + (c.decode ? 1 : c.tokens) + block_size - 1) / block_size;
+}
+
+}  // namespace
+
 int32_t FirstBlock(std::span<const ProfilePoint> grid, const ProfilePoint& point, int32_t block_size,
                    int32_t pool_blocks) {
   if (!point.decode) return 0;
-  auto blocks = [block_size](const ProfilePoint& c) {
-    return (int64_t{c.context} + (c.decode ? 1 : c.tokens) + block_size - 1) / block_size;
-  };
   int64_t prefill = 0;
   for (const ProfilePoint& c : grid) {
-    if (!c.decode) prefill = std::max(prefill, blocks(c));
+    if (!c.decode) prefill = std::max(prefill, SequenceBlocks(c, block_size));
   }
-  return prefill + blocks(point) * point.tokens <= pool_blocks ? static_cast<int32_t>(prefill) : 0;
+  return prefill + SequenceBlocks(point, block_size) * point.tokens <= pool_blocks ? static_cast<int32_t>(prefill)
+                                                                                     : 0;
 }
 
 int32_t SettleRuns(double settle_ms, double last_run_s) {
@@ -171,9 +178,7 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
       std::min(options.max_context > 0 ? options.max_context : (*model)->MaxModelLen(),
                (*model)->MaxModelLen());
   auto fits = [&](const ProfilePoint& c) {
-    const int64_t per_seq = (int64_t{c.context} + (c.decode ? 1 : c.tokens) + capacity.block_size - 1) /
-                            capacity.block_size;
-    return per_seq * (c.decode ? c.tokens : 1) <= capacity.num_gpu_blocks;
+    return SequenceBlocks(c, capacity.block_size) * (c.decode ? c.tokens : 1) <= capacity.num_gpu_blocks;
   };
   std::vector<ProfilePoint> grid;
   std::vector<ProfilePoint> points = options.points;

@@ -720,6 +720,49 @@ std::string RunToRunMarkdown(const std::vector<LoadValidation>& loads) {
   return md;
 }
 
+// validation.md's section on a mixture of experts' routing (empty without counts): per run
+// and kind of step, the experts counted against the simulator's expectation, then the
+// routing skew each run's decode batches fit.
+std::string RoutingMarkdown(const std::vector<const LoadValidation*>& runs) {
+  std::string routing;
+  // A percentage to one decimal, a rounding's -0.0 as +0.0.
+  auto tenth = [](double pct) { return std::abs(pct) < 0.05 ? 0.0 : pct; };
+  for (const LoadValidation* run : runs) {
+    for (const RoutingRow& row : RoutingRows(run->steps)) {
+      char cells[192];
+      std::snprintf(cells, sizeof cells, " | %lld | %.2f | %.2f | %+.1f | %.2f | %.2f | %+.1f |\n",
+                    static_cast<long long>(row.count), row.engine.run, row.sim.run,
+                    tenth(100.0 * Change(row.engine.run, row.sim.run)), row.engine.single_row,
+                    row.sim.single_row, tenth(100.0 * Change(row.engine.single_row, row.sim.single_row)));
+      routing += "| " + run->label + " | " + row.steps + cells;
+    }
+  }
+  if (routing.empty()) return "";
+  std::string md =
+      "\nMixture of experts: the experts a MoE layer ran in each step (the mean over its layers) "
+      "as the engine counted them, against the simulator's routing model, by kind of step "
+      "(decode_B: decode-only steps of B sequences; mixed: steps with a prefill chunk), and of "
+      "them those given one row; each the mean over the steps, error % of the simulator's.\n\n"
+      "| load | steps | count | experts run | expected | error % | one-row experts | expected | "
+      "error % |\n|---|---|---|---|---|---|---|---|---|\n" + routing;
+  std::string skews;
+  for (const LoadValidation* run : runs) {
+    if (const std::optional<SkewFit> skew = DecodeSkews(*run)) {
+      char cells[96];
+      std::snprintf(cells, sizeof cells, " | %lld | %.2f | %.2f |\n", static_cast<long long>(skew->steps),
+                    skew->engine, skew->sim);
+      skews += "| " + run->label + cells;
+    }
+  }
+  if (skews.empty()) return md;
+  return md +
+         "\nThe routing skew (cost_model.routing_skew: a Zipf exponent over the experts, 0 = "
+         "uniform) that fits the decode-only steps of two or more sequences, on the engine's "
+         "counts and on the simulator's expectations: the engine's is the skew to route with "
+         "to route as this run did.\n\n| load | decode steps | skew, engine | skew, simulator "
+         "|\n|---|---|---|---|\n" + skews;
+}
+
 // validation.md's section on the replays (empty without any).
 std::string ReplayMarkdown(const std::vector<LoadValidation>& loads) {
   std::string rows;
@@ -867,43 +910,7 @@ std::string ValidationMarkdown(const std::string& experiment,
       md += "| " + v.label + row;
     }
   }
-  std::string routing;
-  // A percentage to one decimal, a rounding's -0.0 as +0.0.
-  auto tenth = [](double pct) { return std::abs(pct) < 0.05 ? 0.0 : pct; };
-  for (const LoadValidation* run : runs) {
-    for (const RoutingRow& row : RoutingRows(run->steps)) {
-      char cells[192];
-      std::snprintf(cells, sizeof cells, " | %lld | %.2f | %.2f | %+.1f | %.2f | %.2f | %+.1f |\n",
-                    static_cast<long long>(row.count), row.engine.run, row.sim.run,
-                    tenth(100.0 * Change(row.engine.run, row.sim.run)), row.engine.single_row,
-                    row.sim.single_row, tenth(100.0 * Change(row.engine.single_row, row.sim.single_row)));
-      routing += "| " + run->label + " | " + row.steps + cells;
-    }
-  }
-  if (!routing.empty()) {
-    md += "\nMixture of experts: the experts a MoE layer ran in each step (the mean over its layers) "
-          "as the engine counted them, against the simulator's routing model, by kind of step "
-          "(decode_B: decode-only steps of B sequences; mixed: steps with a prefill chunk), and of "
-          "them those given one row; each the mean over the steps, error % of the simulator's.\n\n"
-          "| load | steps | count | experts run | expected | error % | one-row experts | expected | "
-          "error % |\n|---|---|---|---|---|---|---|---|---|\n" + routing;
-    std::string skews;
-    for (const LoadValidation* run : runs) {
-      if (const std::optional<SkewFit> skew = DecodeSkews(*run)) {
-        char cells[96];
-        std::snprintf(cells, sizeof cells, " | %lld | %.2f | %.2f |\n", static_cast<long long>(skew->steps),
-                      skew->engine, skew->sim);
-        skews += "| " + run->label + cells;
-      }
-    }
-    if (!skews.empty()) {
-      md += "\nThe routing skew (cost_model.routing_skew: a Zipf exponent over the experts, 0 = "
-            "uniform) that fits the decode-only steps of two or more sequences, on the engine's "
-            "counts and on the simulator's expectations: the engine's is the skew to route with "
-            "to route as this run did.\n\n| load | decode steps | skew, engine | skew, simulator "
-            "|\n|---|---|---|---|\n" + skews;
-    }
-  }
+  md += RoutingMarkdown(runs);
   bool checked = false;
   for (const LoadValidation* v : runs) checked = checked || !v->host.steps.empty();
   if (checked) {
