@@ -1,6 +1,7 @@
 #pragma once
-// The command line shared by `run`, `sweep` and `compare`: the command's options plus
-// one positional EXPERIMENT.yaml, --help, and the usage errors (exit 2).
+// The command line shared by `run`, `sweep`, `compare`, `profile` and the rest: the
+// command's options plus positional EXPERIMENT.yaml (one, or for `profile` several),
+// --help, and the usage errors (exit 2).
 #include <boost/program_options.hpp>
 #include <optional>
 #include <string>
@@ -21,5 +22,14 @@ std::optional<int> ParseExperimentCommandLine(
     const std::string& command, const std::vector<std::string>& args,
     const boost::program_options::options_description& options, const std::string& help_epilogue,
     boost::program_options::variables_map& vm, std::string& experiment_path);
+
+// The same with one or more EXPERIMENT.yaml, at most `max_experiments` (-1: any number),
+// into `experiment_paths` in the order given; --out may be repeatable (each checked
+// non-empty).
+std::optional<int> ParseExperimentsCommandLine(
+    const std::string& command, const std::vector<std::string>& args,
+    const boost::program_options::options_description& options, const std::string& help_epilogue,
+    boost::program_options::variables_map& vm, std::vector<std::string>& experiment_paths,
+    int max_experiments);
 
 }  // namespace servelab

@@ -37,19 +37,27 @@ constexpr const char* kProfileHelp =
     "moe_mlp, with the experts its layers ran), for `servelab calibrate`. Repeats run in\n"
     "passes over the whole grid unless --contiguous; in a pass each measured run follows\n"
     "--settle-ms of its own step back to back, the state a serving run's streak of small\n"
-    "steps settles into. Exit status: 0 success, 2 bad input, 1 a runtime failure.\n";
+    "steps settles into.\n\n"
+    "Several experiments (model shapes to fit together) are profiled together, every\n"
+    "model loaded at once, each pass running over each experiment's grid in turn: a host\n"
+    "whose speed changes during the profile changes every shape's rows alike, where\n"
+    "profiles taken one after another each carry their own hour's speed, which a fit\n"
+    "across the shapes would read as the shapes' difference. One --out per experiment, in\n"
+    "their order, or none (results/<name>-profile.csv each). Exit status: 0 success, 2 bad\n"
+    "input, 1 a runtime failure.\n";
 
 int ProfileCommand(const std::vector<std::string>& args) {
-  po::options_description options("servelab profile EXPERIMENT.yaml [options]");
+  po::options_description options("servelab profile EXPERIMENT.yaml... [options]");
   std::vector<std::string> sets;
-  std::string out;
+  std::vector<std::string> outs;
   ProfileOptions profile;
   const ProfileOptions defaults;
   options.add_options()
       ("help,h", "show this help")
       ("set", po::value<std::vector<std::string>>(&sets)->composing(),
-       "override a key: --set engine.device=cuda (repeatable)")
-      ("out", po::value<std::string>(&out), "the profile to write (default results/<name>-profile.csv)")
+       "override a key of every experiment: --set engine.device=cuda (repeatable)")
+      ("out", po::value<std::vector<std::string>>(&outs)->composing(),
+       "the profile to write, one per experiment (default results/<name>-profile.csv)")
       ("warmup", po::value<int32_t>(&profile.warmup)->default_value(defaults.warmup), "unmeasured runs per step")
       ("warmup-ms", po::value<double>(&profile.warmup_ms)->default_value(defaults.warmup_ms),
        "and at least this long, per step")
@@ -64,23 +72,55 @@ int ProfileCommand(const std::vector<std::string>& args) {
        "longest context (0: the one the engine serves)")
       ("contiguous", "each step's repeats back to back (default: in passes over the grid)")
       ("no-progress", "never draw the progress line");
-  std::string experiment_path;
+  std::vector<std::string> experiment_paths;
   po::variables_map vm;
-  if (auto exit = ParseExperimentCommandLine("profile", args, options, kProfileHelp, vm,
-                                             experiment_path)) {
+  if (auto exit = ParseExperimentsCommandLine("profile", args, options, kProfileHelp, vm, experiment_paths,
+                                              kMaxProfileExperiments)) {
     return *exit;
   }
-  // Every option and the output's place are checked before anything is measured.
+  // Every option, every experiment and every output's place are checked before anything
+  // is measured.
   if (Status checked = CheckProfileOptions(profile); !checked.ok()) return Report(checked);
   profile.interleave = vm.count("contiguous") == 0;
-  auto config = LoadExperiment(experiment_path, sets);
-  if (!config.ok()) return Report(config.status());
-  if (out.empty()) out = "results/" + config->name + "-profile.csv";
-  const fs::path path(out);
-  auto folder = OutputDir::Open(path.has_parent_path() ? path.parent_path().string() : ".");
-  if (!folder.ok()) return Report(folder.status());
-  auto csv = (*folder)->Stream(path.filename().string());
-  if (!csv.ok()) return Report(csv.status());
+  if (!outs.empty() && outs.size() != experiment_paths.size()) {
+    return Report(InvalidArgument("--out given " + std::to_string(outs.size()) + " times for " +
+                                  std::to_string(experiment_paths.size()) +
+                                  " experiments: one per experiment, in their order, or none"));
+  }
+  std::vector<ExperimentConfig> configs;
+  for (const std::string& experiment : experiment_paths) {
+    auto config = LoadExperiment(experiment, sets);
+    if (!config.ok()) return Report(config.status());
+    if (outs.size() < experiment_paths.size()) outs.push_back("results/" + config->name + "-profile.csv");
+    configs.push_back(*std::move(config));
+  }
+  // Each profile's stream, in one OutputDir per folder (a folder is staged once per
+  // process); two profiles to one file would lose one.
+  std::vector<std::unique_ptr<OutputDir>> folders;
+  std::vector<std::string> folder_paths;
+  std::vector<std::ostream*> csvs;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const fs::path path = fs::path(outs[i]).lexically_normal();
+    for (size_t j = 0; j < i; ++j) {
+      if (fs::path(outs[j]).lexically_normal() == path) {
+        return Report(InvalidArgument("--out " + outs[i] + ": the profile of both " + experiment_paths[j] +
+                                      " and " + experiment_paths[i] + " (give each its own --out)"));
+      }
+    }
+    const std::string dir = path.has_parent_path() ? path.parent_path().string() : ".";
+    const auto known = std::find(folder_paths.begin(), folder_paths.end(), dir);
+    if (known == folder_paths.end()) {
+      auto folder = OutputDir::Open(dir);
+      if (!folder.ok()) return Report(folder.status());
+      folders.push_back(std::move(*folder));
+      folder_paths.push_back(dir);
+    }
+    OutputDir& folder = *folders[static_cast<size_t>(
+        std::find(folder_paths.begin(), folder_paths.end(), dir) - folder_paths.begin())];
+    auto csv = folder.Stream(path.filename().string());
+    if (!csv.ok()) return Report(csv.status());
+    csvs.push_back(*csv);
+  }
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
   if (progress) {
     // Redrawn at each whole percent: a decode's run takes a millisecond or two.
@@ -93,14 +133,21 @@ int ProfileCommand(const std::vector<std::string>& args) {
       if (done == total) std::fputs("\r\033[K", stderr);
     };
   }
-  auto rows = ProfileEngine(*config, profile);
-  if (!rows.ok()) return Report(rows.status());
-  **csv << ProfileCsvHeader();
-  for (const ProfileRow& r : *rows) WriteProfileRow(**csv, r);
-  if (Status written = (*folder)->Commit(); !written.ok()) return Report(written);
-  std::printf("%zu measurements of %s on %s\nprofile: %s\n", rows->size(),
-              config->model.name.c_str(), rows->empty() ? "?" : rows->front().device.c_str(),
-              out.c_str());
+  auto profiles = ProfileEngines(configs, profile);
+  if (!profiles.ok()) return Report(profiles.status());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::vector<ProfileRow>& rows = (*profiles)[i];
+    *csvs[i] << ProfileCsvHeader();
+    for (const ProfileRow& r : rows) WriteProfileRow(*csvs[i], r);
+  }
+  for (const auto& folder : folders) {
+    if (Status written = folder->Commit(); !written.ok()) return Report(written);
+  }
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::vector<ProfileRow>& rows = (*profiles)[i];
+    std::printf("%zu measurements of %s on %s\nprofile: %s\n", rows.size(), configs[i].model.name.c_str(),
+                rows.empty() ? "?" : rows.front().device.c_str(), outs[i].c_str());
+  }
   return kExitOk;
 }
 

@@ -143,15 +143,39 @@ int32_t SettleRuns(double settle_ms, double last_run_s) {
 
 namespace {
 
-// ProfileEngine, and the configurations it timed (in the order of their rows) when
-// `timed_points` is given.
-StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const ProfileOptions& options,
-                                          std::vector<ProfilePoint>* timed_points) {
+// One configuration's step, built up front, and what its runs measured.
+struct Timed {
+  ProfilePoint c;
+  std::deque<Request> requests;
+  TokenStore tokens;
+  StepPlan plan;
+  std::map<Op, std::vector<double>> samples;
+  std::vector<double> steps;
+  double last_s = 0;  // its latest run's time, measured or not
+  // The routing its MoE layers counted (the same every run: the same tokens).
+  double experts_run = 0, single_row_experts = 0;
+};
+
+// One experiment's engine (its model loaded, its runner made) and its configurations'
+// steps.
+struct Session {
+  size_t index = 0;  // its experiment's
+  std::shared_ptr<EngineModel> model;
+  std::unique_ptr<ModelRunner> runner;
+  ModelSpec spec;
+  bool on_device = false;  // the runner samples (greedy) itself
+  // Ops and whole steps in the same runs, unless timing ops changes how the runner runs a
+  // step (CUDA: no decode graphs): then whole steps get untimed runs of their own.
+  bool separate = false;
+  StepTimes times;
+  std::vector<std::unique_ptr<Timed>> timed;
+};
+
+StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const ProfileOptions& options) {
   if (config.backend != BackendKind::kEngine) {
     return InvalidArgument(config.Where("backend") + ": profile needs an engine experiment "
                            "(backend: engine)");
   }
-  SERVELAB_RETURN_IF_ERROR(CheckProfileOptions(options));
   // The grid covers what the scheduler produces, and the runner is sized by it (the CUDA
   // runner's buffers): larger chunks or batches are the experiment's to allow.
   if (options.max_tokens > config.scheduler.max_num_batched_tokens) {
@@ -164,19 +188,23 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
                            config.Where("scheduler.max_num_seqs") + " = " +
                            std::to_string(config.scheduler.max_num_seqs));
   }
+  auto session = std::make_unique<Session>();
   auto model = EngineModel::Load(config);
   if (!model.ok()) return model.status();
-  auto made = (*model)->MakeRunner();
+  session->model = std::move(*model);
+  auto made = session->model->MakeRunner();
   if (!made.ok()) return made.status();
-  ModelRunner& runner = **made;
-  const ModelSpec& spec = (*model)->Config().spec;
+  session->runner = std::move(*made);
+  const EngineModel& loaded = *session->model;
+  ModelRunner& runner = *session->runner;
+  session->spec = loaded.Config().spec;
+  const ModelSpec& spec = session->spec;
   const KvCapacity capacity = runner.Capacity();
   const int32_t max_tokens =
       options.max_tokens > 0 ? options.max_tokens : config.scheduler.max_num_batched_tokens;
   const int32_t max_batch = options.max_batch > 0 ? options.max_batch : config.scheduler.max_num_seqs;
   const int32_t max_context =
-      std::min(options.max_context > 0 ? options.max_context : (*model)->MaxModelLen(),
-               (*model)->MaxModelLen());
+      std::min(options.max_context > 0 ? options.max_context : loaded.MaxModelLen(), loaded.MaxModelLen());
   auto fits = [&](const ProfilePoint& c) {
     return SequenceBlocks(c, capacity.block_size) * (c.decode ? c.tokens : 1) <= capacity.num_gpu_blocks;
   };
@@ -210,24 +238,9 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
     }
   }
 
-  SamplingParams greedy;  // temperature 0: what the timed runs sample with
-  const bool on_device = runner.SamplesOnDevice(greedy);
-  StepTimes times;
+  session->on_device = runner.SamplesOnDevice(SamplingParams{});  // greedy: temperature 0
+  session->separate = runner.ProfilesOps() && runner.OpTimerAltersSteps();
   Rng rng(static_cast<uint64_t>(config.seed), 0x50524F46);  // "PROF"
-
-  // Every configuration's step, built up front.
-  struct Timed {
-    ProfilePoint c;
-    std::deque<Request> requests;
-    TokenStore tokens;
-    StepPlan plan;
-    std::map<Op, std::vector<double>> samples;
-    std::vector<double> steps;
-    double last_s = 0;  // its latest run's time, measured or not
-    // The routing its MoE layers counted (the same every run: the same tokens).
-    double experts_run = 0, single_row_experts = 0;
-  };
-  std::vector<std::unique_ptr<Timed>> timed;
   for (const ProfilePoint& c : grid) {
     auto t = std::make_unique<Timed>();
     t->c = c;
@@ -252,106 +265,136 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
     }
     t->plan.num_emitting = seqs;
     if (c.decode) t->plan.num_decode_tokens = seqs; else t->plan.num_prefill_tokens = chunk;
-    timed.push_back(std::move(t));
+    session->timed.push_back(std::move(t));
   }
+  return session;
+}
 
-  Sampler sampler;
+// Times every session's configurations: per session, ops and whole steps in the same
+// runs or (Session::separate) in runs of each kind; in passes (options.interleave), each
+// pass over every session's grid in turn, so a change of the host's speed falls on every
+// session alike; else each configuration's runs back to back, session after session.
+Status Measure(std::span<const std::unique_ptr<Session>> sessions, const ProfileOptions& options) {
+  const SamplingParams greedy;
   std::vector<float> logits;
   std::vector<int32_t> ids;
-  // Ops and whole steps in the same runs, unless timing ops changes how the runner runs a
-  // step (CUDA: no decode graphs): then whole steps get untimed runs of their own.
-  const bool separate = runner.ProfilesOps() && runner.OpTimerAltersSteps();
   size_t most_seqs = 0;
-  for (const auto& t : timed) most_seqs = std::max(most_seqs, t->plan.seqs.size());
+  for (const auto& s : sessions) {
+    for (const auto& t : s->timed) most_seqs = std::max(most_seqs, t->plan.seqs.size());
+  }
   const std::vector<double> no_draws(most_seqs, 0.0);  // greedy
+  Sampler sampler;
   // One timed run of `t`; `time_ops` and `time_step` say what it measures.
-  auto time_one = [&](Timed& t, bool measured, bool time_ops, bool time_step) -> Status {
+  auto time_one = [&](Session& s, Timed& t, bool measured, bool time_ops, bool time_step) -> Status {
     const int32_t seqs = static_cast<int32_t>(t.plan.seqs.size());
-    times.Clear();
+    s.times.Clear();
     const int64_t start = NowNs();
-    if (on_device) {
+    if (s.on_device) {
       const std::span<const double> uniforms(no_draws.data(), static_cast<size_t>(seqs));
-      SERVELAB_RETURN_IF_ERROR(runner.ExecuteAndSample(t.plan, t.tokens, greedy, uniforms, ids));
+      SERVELAB_RETURN_IF_ERROR(s.runner->ExecuteAndSample(t.plan, t.tokens, greedy, uniforms, ids));
     } else {
-      SERVELAB_RETURN_IF_ERROR(runner.Execute(t.plan, t.tokens, logits));
+      SERVELAB_RETURN_IF_ERROR(s.runner->Execute(t.plan, t.tokens, logits));
       const int64_t sample_start = NowNs();
-      const auto vocab = static_cast<size_t>(spec.vocab_size);
+      const auto vocab = static_cast<size_t>(s.spec.vocab_size);
       for (int32_t e = 0; e < seqs; ++e) {
         sampler.Sample(std::span<const float>(logits.data() + e * vocab, vocab), greedy, e, 0);
       }
-      times.Record(Op::kSampling, static_cast<double>(NowNs() - sample_start) * 1e-9);
+      s.times.Record(Op::kSampling, static_cast<double>(NowNs() - sample_start) * 1e-9);
     }
     const double step = static_cast<double>(NowNs() - start) * 1e-9;
     t.last_s = step;
     if (!measured) return Status::Ok();
     if (time_step) t.steps.push_back(step);
     if (!time_ops) return Status::Ok();
-    t.experts_run = times.ExpertsRun();
-    t.single_row_experts = times.SingleRowExperts();
-    for (const auto& [op, seconds] : times.Seconds()) {
+    t.experts_run = s.times.ExpertsRun();
+    t.single_row_experts = s.times.SingleRowExperts();
+    for (const auto& [op, seconds] : s.times.Seconds()) {
       const bool per_layer = InfoOf(op).scope == OpScope::kPerLayer;
-      t.samples[op].push_back(per_layer ? seconds / spec.num_hidden_layers : seconds);
+      t.samples[op].push_back(per_layer ? seconds / s.spec.num_hidden_layers : seconds);
     }
     return Status::Ok();
   };
   // At least `warmup` runs and `warmup_ms` of them: after a large step the host (caches,
   // clocks) takes milliseconds to settle into a small one's steady state.
-  auto warm_up = [&](Timed& t, bool time_ops, bool time_step) -> Status {
+  auto warm_up = [&](Session& s, Timed& t, bool time_ops, bool time_step) -> Status {
     const int64_t until = NowNs() + static_cast<int64_t>(options.warmup_ms * 1e6);
     for (int32_t run = 0; run < options.warmup || NowNs() < until; ++run) {
-      SERVELAB_RETURN_IF_ERROR(time_one(t, false, time_ops, time_step));
+      SERVELAB_RETURN_IF_ERROR(time_one(s, t, false, time_ops, time_step));
     }
     return Status::Ok();
   };
   // Back-to-back runs of `t` for about options.settle_ms, whole runs only.
-  auto settle = [&](Timed& t, bool time_ops, bool time_step) -> Status {
+  auto settle = [&](Session& s, Timed& t, bool time_ops, bool time_step) -> Status {
     const int32_t runs = SettleRuns(options.settle_ms, t.last_s);
-    for (int32_t run = 0; run < runs; ++run) SERVELAB_RETURN_IF_ERROR(time_one(t, false, time_ops, time_step));
+    for (int32_t run = 0; run < runs; ++run) SERVELAB_RETURN_IF_ERROR(time_one(s, t, false, time_ops, time_step));
     return Status::Ok();
   };
-  const int32_t kinds = separate ? 2 : 1;
-  // Progress in measured runs (at most 2 x 100,000 repeats x the grid's ~1,000 steps).
-  const int64_t total = int64_t{kinds} * options.repeats * static_cast<int64_t>(timed.size());
+  // Progress in measured runs (at most 2 x 100,000 repeats x the grids' steps).
+  int64_t total = 0;
+  for (const auto& s : sessions) {
+    total += int64_t{s->separate ? 2 : 1} * options.repeats * static_cast<int64_t>(s->timed.size());
+  }
   int64_t done = 0;
-  auto measure = [&](Timed& t, bool time_ops, bool time_step) -> Status {
-    SERVELAB_RETURN_IF_ERROR(time_one(t, true, time_ops, time_step));
+  auto measure = [&](Session& s, Timed& t, bool time_ops, bool time_step) -> Status {
+    if (options.on_measure) options.on_measure(s.index, t.c);
+    SERVELAB_RETURN_IF_ERROR(time_one(s, t, true, time_ops, time_step));
     if (options.on_progress) options.on_progress(++done, total);
     return Status::Ok();
   };
-  for (int32_t kind = 0; kind < kinds; ++kind) {
-    const bool time_ops = runner.ProfilesOps() && kind == 0;
-    const bool time_step = !separate || kind == 1;
-    runner.SetOpTimer(time_ops ? &times : nullptr);
+  for (int32_t kind = 0; kind < 2; ++kind) {
+    // What a session's runs of this kind time; false, false: it has no runs of it.
+    auto timing = [kind](const Session& s) {
+      const bool time_ops = s.runner->ProfilesOps() && kind == 0;
+      const bool time_step = s.separate ? kind == 1 : kind == 0;
+      return std::pair{time_ops, time_step};
+    };
+    for (const auto& s : sessions) s->runner->SetOpTimer(timing(*s).first ? &s->times : nullptr);
     if (options.interleave) {
       // Each configuration's warm-up runs back to back, then `repeats` passes over the
-      // grid in its order, so every median spans the whole profile; in a pass, each
+      // grids in their order, so every median spans the whole profile; in a pass, each
       // measured run follows its configuration's settling runs.
-      for (const auto& t : timed) SERVELAB_RETURN_IF_ERROR(warm_up(*t, time_ops, time_step));
+      for (const auto& s : sessions) {
+        const auto [time_ops, time_step] = timing(*s);
+        if (!time_ops && !time_step) continue;
+        for (const auto& t : s->timed) SERVELAB_RETURN_IF_ERROR(warm_up(*s, *t, time_ops, time_step));
+      }
       for (int32_t pass = 0; pass < options.repeats; ++pass) {
-        for (const auto& t : timed) {
-          SERVELAB_RETURN_IF_ERROR(settle(*t, time_ops, time_step));
-          SERVELAB_RETURN_IF_ERROR(measure(*t, time_ops, time_step));
+        for (const auto& s : sessions) {
+          const auto [time_ops, time_step] = timing(*s);
+          if (!time_ops && !time_step) continue;
+          for (const auto& t : s->timed) {
+            SERVELAB_RETURN_IF_ERROR(settle(*s, *t, time_ops, time_step));
+            SERVELAB_RETURN_IF_ERROR(measure(*s, *t, time_ops, time_step));
+          }
         }
       }
     } else {
-      for (const auto& t : timed) {
-        SERVELAB_RETURN_IF_ERROR(warm_up(*t, time_ops, time_step));
-        for (int32_t run = 0; run < options.repeats; ++run) {
-          SERVELAB_RETURN_IF_ERROR(measure(*t, time_ops, time_step));
+      for (const auto& s : sessions) {
+        const auto [time_ops, time_step] = timing(*s);
+        if (!time_ops && !time_step) continue;
+        for (const auto& t : s->timed) {
+          SERVELAB_RETURN_IF_ERROR(warm_up(*s, *t, time_ops, time_step));
+          for (int32_t run = 0; run < options.repeats; ++run) {
+            SERVELAB_RETURN_IF_ERROR(measure(*s, *t, time_ops, time_step));
+          }
         }
       }
     }
   }
-  runner.SetOpTimer(nullptr);
+  for (const auto& s : sessions) s->runner->SetOpTimer(nullptr);
+  return Status::Ok();
+}
 
+// A session's rows: per configuration, each op's and the whole step's median, p10 and p90.
+std::vector<ProfileRow> Rows(Session& s, const ProfileOptions& options) {
   std::vector<ProfileRow> rows;
-  for (const auto& t : timed) {
-    if (timed_points != nullptr) timed_points->push_back(t->c);
+  const std::string device = s.model->Device();
+  for (const auto& t : s.timed) {
     auto row = [&](const std::string& op, std::vector<double> values) {
       std::sort(values.begin(), values.end());
       ProfileRow r;
-      r.device = (*model)->Device();
-      r.shape = spec;
+      r.device = device;
+      r.shape = s.spec;
       r.op = op;
       r.tokens = t->c.tokens;
       r.batch = static_cast<int64_t>(t->plan.seqs.size());
@@ -373,24 +416,52 @@ StatusOr<std::vector<ProfileRow>> Profile(const ExperimentConfig& config, const 
   return rows;
 }
 
+StatusOr<std::vector<std::unique_ptr<Session>>> PrepareAll(std::span<const ExperimentConfig> configs,
+                                                           const ProfileOptions& options) {
+  SERVELAB_RETURN_IF_ERROR(CheckProfileOptions(options));
+  if (configs.empty() || configs.size() > static_cast<size_t>(kMaxProfileExperiments)) {
+    return InvalidArgument("profile: " + std::to_string(configs.size()) + " experiments: from 1 to " +
+                           std::to_string(kMaxProfileExperiments) + " at once");
+  }
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (const ExperimentConfig& config : configs) {
+    auto session = Prepare(config, options);
+    if (!session.ok()) return session.status();
+    (*session)->index = sessions.size();
+    sessions.push_back(std::move(*session));
+  }
+  return sessions;
+}
+
 }  // namespace
+
+StatusOr<std::vector<std::vector<ProfileRow>>> ProfileEngines(std::span<const ExperimentConfig> configs,
+                                                              const ProfileOptions& options) {
+  auto sessions = PrepareAll(configs, options);
+  if (!sessions.ok()) return sessions.status();
+  SERVELAB_RETURN_IF_ERROR(Measure(*sessions, options));
+  std::vector<std::vector<ProfileRow>> rows;
+  for (const auto& s : *sessions) rows.push_back(Rows(*s, options));
+  return rows;
+}
 
 StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
                                                 const ProfileOptions& options) {
-  return Profile(config, options, nullptr);
+  auto rows = ProfileEngines(std::span<const ExperimentConfig>(&config, 1), options);
+  if (!rows.ok()) return rows.status();
+  return std::move(rows->front());
 }
 
 StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const ProfileOptions& options) {
-  std::vector<ProfilePoint> points;
-  auto rows = Profile(config, options, &points);
-  if (!rows.ok()) return rows.status();
+  auto sessions = PrepareAll(std::span<const ExperimentConfig>(&config, 1), options);
+  if (!sessions.ok()) return sessions.status();
+  SERVELAB_RETURN_IF_ERROR(Measure(*sessions, options));
   std::vector<TimedStep> steps;
-  for (const ProfileRow& r : *rows) {
-    if (r.op != "step") continue;
-    if (steps.size() >= points.size()) return Internal("profile: more step rows than steps");
-    steps.push_back(TimedStep{points[steps.size()], r.median_ms * 1e-3});
+  for (const auto& t : sessions->front()->timed) {
+    std::vector<double> values = t->steps;
+    std::sort(values.begin(), values.end());
+    steps.push_back(TimedStep{t->c, PercentileOfSorted(values, 50)});
   }
-  if (steps.size() != points.size()) return Internal("profile: a step without its row");
   return steps;
 }
 

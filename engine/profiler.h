@@ -75,6 +75,9 @@ struct ProfileOptions {
   bool host_check = false;
   // Called after each measured run with (done, total) measured runs.
   std::function<void(int64_t, int64_t)> on_progress;
+  // Called before each measured run with its experiment's index (ProfileEngines) and its
+  // configuration: the profile's order.
+  std::function<void(size_t, const ProfilePoint&)> on_measure;
 };
 
 // ProfileOptions' ranges: warm-up runs and repeats per configuration, milliseconds of
@@ -83,6 +86,8 @@ struct ProfileOptions {
 inline constexpr int32_t kMaxProfileWarmup = 1'000'000;
 inline constexpr int32_t kMaxProfileRepeats = 100'000;
 inline constexpr double kMaxProfileMs = 60'000;
+// Experiments profiled together (ProfileEngines: every model loaded at once).
+inline constexpr int32_t kMaxProfileExperiments = 16;
 // InvalidArgument naming the command-line flag of the first option out of its range.
 Status CheckProfileOptions(const ProfileOptions& options);
 
@@ -130,5 +135,15 @@ StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const
 // out of range (InvalidArgument).
 StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
                                                 const ProfileOptions& options);
+
+// Several experiments' engines profiled together, every model loaded at once: in passes
+// (options.interleave), each pass runs over every experiment's grid in turn, so a change
+// of the host's speed during the profile falls on every experiment's rows alike. Profiles
+// taken one after the other on a shared host carry that hour's speed each: a fit across
+// model shapes then reads the host's change as the shapes' (2026-12-03, this 2-core VM:
+// two shapes profiled 17 minutes apart, fitted together, in-sample whole-step bias +5.1%
+// and -9.5%, each file's own direction). The rows of configs[i] are the result's [i].
+StatusOr<std::vector<std::vector<ProfileRow>>> ProfileEngines(std::span<const ExperimentConfig> configs,
+                                                              const ProfileOptions& options);
 
 }  // namespace servelab

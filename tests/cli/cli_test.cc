@@ -426,6 +426,38 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_EQ(onto.exit_code, 2);
   EXPECT_THAT(onto.err, HasSubstr("folder.csv: is a folder"));
 
+  // Two model shapes profiled together, each to its own --out in one folder; a wrong
+  // number of --out, or one file for both, is said before anything is measured.
+  const fs::path narrow = Write("narrow.yaml", ReadFile(exp));
+  {
+    std::string text = ReadFile(narrow);
+    text.replace(text.find("hidden_size: 64"), 15, "hidden_size: 32");
+    text.replace(text.find("model_path: model"), 17, "model_path: narrow");
+    Write("narrow.yaml", text);
+  }
+  const fs::path joint_dir = dir_ / "both";
+  const std::string two = "profile " + exp.string() + " " + narrow.string() + " --max-context 40 --repeats 2 --warmup 0";
+  const CliResult joint = Run(two + " --out " + (joint_dir / "a.csv").string() + " --out " + (joint_dir / "b.csv").string());
+  ASSERT_EQ(joint.exit_code, 0) << joint.err;
+  EXPECT_THAT(ReadFile(joint_dir / "a.csv"), HasSubstr("\ncpu,64,4,2,16,128,97,2,step,"));
+  EXPECT_THAT(ReadFile(joint_dir / "b.csv"), HasSubstr("\ncpu,32,4,2,8,128,97,2,step,"));
+  EXPECT_THAT(ReadFile(joint_dir / "b.csv"), Not(HasSubstr("\ncpu,64,")));
+  EXPECT_THAT(joint.out, HasSubstr("profile: " + (joint_dir / "b.csv").string()));
+  const CliResult one_out = Run(two + " --out " + (dir_ / "bad.csv").string());
+  EXPECT_EQ(one_out.exit_code, 2);
+  EXPECT_THAT(one_out.err, HasSubstr("--out given 1 times for 2 experiments: one per experiment, in their "
+                                     "order, or none"));
+  const CliResult same = Run(two + " --out " + (dir_ / "bad.csv").string() + " --out " + (dir_ / "." / "bad.csv").string());
+  EXPECT_EQ(same.exit_code, 2);
+  EXPECT_THAT(same.err, HasSubstr("the profile of both " + exp.string() + " and " + narrow.string()));
+  const fs::path sim_exp = Write("sim.yaml", "name: s\nhardware: {gpu: a10}\n" + model);
+  const CliResult with_sim = Run("profile " + exp.string() + " " + sim_exp.string() + " --out " +
+                                 (dir_ / "bad.csv").string() + " --out " + (dir_ / "bad2.csv").string());
+  EXPECT_EQ(with_sim.exit_code, 2);
+  EXPECT_THAT(with_sim.err, HasSubstr("profile needs an engine experiment"));
+  EXPECT_FALSE(fs::exists(dir_ / "bad.csv"));
+  EXPECT_FALSE(fs::exists(dir_ / "bad2.csv"));
+
   const fs::path fitted = dir_ / "m" / "MODEL.yaml";
   const CliResult c = Run("calibrate " + profile.string() + " --out " + fitted.string() + " --no-plots");
   ASSERT_EQ(c.exit_code, 0) << c.err;

@@ -200,6 +200,80 @@ TEST_F(ProfilerTest, PassesOverTheGridOrRunsBackToBackTimeTheSameRows) {
   EXPECT_GT(keys[0].size(), 20u);
 }
 
+// Several experiments profiled together: each gets the rows it gets alone, with its own
+// shape; in passes, every pass runs over each experiment's grid in turn (a host changing
+// speed during the profile then changes every experiment's rows alike); back to back,
+// each experiment's configurations run after the last one's.
+TEST_F(ProfilerTest, SeveralExperimentsTogetherEachPassOverEveryGrid) {
+  ExperimentConfig wide = Config();
+  ExperimentConfig narrow = Config();
+  narrow.model.hidden_size = 32;
+  narrow.model.intermediate_size = 64;
+  narrow.engine.model_path = (dir_ / "narrow").string();
+  const std::vector<ExperimentConfig> configs = {wide, narrow};
+  auto keys = [](const std::vector<ProfileRow>& rows) {
+    std::set<std::tuple<std::string, int64_t, int64_t, int64_t>> k;
+    for (const ProfileRow& r : rows) k.emplace(r.op, r.tokens, r.batch, r.context);
+    return k;
+  };
+  for (const bool interleave : {true, false}) {
+    ProfileOptions options;
+    options.warmup = 0;
+    options.warmup_ms = 0;
+    options.settle_ms = 0;
+    options.repeats = 3;
+    options.max_context = 40;
+    options.interleave = interleave;
+    std::vector<std::pair<size_t, std::tuple<bool, int32_t, int32_t>>> order;
+    options.on_measure = [&](size_t experiment, const ProfilePoint& c) {
+      order.emplace_back(experiment, std::make_tuple(c.decode, c.tokens, c.context));
+    };
+    int64_t last_total = 0;
+    options.on_progress = [&](int64_t, int64_t total) { last_total = total; };
+    auto together = ProfileEngines(configs, options);
+    ASSERT_TRUE(together.ok()) << together.status().message();
+    ASSERT_EQ(together->size(), 2u);
+    for (const ProfileRow& r : (*together)[0]) EXPECT_EQ(r.shape.hidden_size, 64);
+    for (const ProfileRow& r : (*together)[1]) EXPECT_EQ(r.shape.hidden_size, 32);
+    options.on_measure = nullptr;
+    options.on_progress = nullptr;
+    auto alone = ProfileEngine(narrow, options);
+    ASSERT_TRUE(alone.ok()) << alone.status().message();
+    EXPECT_EQ(keys((*together)[1]), keys(*alone));
+    EXPECT_EQ(keys((*together)[0]), keys((*together)[1]));  // the same scheduler limits
+
+    // 10 configurations each (TimesEveryOpOverTheSchedulersGrid), 3 runs of each.
+    ASSERT_EQ(order.size(), 60u);
+    EXPECT_EQ(last_total, 60);
+    if (interleave) {
+      // Pass p: experiment 0's grid, then experiment 1's, in the same grid order.
+      for (size_t i = 0; i < order.size(); ++i) {
+        EXPECT_EQ(order[i].first, (i / 10) % 2) << i;
+        EXPECT_EQ(order[i].second, order[i % 10].second) << i;
+      }
+    } else {
+      // Each configuration's 3 runs back to back, experiment 0's before experiment 1's.
+      for (size_t i = 0; i < order.size(); ++i) {
+        EXPECT_EQ(order[i].first, i / 30) << i;
+        EXPECT_EQ(order[i].second, order[i - i % 3].second) << i;
+      }
+    }
+  }
+  // A bad experiment among them is said before anything is measured.
+  ProfileOptions options;
+  int64_t measured = 0;
+  options.on_progress = [&](int64_t, int64_t) { ++measured; };
+  const std::vector<ExperimentConfig> with_sim = {wide, Config("sim")};
+  auto bad = ProfileEngines(with_sim, options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(bad.status().IsBadInput());
+  EXPECT_THAT(bad.status().message(), HasSubstr("profile needs an engine experiment"));
+  EXPECT_EQ(measured, 0);
+  auto none = ProfileEngines({}, options);
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(), HasSubstr("profile: 0 experiments: from 1 to 16 at once"));
+}
+
 // Given points, or the host check's, those configurations are timed, in their order, each
 // as the grid's are.
 TEST_F(ProfilerTest, TimesTheGivenPointsOrTheHostChecks) {
