@@ -141,7 +141,7 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
 // of the host's speed during the profile falls on every experiment's rows alike. Profiles
 // taken one after the other on a shared host carry that hour's speed each: a fit across
 // model shapes then reads the host's change as the shapes' (2026-12-03, this 2-core VM:
-// two shapes profiled 17 minutes apart, fitted together, in-sample whole-step bias +5.1%
+// two shapes profiled 15 minutes apart, fitted together, in-sample whole-step bias +5.1%
 // and -9.5%, each file's own direction). The rows of configs[i] are the result's [i].
 StatusOr<std::vector<std::vector<ProfileRow>>> ProfileEngines(std::span<const ExperimentConfig> configs,
                                                               const ProfileOptions& options);

@@ -19,7 +19,7 @@ servelab=${SERVELAB:-./build/servelab}
 out=results/validation
 mkdir -p "$out"
 # The three shapes profiled together, in shared passes: the host's speed that hour is in
-# every file alike (profiled one after another, 17 minutes apart, two dense shapes fitted
+# every file alike (profiled one after another, 15 minutes apart, two dense shapes fitted
 # in sample at whole-step bias +5.1% and -9.5%; together, +0.2% and +0.8%).
 "$servelab" profile experiments/validation/cpu_profiled_a.yaml experiments/validation/cpu_profiled_b.yaml \
   experiments/validation/cpu_moe.yaml --repeats 15 \
