@@ -37,7 +37,10 @@ constexpr const char* kProfileHelp =
     "moe_mlp, with the experts its layers ran), for `servelab calibrate`. Repeats run in\n"
     "passes over the whole grid unless --contiguous; in a pass each measured run follows\n"
     "--settle-ms of its own step back to back, the state a serving run's streak of small\n"
-    "steps settles into.\n\n"
+    "steps settles into. With 5 repeats or more it prints how far each profile's whole\n"
+    "steps moved within their rows (p10 to p90 over the median, the median and p90 of\n"
+    "that over the rows), and a note when the median is above 15%: the host moved during\n"
+    "the profile, and a fit of it carries that.\n\n"
     "Several experiments (model shapes to fit together) are profiled together, every\n"
     "model loaded at once, each pass running over each experiment's grid in turn: a host\n"
     "whose speed changes during the profile changes every shape's rows alike, where\n"
@@ -147,6 +150,17 @@ int ProfileCommand(const std::vector<std::string>& args) {
     const std::vector<ProfileRow>& rows = (*profiles)[i];
     std::printf("%zu measurements of %s on %s\nprofile: %s\n", rows.size(), configs[i].model.name.c_str(),
                 rows.empty() ? "?" : rows.front().device.c_str(), outs[i].c_str());
+    // With 5 repeats or more a row's p10 and p90 are two of its runs' times apart.
+    if (const ProfileSpread spread = SpreadOf(rows); spread.rows > 0 && profile.repeats >= 5) {
+      std::printf("  whole steps' p10-p90 spread: median %.1f%%, p90 %.1f%% of a row's median\n",
+                  spread.median_pct, spread.p90_pct);
+      if (spread.median_pct > kNoisyProfileSpreadPct) {
+        std::fprintf(stderr,
+                     "servelab profile: note: %s: the host moved during the profile (a median spread "
+                     "above %.0f%%); a fit of it carries that: profile again on a quiet host\n",
+                     outs[i].c_str(), kNoisyProfileSpreadPct);
+      }
+    }
   }
   return kExitOk;
 }

@@ -436,13 +436,18 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
     Write("narrow.yaml", text);
   }
   const fs::path joint_dir = dir_ / "both";
-  const std::string two = "profile " + exp.string() + " " + narrow.string() + " --max-context 40 --repeats 2 --warmup 0";
+  const std::string two = "profile " + exp.string() + " " + narrow.string() + " --max-context 40 --repeats 5 --warmup 0";
   const CliResult joint = Run(two + " --out " + (joint_dir / "a.csv").string() + " --out " + (joint_dir / "b.csv").string());
   ASSERT_EQ(joint.exit_code, 0) << joint.err;
   EXPECT_THAT(ReadFile(joint_dir / "a.csv"), HasSubstr("\ncpu,64,4,2,16,128,97,2,step,"));
   EXPECT_THAT(ReadFile(joint_dir / "b.csv"), HasSubstr("\ncpu,32,4,2,8,128,97,2,step,"));
   EXPECT_THAT(ReadFile(joint_dir / "b.csv"), Not(HasSubstr("\ncpu,64,")));
   EXPECT_THAT(joint.out, HasSubstr("profile: " + (joint_dir / "b.csv").string()));
+  // With 5 repeats or more each profile says how far its whole steps moved within a row.
+  const size_t spread = joint.out.find("whole steps' p10-p90 spread: median ");
+  ASSERT_NE(spread, std::string::npos) << joint.out;
+  EXPECT_NE(joint.out.find("whole steps' p10-p90 spread: median ", spread + 1), std::string::npos);
+  EXPECT_THAT(p.out, Not(HasSubstr("spread")));  // 3 repeats
   const CliResult one_out = Run(two + " --out " + (dir_ / "bad.csv").string());
   EXPECT_EQ(one_out.exit_code, 2);
   EXPECT_THAT(one_out.err, HasSubstr("--out given 1 times for 2 experiments: one per experiment, in their "
