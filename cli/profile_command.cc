@@ -98,29 +98,36 @@ int ProfileCommand(const std::vector<std::string>& args) {
     configs.push_back(*std::move(config));
   }
   // Each profile's stream, in one OutputDir per folder (a folder is staged once per
-  // process); two profiles to one file would lose one.
+  // process); two profiles to one file would lose one. Places are told apart by their
+  // absolute form, symbolic links resolved where they exist.
+  auto place = [](const fs::path& p) {
+    std::error_code ec;
+    const fs::path resolved = fs::weakly_canonical(fs::absolute(p, ec), ec);
+    return ec ? fs::absolute(p, ec).lexically_normal() : resolved;
+  };
   std::vector<std::unique_ptr<OutputDir>> folders;
-  std::vector<std::string> folder_paths;
+  std::vector<fs::path> folder_places, file_places;
   std::vector<std::ostream*> csvs;
   for (size_t i = 0; i < outs.size(); ++i) {
     const fs::path path = fs::path(outs[i]).lexically_normal();
+    const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+    const fs::path file = place(dir) / path.filename();
     for (size_t j = 0; j < i; ++j) {
-      if (fs::path(outs[j]).lexically_normal() == path) {
+      if (file_places[j] == file) {
         return Report(InvalidArgument("--out " + outs[i] + ": the profile of both " + experiment_paths[j] +
                                       " and " + experiment_paths[i] + " (give each its own --out)"));
       }
     }
-    const std::string dir = path.has_parent_path() ? path.parent_path().string() : ".";
-    const auto known = std::find(folder_paths.begin(), folder_paths.end(), dir);
-    if (known == folder_paths.end()) {
-      auto folder = OutputDir::Open(dir);
+    file_places.push_back(file);
+    auto known = std::find(folder_places.begin(), folder_places.end(), place(dir));
+    if (known == folder_places.end()) {
+      auto folder = OutputDir::Open(dir.string());
       if (!folder.ok()) return Report(folder.status());
       folders.push_back(std::move(*folder));
-      folder_paths.push_back(dir);
+      folder_places.push_back(place(dir));
+      known = folder_places.end() - 1;
     }
-    OutputDir& folder = *folders[static_cast<size_t>(
-        std::find(folder_paths.begin(), folder_paths.end(), dir) - folder_paths.begin())];
-    auto csv = folder.Stream(path.filename().string());
+    auto csv = folders[static_cast<size_t>(known - folder_places.begin())]->Stream(path.filename().string());
     if (!csv.ok()) return Report(csv.status());
     csvs.push_back(*csv);
   }
@@ -150,7 +157,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
     const std::vector<ProfileRow>& rows = (*profiles)[i];
     std::printf("%zu measurements of %s on %s\nprofile: %s\n", rows.size(), configs[i].model.name.c_str(),
                 rows.empty() ? "?" : rows.front().device.c_str(), outs[i].c_str());
-    // With 5 repeats or more a row's p10 and p90 are two of its runs' times apart.
+    // Under 5 repeats a row's p10 and p90 are its extremes' interpolations: no spread said.
     if (const ProfileSpread spread = SpreadOf(rows); spread.rows > 0 && profile.repeats >= 5) {
       std::printf("  whole steps' p10-p90 spread: median %.1f%%, p90 %.1f%% of a row's median\n",
                   spread.median_pct, spread.p90_pct);
