@@ -13,6 +13,7 @@
 #include "core/percentile.h"
 #include "driver/gpu_catalog.h"
 #include "sim/fit_evaluation.h"
+#include "sim/nonnegative_least_squares.h"
 
 namespace servelab {
 namespace {
@@ -41,48 +42,29 @@ double Objective(const Coefficients& c, const std::vector<Sample>& samples) {
 }
 
 // Weighted least squares t_i / t_i ~ sum_j A_ij theta_j / t_i over the columns in
-// `active`, keeping theta >= 0 by dropping a negative column and solving again.
-// Returns theta for every column (0 where dropped).
+// `active`, theta >= 0 (NonNegativeLeastSquares: the constrained optimum). Each column is
+// scaled to a largest entry of 1 first. Returns theta for every column (0 where inactive
+// or at the bound).
 std::vector<double> SolveNonNegative(const std::vector<std::vector<double>>& columns,
-                                     const std::vector<Sample>& samples, std::vector<bool> active) {
+                                     const std::vector<Sample>& samples, const std::vector<bool>& active) {
   const size_t n = samples.size(), k = columns.size();
-  std::vector<double> theta(k, 0.0);
-  for (int pass = 0; pass < static_cast<int>(k) + 1; ++pass) {
-    std::vector<size_t> use;
-    for (size_t j = 0; j < k; ++j) {
-      if (active[j]) use.push_back(j);
-    }
-    if (use.empty()) return theta;
-    Eigen::MatrixXd a(n, use.size());
-    Eigen::VectorXd b(n);
-    std::vector<double> scale(use.size(), 0.0);
-    for (size_t c = 0; c < use.size(); ++c) {
-      for (size_t i = 0; i < n; ++i) scale[c] = std::max(scale[c], std::abs(columns[use[c]][i]));
-      if (scale[c] == 0) scale[c] = 1;
-    }
-    for (size_t i = 0; i < n; ++i) {
-      const double w = 1.0 / samples[i].t;
-      b(static_cast<Eigen::Index>(i)) = 1.0;  // t_i * w
-      for (size_t c = 0; c < use.size(); ++c) {
-        a(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(c)) =
-            columns[use[c]][i] * w / scale[c];
-      }
-    }
-    const Eigen::VectorXd solved = a.colPivHouseholderQr().solve(b);
-    size_t worst = k;
-    double most_negative = 0;
-    for (size_t c = 0; c < use.size(); ++c) {
-      const double v = solved(static_cast<Eigen::Index>(c)) / scale[c];
-      theta[use[c]] = v;
-      if (v < most_negative) {
-        most_negative = v;
-        worst = use[c];
-      }
-    }
-    if (worst == k) return theta;
-    active[worst] = false;
-    theta.assign(k, 0.0);
+  Eigen::MatrixXd a(n, k);
+  Eigen::VectorXd b(n);
+  std::vector<double> scale(k, 0.0);
+  for (size_t c = 0; c < k; ++c) {
+    for (size_t i = 0; i < n; ++i) scale[c] = std::max(scale[c], std::abs(columns[c][i]));
+    if (scale[c] == 0) scale[c] = 1;
   }
+  for (size_t i = 0; i < n; ++i) {
+    const double w = 1.0 / samples[i].t;
+    b(static_cast<Eigen::Index>(i)) = 1.0;  // t_i * w
+    for (size_t c = 0; c < k; ++c) {
+      a(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(c)) = columns[c][i] * w / scale[c];
+    }
+  }
+  const Eigen::VectorXd solved = NonNegativeLeastSquares(a, b, active);
+  std::vector<double> theta(k, 0.0);
+  for (size_t c = 0; c < k; ++c) theta[c] = solved(static_cast<Eigen::Index>(c)) / scale[c];
   return theta;
 }
 
