@@ -346,6 +346,13 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       }
       if (!out.rows.empty()) held.push_back(std::move(out));
     }
+    // A profile taken while the host moved: the fit carries that (driver/profile_table.h).
+    if (const ProfileSpread spread = SpreadOf(table->rows); spread.median_pct > kNoisyProfileSpreadPct) {
+      std::fprintf(stderr,
+                   "servelab calibrate: note: %s: its whole steps' p10-p90 spread is a median %.1f%% of a "
+                   "row (above %.0f%%): the host moved while it was profiled, and this fit carries that\n",
+                   path.c_str(), spread.median_pct, kNoisyProfileSpreadPct);
+    }
     tables.push_back(std::move(table).value());
   }
   std::vector<ProfileTable> others = std::move(held);

@@ -157,8 +157,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
     const std::vector<ProfileRow>& rows = (*profiles)[i];
     std::printf("%zu measurements of %s on %s\nprofile: %s\n", rows.size(), configs[i].model.name.c_str(),
                 rows.empty() ? "?" : rows.front().device.c_str(), outs[i].c_str());
-    // Under 5 repeats a row's p10 and p90 are its extremes' interpolations: no spread said.
-    if (const ProfileSpread spread = SpreadOf(rows); spread.rows > 0 && profile.repeats >= 5) {
+    if (const ProfileSpread spread = SpreadOf(rows); spread.rows > 0) {
       std::printf("  whole steps' p10-p90 spread: median %.1f%%, p90 %.1f%% of a row's median\n",
                   spread.median_pct, spread.p90_pct);
       if (spread.median_pct > kNoisyProfileSpreadPct) {

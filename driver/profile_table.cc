@@ -11,6 +11,7 @@
 #include <optional>
 #include <string_view>
 
+#include "core/percentile.h"
 #include "core/text.h"
 #include "driver/gpu_catalog.h"
 #include "driver/trace_reader.h"
@@ -470,6 +471,22 @@ void WriteProfileRow(std::ostream& out, const ProfileRow& r) {
       << r.repeats << ',' << r.shape.num_experts << ',' << r.shape.num_experts_per_tok << ','
       << r.shape.moe_intermediate_size << ',' << r.shape.shared_expert_intermediate_size << ','
       << routing << '\n';
+}
+
+ProfileSpread SpreadOf(std::span<const ProfileRow> rows) {
+  std::vector<double> spreads;
+  for (const ProfileRow& r : rows) {
+    if (r.op == "step" && r.median_ms > 0 && r.repeats >= kMinSpreadRepeats) {
+      spreads.push_back((r.p90_ms - r.p10_ms) / r.median_ms * 100.0);
+    }
+  }
+  ProfileSpread spread;
+  spread.rows = static_cast<int64_t>(spreads.size());
+  if (spreads.empty()) return spread;
+  std::sort(spreads.begin(), spreads.end());
+  spread.median_pct = PercentileOfSorted(spreads, 50);
+  spread.p90_pct = PercentileOfSorted(spreads, 90);
+  return spread;
 }
 
 }  // namespace servelab

@@ -35,6 +35,7 @@
 // A malformed file is an InvalidArgument "path:LINE: what, column 'X'".
 #include <cstdint>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,25 @@ struct ProfileTable {
   std::vector<ProfileRow> rows;
 };
 
+// How far a profile's whole steps moved within their rows: per "step" row of `rows` with
+// a median above 0 and at least kMinSpreadRepeats repeats (fewer: its p10 and p90 are
+// its extremes' interpolations), (p90 - p10) / median in percent; their median and p90
+// over the rows. `servelab profile` prints it, and it and `calibrate` note a profile
+// whose median is above kNoisyProfileSpreadPct.
+// On this project's 2-core VM (2026-12-03, 15 repeats in passes) three shapes profiled
+// together on a quiet host gave 5.0-6.0% (10.4-12.7% over all rows, ops included: short
+// ops move more); a profile taken in a noisy quarter of an hour gave 42% over all rows (its
+// step rows were not kept), and its fit 9.8% per layer in sample against 1.7-2.2% for
+// quiet ones.
+struct ProfileSpread {
+  int64_t rows = 0;  // step rows counted; 0: none (the figures are then 0)
+  double median_pct = 0, p90_pct = 0;
+};
+inline constexpr int32_t kMinSpreadRepeats = 5;
+// A median spread above this, 2.5 times the quiet host's: the host moved during the
+// profile.
+inline constexpr double kNoisyProfileSpreadPct = 15;
+ProfileSpread SpreadOf(std::span<const ProfileRow> rows);
 // `device`: the GPU of a Vidur file ("" = from its name). Errors name file, line, column.
 StatusOr<ProfileTable> ReadProfile(const std::string& path, const std::string& device = "");
 

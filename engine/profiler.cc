@@ -134,20 +134,6 @@ int32_t FirstBlock(std::span<const ProfilePoint> grid, const ProfilePoint& point
                                                                                      : 0;
 }
 
-ProfileSpread SpreadOf(std::span<const ProfileRow> rows) {
-  std::vector<double> spreads;
-  for (const ProfileRow& r : rows) {
-    if (r.op == "step" && r.median_ms > 0) spreads.push_back((r.p90_ms - r.p10_ms) / r.median_ms * 100.0);
-  }
-  ProfileSpread spread;
-  spread.rows = static_cast<int64_t>(spreads.size());
-  if (spreads.empty()) return spread;
-  std::sort(spreads.begin(), spreads.end());
-  spread.median_pct = PercentileOfSorted(spreads, 50);
-  spread.p90_pct = PercentileOfSorted(spreads, 90);
-  return spread;
-}
-
 int32_t SettleRuns(double settle_ms, double last_run_s) {
   const double budget_s = settle_ms * 1e-3;
   if (!(last_run_s > 0) || !(budget_s >= last_run_s)) return 0;

@@ -131,22 +131,6 @@ struct TimedStep {
 // usually choose them.
 StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const ProfileOptions& options);
 
-// How far a profile's whole steps moved within their rows: per "step" row of `rows` with
-// a median above 0, (p90 - p10) / median in percent; their median and p90 over the rows.
-// On this project's 2-core VM (2026-12-03, 15 repeats in passes) three shapes profiled
-// together on a quiet host gave 5.0-6.0% (10.4-12.7% over all rows, ops included: short
-// ops move more); a profile taken in a noisy quarter of an hour gave 42% over all rows (its
-// step rows were not kept), and its fit 9.8% per layer in sample against 1.7-2.2% for
-// quiet ones.
-struct ProfileSpread {
-  int64_t rows = 0;  // step rows counted; 0: none (the figures are then 0)
-  double median_pct = 0, p90_pct = 0;
-};
-ProfileSpread SpreadOf(std::span<const ProfileRow> rows);
-// A median spread above this, 2.5 times the quiet host's: the host moved during the
-// profile (`servelab profile` says so).
-inline constexpr double kNoisyProfileSpreadPct = 15;
-
 // `config` must run on the engine (backend: engine). Errors: the engine's, and options
 // out of range (InvalidArgument).
 StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,

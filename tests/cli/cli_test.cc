@@ -468,6 +468,33 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_THAT(c.out, HasSubstr("whole steps: MAPE"));
   EXPECT_THAT(ReadFile(dir_ / "m" / "calibration.json"), HasSubstr("\"step\""));
+  EXPECT_THAT(c.err, Not(HasSubstr("the host moved")));  // 3 repeats: no spread to judge
+  // The same profile as if of 15 repeats whose whole steps spread 40% (p10 0.8, p90 1.2
+  // times the median): the fit is made, and said to carry the host's moves.
+  {
+    std::istringstream in(ReadFile(profile));
+    std::string line, noisy;
+    std::getline(in, line);
+    noisy = line + "\n";
+    while (std::getline(in, line)) {
+      std::vector<std::string> cells;
+      std::stringstream split(line);
+      for (std::string cell; std::getline(split, cell, ',');) cells.push_back(cell);
+      if (cells.size() > 16 && cells[8] == "step") {
+        const double median = std::stod(cells[13]);
+        cells[14] = std::to_string(0.8 * median);
+        cells[15] = std::to_string(1.2 * median);
+        cells[16] = "15";
+      }
+      for (size_t i = 0; i < cells.size(); ++i) noisy += (i > 0 ? "," : "") + cells[i];
+      noisy += "\n";
+    }
+    const fs::path moved = Write("moved.csv", noisy);
+    const CliResult n = Run("calibrate " + moved.string() + " --out " + (dir_ / "n" / "M.yaml").string() + " --no-plots");
+    ASSERT_EQ(n.exit_code, 0) << n.err;
+    EXPECT_THAT(n.err, HasSubstr("moved.csv: its whole steps' p10-p90 spread is a median 40.0% of a row "
+                                 "(above 15%): the host moved while it was profiled"));
+  }
   // One model shape at TP 1: each GEMM saw one weight matrix, and the fit says so.
   EXPECT_THAT(c.out, HasSubstr("note: GEMMs fitted on fewer than 3 weight sizes: qkv_proj (1), "));
   EXPECT_THAT(ReadFile(dir_ / "m" / "calibration.json"), HasSubstr("\"weight_sizes\": 1"));

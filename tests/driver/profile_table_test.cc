@@ -298,5 +298,34 @@ TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {
                         "whole heads, column 'n_head'"));
 }
 
+// The spread of a profile's whole steps, by hand: step rows of 5 repeats or more only,
+// each (p90 - p10) / median; rows with no time skipped.
+TEST(SpreadOfTest, MedianAndP90OfTheStepRowsSpreads) {
+  auto row = [](const std::string& op, double p10, double median, double p90) {
+    ProfileRow r;
+    r.op = op;
+    r.p10_ms = p10;
+    r.median_ms = median;
+    r.p90_ms = p90;
+    r.repeats = 15;
+    return r;
+  };
+  // Spreads 10%, 20%, 40%, 80% (then 5% and 1000% on rows that are not whole steps, a
+  // step row of no time, and one of 3 repeats).
+  ProfileRow few = row("step", 0, 1, 10);
+  few.repeats = 3;
+  const std::vector<ProfileRow> rows = {
+      row("step", 0.95, 1.0, 1.05), row("step", 1.8, 2.0, 2.2), row("rope", 1, 20, 21),
+      row("step", 0.8, 1.0, 1.2),   row("step", 4.0, 5.0, 8.0), row("step", 0, 0, 0),
+      row("sampling", 0.01, 0.1, 0.0105), few};
+  const ProfileSpread spread = SpreadOf(rows);
+  EXPECT_EQ(spread.rows, 4);
+  EXPECT_NEAR(spread.median_pct, 30.0, 1e-9);  // between 20 and 40
+  EXPECT_NEAR(spread.p90_pct, 68.0, 1e-9);  // rank 0.9 x 3 = 2.7: 40 + 0.7 x (80 - 40)
+  EXPECT_GT(spread.median_pct, kNoisyProfileSpreadPct);
+  EXPECT_EQ(SpreadOf({}).rows, 0);
+  EXPECT_EQ(SpreadOf({}).median_pct, 0);
+}
+
 }  // namespace
 }  // namespace servelab
