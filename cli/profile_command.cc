@@ -97,39 +97,32 @@ int ProfileCommand(const std::vector<std::string>& args) {
     if (outs.size() < experiment_paths.size()) outs.push_back("results/" + config->name + "-profile.csv");
     configs.push_back(*std::move(config));
   }
-  // Each profile's stream, in one OutputDir per folder (a folder is staged once per
-  // process); two profiles to one file would lose one. Places are told apart by their
-  // absolute form, symbolic links resolved where they exist.
+  // Each profile's folder and stream; two profiles to one file would lose one (places
+  // told apart by their absolute form, symbolic links resolved where they exist).
   auto place = [](const fs::path& p) {
     std::error_code ec;
     const fs::path resolved = fs::weakly_canonical(fs::absolute(p, ec), ec);
     return ec ? fs::absolute(p, ec).lexically_normal() : resolved;
   };
   std::vector<std::unique_ptr<OutputDir>> folders;
-  std::vector<fs::path> folder_places, file_places;
+  std::vector<fs::path> places;
   std::vector<std::ostream*> csvs;
   for (size_t i = 0; i < outs.size(); ++i) {
     const fs::path path = fs::path(outs[i]).lexically_normal();
     const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-    const fs::path file = place(dir) / path.filename();
+    places.push_back(place(dir) / path.filename());
     for (size_t j = 0; j < i; ++j) {
-      if (file_places[j] == file) {
+      if (places[j] == places[i]) {
         return Report(InvalidArgument("--out " + outs[i] + ": the profile of both " + experiment_paths[j] +
                                       " and " + experiment_paths[i] + " (give each its own --out)"));
       }
     }
-    file_places.push_back(file);
-    auto known = std::find(folder_places.begin(), folder_places.end(), place(dir));
-    if (known == folder_places.end()) {
-      auto folder = OutputDir::Open(dir.string());
-      if (!folder.ok()) return Report(folder.status());
-      folders.push_back(std::move(*folder));
-      folder_places.push_back(place(dir));
-      known = folder_places.end() - 1;
-    }
-    auto csv = folders[static_cast<size_t>(known - folder_places.begin())]->Stream(path.filename().string());
+    auto folder = OutputDir::Open(dir.string());
+    if (!folder.ok()) return Report(folder.status());
+    auto csv = (*folder)->Stream(path.filename().string());
     if (!csv.ok()) return Report(csv.status());
     csvs.push_back(*csv);
+    folders.push_back(std::move(*folder));
   }
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
   if (progress) {
@@ -149,12 +142,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
     const std::vector<ProfileRow>& rows = (*profiles)[i];
     *csvs[i] << ProfileCsvHeader();
     for (const ProfileRow& r : rows) WriteProfileRow(*csvs[i], r);
-  }
-  for (const auto& folder : folders) {
-    if (Status written = folder->Commit(); !written.ok()) return Report(written);
-  }
-  for (size_t i = 0; i < configs.size(); ++i) {
-    const std::vector<ProfileRow>& rows = (*profiles)[i];
+    if (Status written = folders[i]->Commit(); !written.ok()) return Report(written);
     std::printf("%zu measurements of %s on %s\nprofile: %s\n", rows.size(), configs[i].model.name.c_str(),
                 rows.empty() ? "?" : rows.front().device.c_str(), outs[i].c_str());
     if (const ProfileSpread spread = SpreadOf(rows); spread.rows > 0) {

@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -14,11 +16,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The staging folder of `dir` for process `pid`: beside it, so renames stay on one
-// filesystem and nothing of a run that dies mid-way is left inside the result folder.
-fs::path StagingPath(const fs::path& dir, long pid) {
+// The staging folder of `dir` for process `pid`'s `serial`th OutputDir: beside it, so
+// renames stay on one filesystem and nothing of a run that dies mid-way is left inside
+// the result folder; one per OutputDir, so two open on one folder (a command writing
+// several files there) never share or remove each other's.
+fs::path StagingPath(const fs::path& dir, long pid, uint64_t serial) {
   // std::string("."), not ".": GCC 12's -Wrestrict misfires on "." + a temporary string.
-  return dir.parent_path() / (std::string(".") + dir.filename().string() + ".staging." + std::to_string(pid));
+  return dir.parent_path() / (std::string(".") + dir.filename().string() + ".staging." + std::to_string(pid) +
+                              "." + std::to_string(serial));
 }
 
 // A killed process whose parent has not reaped it (a container's init often never does)
@@ -52,8 +57,12 @@ void RemoveStaleStaging(const fs::path& dir) {
       } else if (folder == dir && name.starts_with(".") && name.find(".tmp.") != std::string::npos) {
         at = name.rfind(".tmp.") + 5;
       }
-      if (at == std::string::npos || at >= name.size() ||
-          name.find_first_not_of("0123456789", at) != std::string::npos) {
+      if (at == std::string::npos || at >= name.size()) continue;
+      // The pid's digits, then (a staging folder since 2026-12-03) "." and a serial's.
+      const size_t pid_end = name.find_first_not_of("0123456789", at);
+      if (pid_end == at || (pid_end != std::string::npos &&
+                            (name[pid_end] != '.' || pid_end + 1 == name.size() ||
+                             name.find_first_not_of("0123456789", pid_end + 1) != std::string::npos))) {
         continue;
       }
       if (ProcessAlive(std::stol(name.substr(at, 18)))) continue;
@@ -95,7 +104,8 @@ StatusOr<std::unique_ptr<OutputDir>> OutputDir::Open(const std::string& dir) {
   fs::path normal = fs::absolute(dir, ec).lexically_normal();
   if (normal.filename().empty()) normal = normal.parent_path();
   RemoveStaleStaging(normal);
-  const fs::path staging = StagingPath(normal, static_cast<long>(::getpid()));
+  static std::atomic<uint64_t> serial{0};
+  const fs::path staging = StagingPath(normal, static_cast<long>(::getpid()), serial++);
   fs::remove_all(staging, ec);
   fs::create_directory(staging, ec);
   if (ec) return Internal(staging.string() + ": cannot create staging folder: " + ec.message());

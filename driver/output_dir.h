@@ -1,9 +1,9 @@
 #pragma once
 // A result folder written atomically per file: every output goes to a staging folder
-// beside it first (".NAME.staging.PID", same filesystem) and is renamed into place only
-// when the whole run succeeded, so a failed, interrupted or killed run leaves the result
-// folder as it was, hidden files included. A later Open removes the staging folders of
-// runs whose process is gone.
+// beside it first (".NAME.staging.PID.N", one per OutputDir: several may be open on one
+// folder; same filesystem) and is renamed into place only when the whole run succeeded,
+// so a failed, interrupted or killed run leaves the result folder as it was, hidden
+// files included. A later Open removes the staging folders of runs whose process is gone.
 #include <fstream>
 #include <memory>
 #include <string>

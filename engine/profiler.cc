@@ -342,40 +342,39 @@ Status Measure(std::span<const std::unique_ptr<Session>> sessions, const Profile
     return Status::Ok();
   };
   for (int32_t kind = 0; kind < 2; ++kind) {
-    // What a session's runs of this kind time; false, false: it has no runs of it.
-    auto timing = [kind](const Session& s) {
-      const bool time_ops = s.runner->ProfilesOps() && kind == 0;
-      const bool time_step = s.separate ? kind == 1 : kind == 0;
-      return std::pair{time_ops, time_step};
+    // The sessions with runs of this kind, and what those runs time.
+    struct Runs {
+      Session* s;
+      bool time_ops, time_step;
     };
-    for (const auto& s : sessions) s->runner->SetOpTimer(timing(*s).first ? &s->times : nullptr);
+    std::vector<Runs> runs;
+    for (const auto& s : sessions) {
+      const bool time_ops = s->runner->ProfilesOps() && kind == 0;
+      const bool time_step = s->separate ? kind == 1 : kind == 0;
+      s->runner->SetOpTimer(time_ops ? &s->times : nullptr);
+      if (time_ops || time_step) runs.push_back(Runs{s.get(), time_ops, time_step});
+    }
     if (options.interleave) {
       // Each configuration's warm-up runs back to back, then `repeats` passes over the
       // grids in their order, so every median spans the whole profile; in a pass, each
       // measured run follows its configuration's settling runs.
-      for (const auto& s : sessions) {
-        const auto [time_ops, time_step] = timing(*s);
-        if (!time_ops && !time_step) continue;
-        for (const auto& t : s->timed) SERVELAB_RETURN_IF_ERROR(warm_up(*s, *t, time_ops, time_step));
+      for (const Runs& r : runs) {
+        for (const auto& t : r.s->timed) SERVELAB_RETURN_IF_ERROR(warm_up(*r.s, *t, r.time_ops, r.time_step));
       }
       for (int32_t pass = 0; pass < options.repeats; ++pass) {
-        for (const auto& s : sessions) {
-          const auto [time_ops, time_step] = timing(*s);
-          if (!time_ops && !time_step) continue;
-          for (const auto& t : s->timed) {
-            SERVELAB_RETURN_IF_ERROR(settle(*s, *t, time_ops, time_step));
-            SERVELAB_RETURN_IF_ERROR(measure(*s, *t, time_ops, time_step));
+        for (const Runs& r : runs) {
+          for (const auto& t : r.s->timed) {
+            SERVELAB_RETURN_IF_ERROR(settle(*r.s, *t, r.time_ops, r.time_step));
+            SERVELAB_RETURN_IF_ERROR(measure(*r.s, *t, r.time_ops, r.time_step));
           }
         }
       }
     } else {
-      for (const auto& s : sessions) {
-        const auto [time_ops, time_step] = timing(*s);
-        if (!time_ops && !time_step) continue;
-        for (const auto& t : s->timed) {
-          SERVELAB_RETURN_IF_ERROR(warm_up(*s, *t, time_ops, time_step));
+      for (const Runs& r : runs) {
+        for (const auto& t : r.s->timed) {
+          SERVELAB_RETURN_IF_ERROR(warm_up(*r.s, *t, r.time_ops, r.time_step));
           for (int32_t run = 0; run < options.repeats; ++run) {
-            SERVELAB_RETURN_IF_ERROR(measure(*s, *t, time_ops, time_step));
+            SERVELAB_RETURN_IF_ERROR(measure(*r.s, *t, r.time_ops, r.time_step));
           }
         }
       }
@@ -416,8 +415,9 @@ std::vector<ProfileRow> Rows(Session& s, const ProfileOptions& options) {
   return rows;
 }
 
-StatusOr<std::vector<std::unique_ptr<Session>>> PrepareAll(std::span<const ExperimentConfig> configs,
-                                                           const ProfileOptions& options) {
+// Every experiment's session, prepared (all checked before any is measured), then measured.
+StatusOr<std::vector<std::unique_ptr<Session>>> Measured(std::span<const ExperimentConfig> configs,
+                                                         const ProfileOptions& options) {
   SERVELAB_RETURN_IF_ERROR(CheckProfileOptions(options));
   if (configs.empty() || configs.size() > static_cast<size_t>(kMaxProfileExperiments)) {
     return InvalidArgument("profile: " + std::to_string(configs.size()) + " experiments: from 1 to " +
@@ -430,6 +430,7 @@ StatusOr<std::vector<std::unique_ptr<Session>>> PrepareAll(std::span<const Exper
     (*session)->index = sessions.size();
     sessions.push_back(std::move(*session));
   }
+  SERVELAB_RETURN_IF_ERROR(Measure(sessions, options));
   return sessions;
 }
 
@@ -437,9 +438,8 @@ StatusOr<std::vector<std::unique_ptr<Session>>> PrepareAll(std::span<const Exper
 
 StatusOr<std::vector<std::vector<ProfileRow>>> ProfileEngines(std::span<const ExperimentConfig> configs,
                                                               const ProfileOptions& options) {
-  auto sessions = PrepareAll(configs, options);
+  auto sessions = Measured(configs, options);
   if (!sessions.ok()) return sessions.status();
-  SERVELAB_RETURN_IF_ERROR(Measure(*sessions, options));
   std::vector<std::vector<ProfileRow>> rows;
   for (const auto& s : *sessions) rows.push_back(Rows(*s, options));
   return rows;
@@ -453,9 +453,8 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
 }
 
 StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const ProfileOptions& options) {
-  auto sessions = PrepareAll(std::span<const ExperimentConfig>(&config, 1), options);
+  auto sessions = Measured(std::span<const ExperimentConfig>(&config, 1), options);
   if (!sessions.ok()) return sessions.status();
-  SERVELAB_RETURN_IF_ERROR(Measure(*sessions, options));
   std::vector<TimedStep> steps;
   for (const auto& t : sessions->front()->timed) {
     std::vector<double> values = t->steps;

@@ -65,6 +65,24 @@ TEST_F(OutputDirTest, FilesAppearOnlyAtCommit) {
       << "no staging folder left";
 }
 
+// Two OutputDirs open on one folder at once (a command writing two files there, each
+// committed on its own) stage apart: neither's Open removes what the other staged.
+TEST_F(OutputDirTest, TwoOpenOnOneFolderStageApart) {
+  auto first = OutputDir::Open(dir_.string());
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE((*first)->WriteFile("a.csv", "a\n").ok());
+  auto second = OutputDir::Open(dir_.string());
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE((*second)->WriteFile("b.csv", "b\n").ok());
+  ASSERT_TRUE((*first)->Commit().ok());
+  ASSERT_TRUE((*second)->Commit().ok());
+  EXPECT_EQ(Tree(dir_), (std::map<std::string, std::string>{{"a.csv", "a\n"}, {"b.csv", "b\n"}}));
+  first->reset();
+  second->reset();
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), 1)
+      << "no staging folder left";
+}
+
 // A name that is no plain file name, one staged twice, or one where a folder stands is
 // refused when its stream is asked for; a folder made there later stops the commit before
 // any file is renamed, so the earlier result stays whole.
