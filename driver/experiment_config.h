@@ -192,6 +192,10 @@ struct EngineConfig {
   double kv_cache_gib = 0.25;  // cpu: memory for the paged KV pool (f32). cuda: the pool
                                // fills hardware.memory_utilization of device memory
   bool cuda_graphs = true;     // cuda: replay captured graphs for pure-decode steps
+  // Before serving, run the widest steps the scheduler can form once, untimed
+  // (EngineBackend::WarmUp), as vLLM's profile run does: false leaves the first steps
+  // served to pay for the host's first touches.
+  bool warmup = true;
   bool ignore_eos = true;      // generate exactly each request's target output length
   SamplingConfig sampling;
 
@@ -205,6 +209,7 @@ struct EngineConfig {
     v.Enum("clock", clock, EnumNames<EngineClock>(kEngineClockNames));
     v.Field("kv_cache_gib", kv_cache_gib, Bounds{0, 1e6, true, false});
     v.Field("cuda_graphs", cuda_graphs);
+    v.Field("warmup", warmup);
     v.Field("ignore_eos", ignore_eos);
     v.Section("sampling", sampling);
   }

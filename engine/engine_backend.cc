@@ -4,6 +4,8 @@
 #include <chrono>
 #include <span>
 
+#include "core/uniform_step.h"
+
 namespace servelab {
 
 EngineBackend::EngineBackend(std::unique_ptr<ModelRunner> runner,
@@ -15,6 +17,29 @@ EngineBackend::EngineBackend(std::unique_ptr<ModelRunner> runner,
   if (max_model_len_ == 0) max_model_len_ = window;
   options_.sampling.seed = options_.seed;
   name_ = "engine-" + std::string(runner_->Name());
+}
+
+Status EngineBackend::WarmUp(int32_t max_tokens, int32_t max_seqs) {
+  const KvCapacity capacity = runner_->Capacity();
+  const int64_t pool_tokens = int64_t{capacity.num_gpu_blocks} * capacity.block_size;
+  const auto widest = static_cast<int32_t>(
+      std::min<int64_t>({max_tokens, max_model_len_, pool_tokens}));
+  if (widest < 1 || max_seqs < 1) return Status::Ok();
+  // Sequences of `chunk` tokens each, as many as the pool holds of `seqs`.
+  auto run = [&](int32_t seqs, int32_t chunk) -> Status {
+    const UniformStepShape probe{1, chunk, 0, false};
+    seqs = static_cast<int32_t>(
+        std::min<int64_t>(seqs, capacity.num_gpu_blocks / BlocksPerSequence(probe, capacity.block_size)));
+    if (seqs < 1) return Status::Ok();
+    const UniformStep step(UniformStepShape{seqs, chunk, 0, false}, -int64_t{seqs},
+                           capacity.block_size, 0);
+    auto result = Execute(step.Plan());
+    for (const Request& r : step.Requests()) tokens_.Forget(r.id);
+    return result.ok() ? Status::Ok() : result.status();
+  };
+  SERVELAB_RETURN_IF_ERROR(run(1, widest));
+  const int32_t seqs = std::min(max_seqs, widest);
+  return seqs > 1 ? run(seqs, widest / seqs) : Status::Ok();
 }
 
 Status EngineBackend::SetPrompt(int64_t request_id, std::vector<int32_t> ids) {

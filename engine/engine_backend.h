@@ -55,6 +55,19 @@ class EngineBackend final : public Backend {
     return runner_->LastRouting();
   }
 
+  // Before serving, as vLLM's profile run does: the widest steps the scheduler can form,
+  // each executed once and untimed, so the first steps served do not pay for first
+  // touches (the runner's activations grown to `max_tokens` rows, the sampler's buffers,
+  // code and data the host has not cached yet). Two steps of prefill chunks, held to the
+  // KV pool and the context served: one sequence's chunk of `max_tokens`, then
+  // min(max_seqs, max_tokens) sequences sharing `max_tokens`, each emitting (the LM head
+  // and the sampler at their widest). Without it the CPU engine's first step of every
+  // validation run (2026-12-03: a chunk of 218 tokens) took 1.5 to 2.3 times what the
+  // calibrated model predicts, 60 to 200 ms more. Nothing of it stays: its requests
+  // (ids below 0) are forgotten, and the KV it wrote is in blocks no later sequence reads
+  // before writing them. Errors: the runner's.
+  Status WarmUp(int32_t max_tokens, int32_t max_seqs);
+
   // Gives request `request_id` these prompt ids instead of synthesized ones. Call it before
   // the request's first step; ids.size() must then equal its prompt_len (CHECKed).
   // InvalidArgument for an empty prompt, an id outside [0, vocab) or a second prompt.

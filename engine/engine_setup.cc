@@ -215,8 +215,13 @@ StatusOr<BackendFactory> MakeEngineBackendFactory(const ExperimentConfig& config
     }
     auto runner = shared->model->MakeRunner();
     if (!runner.ok()) return runner.status();
-    return std::unique_ptr<Backend>(std::make_unique<EngineBackend>(
-        std::move(runner).value(), shared->options, shared->model->MaxModelLen()));
+    auto backend = std::make_unique<EngineBackend>(std::move(runner).value(), shared->options,
+                                                   shared->model->MaxModelLen());
+    if (shared->config.engine.warmup) {
+      const SchedulerConfig& scheduler = shared->config.scheduler;
+      SERVELAB_RETURN_IF_ERROR(backend->WarmUp(scheduler.max_num_batched_tokens, scheduler.max_num_seqs));
+    }
+    return std::unique_ptr<Backend>(std::move(backend));
   });
 }
 

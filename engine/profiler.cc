@@ -5,7 +5,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
-#include <deque>
 #include <map>
 #include <memory>
 #include <span>
@@ -13,6 +12,7 @@
 
 #include "core/percentile.h"
 #include "core/rng.h"
+#include "core/uniform_step.h"
 #include "engine/engine_setup.h"
 #include "engine/sampler.h"
 
@@ -117,8 +117,13 @@ Status CheckProfileOptions(const ProfileOptions& options) {
 namespace {
 
 // The KV blocks one of `c`'s sequences holds: its context and its new tokens.
+// A configuration's step: `tokens` decodes, or a chunk of `tokens`.
+UniformStepShape ShapeOf(const ProfilePoint& c) {
+  return UniformStepShape{c.decode ? c.tokens : 1, c.decode ? 1 : c.tokens, c.context, c.decode};
+}
+
 int64_t SequenceBlocks(const ProfilePoint& c, int32_t block_size) {
-  return (int64_t{c.context} + (c.decode ? 1 : c.tokens) + block_size - 1) / block_size;
+  return BlocksPerSequence(ShapeOf(c), block_size);
 }
 
 }  // namespace
@@ -146,9 +151,8 @@ namespace {
 // One configuration's step, built up front, and what its runs measured.
 struct Timed {
   ProfilePoint c;
-  std::deque<Request> requests;
+  std::unique_ptr<UniformStep> step;
   TokenStore tokens;
-  StepPlan plan;
   std::map<Op, std::vector<double>> samples;
   std::vector<double> steps;
   double last_s = 0;  // its latest run's time, measured or not
@@ -244,27 +248,16 @@ StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const
   for (const ProfilePoint& c : grid) {
     auto t = std::make_unique<Timed>();
     t->c = c;
-    const int32_t seqs = c.decode ? c.tokens : 1;
-    const int32_t chunk = c.decode ? 1 : c.tokens;
-    t->requests.resize(static_cast<size_t>(seqs));
-    int32_t next_block = FirstBlock(grid, c, capacity.block_size, capacity.num_gpu_blocks);
-    for (int32_t i = 0; i < seqs; ++i) {
-      Request& r = t->requests[static_cast<size_t>(i)];
-      r.id = i;
-      r.prompt_len = c.context + chunk;
-      r.target_output_len = 1;
-      r.num_computed_tokens = c.context;
-      const int32_t blocks = (r.prompt_len + capacity.block_size - 1) / capacity.block_size;
-      for (int32_t b = 0; b < blocks; ++b) r.block_table.push_back(next_block++);
-      std::vector<int32_t> prompt(static_cast<size_t>(r.prompt_len));
-      for (int32_t& id : prompt) {
-        id = static_cast<int32_t>(rng.UniformInt(0, spec.vocab_size - 1));
-      }
-      t->tokens.AddPrompt(r.id, std::move(prompt));
-      t->plan.seqs.push_back(ScheduledRequest{&r, chunk, c.context, true, false});
+    t->step = std::make_unique<UniformStep>(
+        ShapeOf(c), 0, capacity.block_size, FirstBlock(grid, c, capacity.block_size, capacity.num_gpu_blocks));
+    for (const Request& r : t->step->Requests()) {
+      // Prompt and generated ids alike, drawn in position order.
+      std::vector<int32_t> ids(static_cast<size_t>(r.NumTokens()));
+      for (int32_t& id : ids) id = static_cast<int32_t>(rng.UniformInt(0, spec.vocab_size - 1));
+      const auto prompt = ids.begin() + r.prompt_len;
+      t->tokens.AddPrompt(r.id, std::vector<int32_t>(ids.begin(), prompt));
+      for (auto id = prompt; id != ids.end(); ++id) t->tokens.Append(r.id, *id);
     }
-    t->plan.num_emitting = seqs;
-    if (c.decode) t->plan.num_decode_tokens = seqs; else t->plan.num_prefill_tokens = chunk;
     session->timed.push_back(std::move(t));
   }
   return session;
@@ -280,20 +273,20 @@ Status Measure(std::span<const std::unique_ptr<Session>> sessions, const Profile
   std::vector<int32_t> ids;
   size_t most_seqs = 0;
   for (const auto& s : sessions) {
-    for (const auto& t : s->timed) most_seqs = std::max(most_seqs, t->plan.seqs.size());
+    for (const auto& t : s->timed) most_seqs = std::max(most_seqs, t->step->Plan().seqs.size());
   }
   const std::vector<double> no_draws(most_seqs, 0.0);  // greedy
   Sampler sampler;
   // One timed run of `t`; `time_ops` and `time_step` say what it measures.
   auto time_one = [&](Session& s, Timed& t, bool measured, bool time_ops, bool time_step) -> Status {
-    const int32_t seqs = static_cast<int32_t>(t.plan.seqs.size());
+    const int32_t seqs = static_cast<int32_t>(t.step->Plan().seqs.size());
     s.times.Clear();
     const int64_t start = NowNs();
     if (s.on_device) {
       const std::span<const double> uniforms(no_draws.data(), static_cast<size_t>(seqs));
-      SERVELAB_RETURN_IF_ERROR(s.runner->ExecuteAndSample(t.plan, t.tokens, greedy, uniforms, ids));
+      SERVELAB_RETURN_IF_ERROR(s.runner->ExecuteAndSample(t.step->Plan(), t.tokens, greedy, uniforms, ids));
     } else {
-      SERVELAB_RETURN_IF_ERROR(s.runner->Execute(t.plan, t.tokens, logits));
+      SERVELAB_RETURN_IF_ERROR(s.runner->Execute(t.step->Plan(), t.tokens, logits));
       const int64_t sample_start = NowNs();
       const auto vocab = static_cast<size_t>(s.spec.vocab_size);
       for (int32_t e = 0; e < seqs; ++e) {
@@ -396,7 +389,7 @@ std::vector<ProfileRow> Rows(Session& s, const ProfileOptions& options) {
       r.shape = s.spec;
       r.op = op;
       r.tokens = t->c.tokens;
-      r.batch = static_cast<int64_t>(t->plan.seqs.size());
+      r.batch = static_cast<int64_t>(t->step->Plan().seqs.size());
       r.context = t->c.context;
       r.tp = 1;
       r.median_ms = 1e3 * PercentileOfSorted(values, 50);

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/prefix_key.h"
+#include "core/uniform_step.h"
 #include "core/text.h"
 #include "driver/experiment.h"
 #include "driver/result_folder.h"
@@ -375,22 +376,8 @@ Status PredictReferenceSteps(const ExperimentConfig& sim_config, std::vector<Ref
     // in the next one's cost.
     auto backend = (*factory)(0);
     if (!backend.ok()) return backend.status();
-    const int32_t seqs = r.decode ? r.tokens : 1;
-    const int32_t chunk = r.decode ? 1 : r.tokens;
-    std::vector<Request> requests(static_cast<size_t>(seqs));
-    StepPlan plan;
-    for (int32_t i = 0; i < seqs; ++i) {
-      Request& q = requests[static_cast<size_t>(i)];
-      q.id = i;
-      // A decode's request has its prompt behind it (ScheduledRequest::IsDecode).
-      q.prompt_len = r.decode ? std::max(1, r.context) : r.context + chunk;
-      q.target_output_len = 2;
-      q.num_computed_tokens = r.context;
-      plan.seqs.push_back(ScheduledRequest{&q, chunk, r.context, true, false});
-    }
-    plan.num_emitting = seqs;
-    if (r.decode) plan.num_decode_tokens = seqs; else plan.num_prefill_tokens = chunk;
-    auto result = (*backend)->Execute(plan);
+    const UniformStep step(UniformStepShape{r.decode ? r.tokens : 1, r.decode ? 1 : r.tokens, r.context, r.decode});
+    auto result = (*backend)->Execute(step.Plan());
     if (!result.ok()) return result.status();
     r.predicted_s = ToSeconds(result->elapsed);
   }

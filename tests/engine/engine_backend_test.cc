@@ -200,6 +200,121 @@ TEST_F(EngineBackendTest, SynthesizedPromptsDependOnSeedAndIdOnly) {
   EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + 12), SyntheticPrompt(77, 9, 12, 97));
 }
 
+// Forwards to a CPU runner, keeping what each Execute was given.
+class RecordingRunner final : public ModelRunner {
+ public:
+  struct Step {
+    std::vector<int64_t> ids;
+    std::vector<int32_t> chunks, contexts;
+    std::vector<std::vector<int32_t>> blocks;
+    int32_t emitting = 0;
+    bool prompts_known = true;  // the token store held every seq's ids
+  };
+  explicit RecordingRunner(std::unique_ptr<ModelRunner> inner) : inner_(std::move(inner)) {}
+  std::string_view Name() const override { return inner_->Name(); }
+  const ModelConfig& Config() const override { return inner_->Config(); }
+  KvCapacity Capacity() const override { return inner_->Capacity(); }
+  void SwapOut(std::span<const BlockCopy> copies) override { inner_->SwapOut(copies); }
+  void SwapIn(std::span<const BlockCopy> copies) override { inner_->SwapIn(copies); }
+  Status Execute(const StepPlan& plan, const TokenStore& tokens, std::vector<float>& logits) override {
+    Step& step = steps->emplace_back();
+    for (const ScheduledRequest& s : plan.seqs) {
+      step.ids.push_back(s.request->id);
+      step.chunks.push_back(s.num_new_tokens);
+      step.contexts.push_back(s.num_computed_tokens);
+      step.blocks.push_back(s.request->block_table);
+      step.prompts_known = step.prompts_known && tokens.Contains(s.request->id);
+    }
+    step.emitting = plan.num_emitting;
+    return inner_->Execute(plan, tokens, logits);
+  }
+  std::shared_ptr<std::vector<Step>> steps = std::make_shared<std::vector<Step>>();
+
+ private:
+  std::unique_ptr<ModelRunner> inner_;
+};
+
+std::vector<int32_t> Blocks(int32_t first, int32_t count) {
+  std::vector<int32_t> blocks(static_cast<size_t>(count));
+  for (int32_t i = 0; i < count; ++i) blocks[static_cast<size_t>(i)] = first + i;
+  return blocks;
+}
+
+// The warm-up: one sequence's chunk of the token budget, then max_num_seqs sequences
+// sharing it, every one emitting; ids below 0, forgotten after.
+TEST_F(EngineBackendTest, WarmUpRunsTheWidestStepsAndForgetsThem) {
+  auto runner = std::make_unique<RecordingRunner>(testing::MakeRunner(weights_, 200, 4));
+  const auto steps = runner->steps;
+  EngineBackend backend(std::move(runner), EngineBackendOptions{});
+  ASSERT_TRUE(backend.WarmUp(24, 6).ok());
+  ASSERT_EQ(steps->size(), 2u);
+  const RecordingRunner::Step& one = (*steps)[0];
+  EXPECT_EQ(one.ids, (std::vector<int64_t>{-1}));
+  EXPECT_EQ(one.chunks, (std::vector<int32_t>{24}));
+  EXPECT_EQ(one.contexts, (std::vector<int32_t>{0}));
+  EXPECT_EQ(one.blocks, (std::vector<std::vector<int32_t>>{Blocks(0, 6)}));
+  EXPECT_EQ(one.emitting, 1);
+  EXPECT_TRUE(one.prompts_known);
+  const RecordingRunner::Step& many = (*steps)[1];
+  EXPECT_EQ(many.ids, (std::vector<int64_t>{-6, -5, -4, -3, -2, -1}));
+  EXPECT_EQ(many.chunks, std::vector<int32_t>(6, 4));
+  for (int32_t i = 0; i < 6; ++i) EXPECT_EQ(many.blocks[static_cast<size_t>(i)], Blocks(i, 1));
+  EXPECT_EQ(many.emitting, 6);
+  EXPECT_TRUE(many.prompts_known);
+  EXPECT_EQ(backend.Tokens().NumRequests(), 0u);
+}
+
+// A pool of 5 blocks of 4 holds a chunk of 20, and 5 sequences of 3; a model whose
+// sliding window serves contexts of 4 gets chunks of 4 and 4 sequences of 1 (a wider
+// chunk would fail the runner).
+TEST_F(EngineBackendTest, WarmUpKeepsToThePoolAndTheContextServed) {
+  {
+    auto runner = std::make_unique<RecordingRunner>(testing::MakeRunner(weights_, 5, 4));
+    const auto steps = runner->steps;
+    EngineBackend backend(std::move(runner), EngineBackendOptions{});
+    ASSERT_TRUE(backend.WarmUp(24, 6).ok());
+    ASSERT_EQ(steps->size(), 2u);
+    EXPECT_EQ((*steps)[0].chunks, (std::vector<int32_t>{20}));
+    EXPECT_EQ((*steps)[0].blocks, (std::vector<std::vector<int32_t>>{Blocks(0, 5)}));
+    EXPECT_EQ((*steps)[1].chunks, std::vector<int32_t>(5, 3));
+    EXPECT_EQ((*steps)[1].blocks.back(), Blocks(4, 1));
+  }
+  TempDir dir;
+  ModelConfig config = testing::TinyConfig(2, ModelFamily::kMistral);
+  config.sliding_window = 4;
+  auto runner = std::make_unique<RecordingRunner>(testing::MakeRunner(testing::WriteAndLoad(config, dir.path())));
+  const auto steps = runner->steps;
+  EngineBackend backend(std::move(runner), EngineBackendOptions{});
+  const Status warmed = backend.WarmUp(24, 6);
+  ASSERT_TRUE(warmed.ok()) << warmed.message();
+  ASSERT_EQ(steps->size(), 2u);
+  EXPECT_EQ((*steps)[0].chunks, (std::vector<int32_t>{4}));
+  EXPECT_EQ((*steps)[1].chunks, std::vector<int32_t>(4, 1));
+}
+
+// What the warm-up wrote changes nothing served after it: sampled tokens are those of a
+// cold engine's, with sampling at temperature, with a prefix cache (its blocks are the
+// warm-up's), and with swap preemption.
+TEST_F(EngineBackendTest, WarmUpChangesNoSampledToken) {
+  RunOptions cold;
+  cold.backend.ignore_eos = true;
+  cold.backend.sampling = SamplingParams{0.8f, 20, 0.95f, 0};
+  cold.backend.seed = 99;
+  cold.shared_prefixes = true;
+  cold.prefix_cache = PrefixCacheType::kHash;
+  const Outcome reference = Drive(weights_, cold);
+  RunOptions warm = cold;
+  warm.warm_up = true;
+  EXPECT_EQ(Drive(weights_, warm).tokens, reference.tokens);
+  cold.num_blocks = warm.num_blocks = 24;
+  cold.num_cpu_blocks = warm.num_cpu_blocks = 64;
+  cold.preemption = warm.preemption = PreemptionMode::kSwap;
+  const Outcome swapped = Drive(weights_, warm);
+  EXPECT_GT(swapped.swap_steps, 0);
+  EXPECT_EQ(swapped.tokens, Drive(weights_, cold).tokens);
+  EXPECT_EQ(swapped.tokens_left, 0u);
+}
+
 // A model with a sliding window serves contexts up to the window only: the backend says
 // so (the scheduler then rejects longer requests), and a runner asked for more fails the
 // step with its message instead of computing something wrong.

@@ -41,6 +41,7 @@ struct RunOptions {
   // (2 + i % 3) tokens identified (at most its prompt), so requests share 8-16 tokens.
   bool shared_prefixes = false;
   PrefixCacheType prefix_cache = PrefixCacheType::kNone;
+  bool warm_up = false;  // EngineBackend::WarmUp at the scheduler's limits first
 };
 
 // Eight requests arriving at once; prompts 5..40 tokens, outputs 6..20, block size 4, at
@@ -49,6 +50,9 @@ struct RunOptions {
 // RunOptions are for the caller's runner; this reads the runner's Capacity()).
 inline Outcome DriveEngine(std::unique_ptr<ModelRunner> runner, const RunOptions& options) {
   EngineBackend backend(std::move(runner), options.backend);
+  if (options.warm_up) {
+    EXPECT_TRUE(backend.WarmUp(24, 6).ok());
+  }
   const KvCapacity capacity = backend.Capacity();
   KvCacheManager kv(capacity.num_gpu_blocks, capacity.block_size, 0, capacity.num_cpu_blocks,
                     options.prefix_cache);
