@@ -18,6 +18,7 @@ UniformStep::UniformStep(const UniformStepShape& shape, int64_t first_id, int32_
   SERVELAB_CHECK(!shape.decode || shape.chunk == 1);
   SERVELAB_CHECK(block_size >= 0 && first_block >= 0);
   SERVELAB_CHECK(int64_t{shape.seqs} * shape.chunk <= INT32_MAX);
+  SERVELAB_CHECK(int64_t{shape.context} + shape.chunk <= INT32_MAX);
   const int64_t blocks = block_size > 0 ? BlocksPerSequence(shape, block_size) : 0;
   SERVELAB_CHECK(first_block + blocks * shape.seqs <= INT32_MAX);
   requests_.resize(static_cast<size_t>(shape.seqs));

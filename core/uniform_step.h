@@ -4,9 +4,10 @@
 // reference steps. Each of `seqs` requests computes `chunk` new tokens after `context`
 // cached ones and emits a token.
 //
-//   decode (chunk 1): the request's prompt is behind it (prompt_len = context, at least
-//                     1), so ScheduledRequest::IsDecode holds and a cost model prices it
-//                     as a decode;
+//   decode (chunk 1): the request's prompt is behind it (prompt_len = context), so
+//                     ScheduledRequest::IsDecode holds and a cost model prices it as a
+//                     decode; at context 0 there is nothing behind it: a one-token prompt
+//                     (the plan still counts it among num_decode_tokens);
 //   chunk:            the step ends its prompt (prompt_len = context + chunk).
 //
 // Request i has id first_id + i. With block_size > 0, each request's block table holds
@@ -35,8 +36,9 @@ int64_t BlocksPerSequence(const UniformStepShape& shape, int32_t block_size);
 
 class UniformStep {
  public:
-  // REQUIRES: seqs >= 1, chunk >= 1 (1 for a decode), context >= 0, block_size >= 0,
-  // first_block >= 0, and the blocks' numbers inside int32_t.
+  // REQUIRES: seqs >= 1, chunk >= 1 (1 for a decode), context >= 0, context + chunk and
+  // seqs x chunk inside int32_t, block_size >= 0, first_block >= 0, and the blocks'
+  // numbers inside int32_t.
   explicit UniformStep(const UniformStepShape& shape, int64_t first_id = 0, int32_t block_size = 0,
                        int32_t first_block = 0);
   UniformStep(const UniformStep&) = delete;

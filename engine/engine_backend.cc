@@ -20,26 +20,32 @@ EngineBackend::EngineBackend(std::unique_ptr<ModelRunner> runner,
 }
 
 Status EngineBackend::WarmUp(int32_t max_tokens, int32_t max_seqs) {
+  SERVELAB_CHECK_MSG(tokens_.NumRequests() == 0, "the warm-up runs before any request is served");
   const KvCapacity capacity = runner_->Capacity();
-  const int64_t pool_tokens = int64_t{capacity.num_gpu_blocks} * capacity.block_size;
-  const auto widest = static_cast<int32_t>(
-      std::min<int64_t>({max_tokens, max_model_len_, pool_tokens}));
-  if (widest < 1 || max_seqs < 1) return Status::Ok();
-  // Sequences of `chunk` tokens each, as many as the pool holds of `seqs`.
-  auto run = [&](int32_t seqs, int32_t chunk) -> Status {
-    const UniformStepShape probe{1, chunk, 0, false};
-    seqs = static_cast<int32_t>(
-        std::min<int64_t>(seqs, capacity.num_gpu_blocks / BlocksPerSequence(probe, capacity.block_size)));
-    if (seqs < 1) return Status::Ok();
-    const UniformStep step(UniformStepShape{seqs, chunk, 0, false}, -int64_t{seqs},
-                           capacity.block_size, 0);
+  const int32_t pool_blocks = capacity.num_gpu_blocks;
+  const auto rows = static_cast<int32_t>(
+      std::min<int64_t>(max_tokens, int64_t{pool_blocks} * capacity.block_size));
+  if (rows < 1 || max_seqs < 1 || pool_blocks < 1) return Status::Ok();
+  // Up to `seqs` sequences sharing `rows` tokens, each chunk within the context served
+  // and all of them within the pool.
+  auto run = [&](int32_t seqs) -> Status {
+    seqs = std::min(seqs, pool_blocks);
+    const int64_t chunk = std::min<int64_t>(
+        {rows / seqs, max_model_len_, int64_t{pool_blocks / seqs} * capacity.block_size});
+    if (chunk < 1) return Status::Ok();
+    const UniformStep step(UniformStepShape{seqs, static_cast<int32_t>(chunk), 0, false},
+                           -int64_t{seqs}, capacity.block_size, 0);
     auto result = Execute(step.Plan());
     for (const Request& r : step.Requests()) tokens_.Forget(r.id);
     return result.ok() ? Status::Ok() : result.status();
   };
-  SERVELAB_RETURN_IF_ERROR(run(1, widest));
-  const int32_t seqs = std::min(max_seqs, widest);
-  return seqs > 1 ? run(seqs, widest / seqs) : Status::Ok();
+  // The most rows: as few sequences as the context served allows. The most sequences:
+  // one row each at least.
+  const auto fewest = static_cast<int32_t>(
+      std::min<int64_t>(max_seqs, (int64_t{rows} + max_model_len_ - 1) / max_model_len_));
+  SERVELAB_RETURN_IF_ERROR(run(fewest));
+  const int32_t most = std::min(max_seqs, rows);
+  return most > fewest ? run(most) : Status::Ok();
 }
 
 Status EngineBackend::SetPrompt(int64_t request_id, std::vector<int32_t> ids) {

@@ -57,15 +57,16 @@ class EngineBackend final : public Backend {
 
   // Before serving, as vLLM's profile run does: the widest steps the scheduler can form,
   // each executed once and untimed, so the first steps served do not pay for first
-  // touches (the runner's activations grown to `max_tokens` rows, the sampler's buffers,
-  // code and data the host has not cached yet). Two steps of prefill chunks, held to the
-  // KV pool and the context served: one sequence's chunk of `max_tokens`, then
-  // min(max_seqs, max_tokens) sequences sharing `max_tokens`, each emitting (the LM head
-  // and the sampler at their widest). Without it the CPU engine's first step of every
+  // touches (the runner's activations grown to the step's rows, the LM head's and the
+  // sampler's to its emitting sequences, code and data the host has not cached yet).
+  // Two steps of prefill chunks sharing R = min(max_tokens, the KV pool's tokens) rows:
+  // the fewest sequences the context served allows (one, unless R is longer than that
+  // context), then min(max_seqs, R) sequences, each emitting; each chunk within the
+  // context served and the pool. Without it the CPU engine's first step of every
   // validation run (2026-12-03: a chunk of 218 tokens) took 1.5 to 2.3 times what the
-  // calibrated model predicts, 60 to 200 ms more. Nothing of it stays: its requests
-  // (ids below 0) are forgotten, and the KV it wrote is in blocks no later sequence reads
-  // before writing them. Errors: the runner's.
+  // calibrated model predicts, 60 to 200 ms more. Nothing of it stays: its requests (ids
+  // below 0) are forgotten, and the KV it wrote is in blocks no later sequence reads
+  // before writing them. REQUIRES: no request served yet. Errors: the runner's.
   Status WarmUp(int32_t max_tokens, int32_t max_seqs);
 
   // Gives request `request_id` these prompt ids instead of synthesized ones. Call it before

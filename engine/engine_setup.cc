@@ -219,7 +219,8 @@ StatusOr<BackendFactory> MakeEngineBackendFactory(const ExperimentConfig& config
                                                    shared->model->MaxModelLen());
     if (shared->config.engine.warmup) {
       const SchedulerConfig& scheduler = shared->config.scheduler;
-      SERVELAB_RETURN_IF_ERROR(backend->WarmUp(scheduler.max_num_batched_tokens, scheduler.max_num_seqs));
+      const Status warmed = backend->WarmUp(scheduler.max_num_batched_tokens, scheduler.max_num_seqs);
+      if (!warmed.ok()) return Status(warmed.code(), "engine warm-up: " + warmed.message());
     }
     return std::unique_ptr<Backend>(std::move(backend));
   });

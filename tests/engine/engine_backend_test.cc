@@ -264,9 +264,9 @@ TEST_F(EngineBackendTest, WarmUpRunsTheWidestStepsAndForgetsThem) {
   EXPECT_EQ(backend.Tokens().NumRequests(), 0u);
 }
 
-// A pool of 5 blocks of 4 holds a chunk of 20, and 5 sequences of 3; a model whose
-// sliding window serves contexts of 4 gets chunks of 4 and 4 sequences of 1 (a wider
-// chunk would fail the runner).
+// A pool of 5 blocks of 4 holds a chunk of 20, and 5 sequences of 4; a model whose
+// sliding window serves contexts of 4 takes the budget of 24 as 6 sequences of 4, once
+// (a longer chunk would fail the runner).
 TEST_F(EngineBackendTest, WarmUpKeepsToThePoolAndTheContextServed) {
   {
     auto runner = std::make_unique<RecordingRunner>(testing::MakeRunner(weights_, 5, 4));
@@ -276,8 +276,9 @@ TEST_F(EngineBackendTest, WarmUpKeepsToThePoolAndTheContextServed) {
     ASSERT_EQ(steps->size(), 2u);
     EXPECT_EQ((*steps)[0].chunks, (std::vector<int32_t>{20}));
     EXPECT_EQ((*steps)[0].blocks, (std::vector<std::vector<int32_t>>{Blocks(0, 5)}));
-    EXPECT_EQ((*steps)[1].chunks, std::vector<int32_t>(5, 3));
+    EXPECT_EQ((*steps)[1].chunks, std::vector<int32_t>(5, 4));
     EXPECT_EQ((*steps)[1].blocks.back(), Blocks(4, 1));
+    EXPECT_EQ((*steps)[1].emitting, 5);
   }
   TempDir dir;
   ModelConfig config = testing::TinyConfig(2, ModelFamily::kMistral);
@@ -287,9 +288,9 @@ TEST_F(EngineBackendTest, WarmUpKeepsToThePoolAndTheContextServed) {
   EngineBackend backend(std::move(runner), EngineBackendOptions{});
   const Status warmed = backend.WarmUp(24, 6);
   ASSERT_TRUE(warmed.ok()) << warmed.message();
-  ASSERT_EQ(steps->size(), 2u);
-  EXPECT_EQ((*steps)[0].chunks, (std::vector<int32_t>{4}));
-  EXPECT_EQ((*steps)[1].chunks, std::vector<int32_t>(4, 1));
+  ASSERT_EQ(steps->size(), 1u);
+  EXPECT_EQ((*steps)[0].chunks, std::vector<int32_t>(6, 4));
+  EXPECT_EQ((*steps)[0].emitting, 6);
 }
 
 // What the warm-up wrote changes nothing served after it: sampled tokens are those of a
@@ -303,6 +304,7 @@ TEST_F(EngineBackendTest, WarmUpChangesNoSampledToken) {
   cold.shared_prefixes = true;
   cold.prefix_cache = PrefixCacheType::kHash;
   const Outcome reference = Drive(weights_, cold);
+  EXPECT_GT(reference.cached_tokens, 0);  // warmed, the cache's blocks are ones the warm-up wrote
   RunOptions warm = cold;
   warm.warm_up = true;
   EXPECT_EQ(Drive(weights_, warm).tokens, reference.tokens);
