@@ -240,57 +240,56 @@ std::vector<int32_t> Blocks(int32_t first, int32_t count) {
   return blocks;
 }
 
+// The steps EngineBackend::WarmUp(24, 6) executes on `runner`; nothing is left in the
+// token store after.
+std::vector<RecordingRunner::Step> WarmUpSteps(std::unique_ptr<ModelRunner> runner) {
+  auto recording = std::make_unique<RecordingRunner>(std::move(runner));
+  const auto steps = recording->steps;
+  EngineBackend backend(std::move(recording), EngineBackendOptions{});
+  const Status warmed = backend.WarmUp(24, 6);
+  EXPECT_TRUE(warmed.ok()) << warmed.message();
+  EXPECT_EQ(backend.Tokens().NumRequests(), 0u);
+  return *steps;
+}
+
 // The warm-up: one sequence's chunk of the token budget, then max_num_seqs sequences
-// sharing it, every one emitting; ids below 0, forgotten after.
+// sharing it, every one emitting; ids below 0.
 TEST_F(EngineBackendTest, WarmUpRunsTheWidestStepsAndForgetsThem) {
-  auto runner = std::make_unique<RecordingRunner>(testing::MakeRunner(weights_, 200, 4));
-  const auto steps = runner->steps;
-  EngineBackend backend(std::move(runner), EngineBackendOptions{});
-  ASSERT_TRUE(backend.WarmUp(24, 6).ok());
-  ASSERT_EQ(steps->size(), 2u);
-  const RecordingRunner::Step& one = (*steps)[0];
+  const auto steps = WarmUpSteps(testing::MakeRunner(weights_, 200, 4));
+  ASSERT_EQ(steps.size(), 2u);
+  const RecordingRunner::Step& one = steps[0];
   EXPECT_EQ(one.ids, (std::vector<int64_t>{-1}));
   EXPECT_EQ(one.chunks, (std::vector<int32_t>{24}));
   EXPECT_EQ(one.contexts, (std::vector<int32_t>{0}));
   EXPECT_EQ(one.blocks, (std::vector<std::vector<int32_t>>{Blocks(0, 6)}));
   EXPECT_EQ(one.emitting, 1);
   EXPECT_TRUE(one.prompts_known);
-  const RecordingRunner::Step& many = (*steps)[1];
+  const RecordingRunner::Step& many = steps[1];
   EXPECT_EQ(many.ids, (std::vector<int64_t>{-6, -5, -4, -3, -2, -1}));
   EXPECT_EQ(many.chunks, std::vector<int32_t>(6, 4));
   for (int32_t i = 0; i < 6; ++i) EXPECT_EQ(many.blocks[static_cast<size_t>(i)], Blocks(i, 1));
   EXPECT_EQ(many.emitting, 6);
   EXPECT_TRUE(many.prompts_known);
-  EXPECT_EQ(backend.Tokens().NumRequests(), 0u);
 }
 
 // A pool of 5 blocks of 4 holds a chunk of 20, and 5 sequences of 4; a model whose
 // sliding window serves contexts of 4 takes the budget of 24 as 6 sequences of 4, once
 // (a longer chunk would fail the runner).
 TEST_F(EngineBackendTest, WarmUpKeepsToThePoolAndTheContextServed) {
-  {
-    auto runner = std::make_unique<RecordingRunner>(testing::MakeRunner(weights_, 5, 4));
-    const auto steps = runner->steps;
-    EngineBackend backend(std::move(runner), EngineBackendOptions{});
-    ASSERT_TRUE(backend.WarmUp(24, 6).ok());
-    ASSERT_EQ(steps->size(), 2u);
-    EXPECT_EQ((*steps)[0].chunks, (std::vector<int32_t>{20}));
-    EXPECT_EQ((*steps)[0].blocks, (std::vector<std::vector<int32_t>>{Blocks(0, 5)}));
-    EXPECT_EQ((*steps)[1].chunks, std::vector<int32_t>(5, 4));
-    EXPECT_EQ((*steps)[1].blocks.back(), Blocks(4, 1));
-    EXPECT_EQ((*steps)[1].emitting, 5);
-  }
+  const auto pooled = WarmUpSteps(testing::MakeRunner(weights_, 5, 4));
+  ASSERT_EQ(pooled.size(), 2u);
+  EXPECT_EQ(pooled[0].chunks, (std::vector<int32_t>{20}));
+  EXPECT_EQ(pooled[0].blocks, (std::vector<std::vector<int32_t>>{Blocks(0, 5)}));
+  EXPECT_EQ(pooled[1].chunks, std::vector<int32_t>(5, 4));
+  EXPECT_EQ(pooled[1].blocks.back(), Blocks(4, 1));
+  EXPECT_EQ(pooled[1].emitting, 5);
   TempDir dir;
   ModelConfig config = testing::TinyConfig(2, ModelFamily::kMistral);
   config.sliding_window = 4;
-  auto runner = std::make_unique<RecordingRunner>(testing::MakeRunner(testing::WriteAndLoad(config, dir.path())));
-  const auto steps = runner->steps;
-  EngineBackend backend(std::move(runner), EngineBackendOptions{});
-  const Status warmed = backend.WarmUp(24, 6);
-  ASSERT_TRUE(warmed.ok()) << warmed.message();
-  ASSERT_EQ(steps->size(), 1u);
-  EXPECT_EQ((*steps)[0].chunks, std::vector<int32_t>(6, 4));
-  EXPECT_EQ((*steps)[0].emitting, 6);
+  const auto windowed = WarmUpSteps(testing::MakeRunner(testing::WriteAndLoad(config, dir.path())));
+  ASSERT_EQ(windowed.size(), 1u);
+  EXPECT_EQ(windowed[0].chunks, std::vector<int32_t>(6, 4));
+  EXPECT_EQ(windowed[0].emitting, 6);
 }
 
 // What the warm-up wrote changes nothing served after it: sampled tokens are those of a
