@@ -63,8 +63,8 @@ class EngineBackend final : public Backend {
   // the fewest sequences the context served allows (one, unless R is longer than that
   // context), then min(max_seqs, R) sequences, each emitting; each chunk within the
   // context served and the pool. Without it the CPU engine's first step of every
-  // validation run (2026-12-03: a chunk of 218 tokens) took 1.5 to 2.3 times what the
-  // calibrated model predicts, 60 to 200 ms more. Nothing of it stays: its requests (ids
+  // validation run (2026-12-03: a chunk of 218 tokens) took up to 3.1 times what the
+  // calibrated model predicts, up to 290 ms more (warmed: within 4.2%). Nothing of it stays: its requests (ids
   // below 0) are forgotten, and the KV it wrote is in blocks no later sequence reads
   // before writing them. REQUIRES: no request served yet. Errors: the runner's.
   Status WarmUp(int32_t max_tokens, int32_t max_seqs);
