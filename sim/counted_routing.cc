@@ -69,6 +69,13 @@ double FitRoutingSkew(int32_t experts, int32_t per_token, std::span<const Routin
   });
 }
 
+double FitRoutingLocality(int32_t experts, int32_t per_token, double skew,
+                          std::span<const RoutingCount> chunks) {
+  return BestOnGrid(0.0, 100, 101, [&](double locality) {
+    return Squares(chunks, experts, per_token, ExpertRoutingOptions{0, skew, locality});
+  });
+}
+
 bool CountedRouting::Matches(const ModelSpec& model) const {
   return model.IsMoe() &&
          MoeShapeOf(model) == std::tuple(num_experts, experts_per_token, hidden_size,
@@ -126,9 +133,7 @@ std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& ta
     }
     if (c.chunk_rows > 0) {
       c.chunk_ratio /= static_cast<double>(c.chunk_rows);
-      c.routing_locality = BestOnGrid(0.0, 100, 101, [&](double locality) {
-        return Squares(rows[i].chunks, e, k, ExpertRoutingOptions{0, c.routing_skew, locality});
-      });
+      c.routing_locality = FitRoutingLocality(e, k, c.routing_skew, rows[i].chunks);
     }
     c.touched_mape_pct = MapePct(rows[i], e, k, c.Options());
     c.uniform_touched_mape_pct = MapePct(rows[i], e, k, {});

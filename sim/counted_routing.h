@@ -61,6 +61,11 @@ struct RoutingCount {
 // for `experts` experts of which a token picks `per_token`; 0 without counts.
 double FitRoutingSkew(int32_t experts, int32_t per_token, std::span<const RoutingCount> decodes);
 
+// The routing_locality ([0, 1] to 0.01) whose expected experts touched, at routing skew
+// `skew`, is closest to the prefill chunks' counts in least squares; 0 without counts.
+double FitRoutingLocality(int32_t experts, int32_t per_token, double skew,
+                          std::span<const RoutingCount> chunks);
+
 // One entry per MoE shape whose moe_mlp rows counted their routing (experts_run > 0), in
 // the order the shapes first appear; with `skew`, every shape's routing_skew is that one
 // (skew_given) and its locality is fitted at it.

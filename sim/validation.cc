@@ -257,26 +257,46 @@ struct RoutingRow {
   ExpertsRun engine, sim;
 };
 
-// The routing skew (FitRoutingSkew) that fits a run's decode-only steps of two or more
-// sequences, on the engine's counts and on the simulator's expectations, and how many
-// steps; none without such steps or routing counts.
-struct SkewFit {
-  int64_t steps = 0;
-  double engine = 0, sim = 0;
+// The routing model that fits a run's counts, on the engine's and on the simulator's
+// expectations: the skew (FitRoutingSkew) its decode-only steps of two or more sequences
+// fit, then, at that skew, the locality (FitRoutingLocality) its lone prefill chunks (one
+// sequence, more than one token) fit; with how many steps of each. The simulator's
+// recover its own routing; the engine's are the ones to route with to route as it did.
+// None without such steps or routing counts.
+struct RoutingFit {
+  int64_t decode_steps = 0;
+  double skew_engine = 0, skew_sim = 0;  // 0 without decode steps
+  int64_t chunk_steps = 0;
+  double locality_engine = 0, locality_sim = 0;  // 0 without lone chunks
 };
-std::optional<SkewFit> DecodeSkews(const LoadValidation& v) {
+std::optional<RoutingFit> FitRouting(const LoadValidation& v) {
   const ModelSpec& model = v.sim_config.model;
   if (!model.IsMoe()) return std::nullopt;
-  std::vector<RoutingCount> counted, expected;
+  std::vector<RoutingCount> decodes, decodes_expected, chunks, chunks_expected;
   for (const StepComparison& step : v.steps) {
-    if (!step.decode_only || step.seqs < 2 || !step.experts_measured || !step.experts_predicted) continue;
-    counted.push_back(RoutingCount{step.seqs, 1, step.experts_measured->run});
-    expected.push_back(RoutingCount{step.seqs, 1, step.experts_predicted->run});
+    if (!step.experts_measured || !step.experts_predicted) continue;
+    if (step.decode_only && step.seqs >= 2) {
+      decodes.push_back(RoutingCount{step.seqs, 1, step.experts_measured->run});
+      decodes_expected.push_back(RoutingCount{step.seqs, 1, step.experts_predicted->run});
+    } else if (!step.decode_only && step.seqs == 1 && step.tokens > 1) {
+      chunks.push_back(RoutingCount{1, step.tokens, step.experts_measured->run});
+      chunks_expected.push_back(RoutingCount{1, step.tokens, step.experts_predicted->run});
+    }
   }
-  if (counted.empty()) return std::nullopt;
+  if (decodes.empty() && chunks.empty()) return std::nullopt;
   const int32_t e = model.num_experts, k = model.num_experts_per_tok;
-  return SkewFit{static_cast<int64_t>(counted.size()), FitRoutingSkew(e, k, counted),
-                 FitRoutingSkew(e, k, expected)};
+  RoutingFit fit;
+  fit.decode_steps = static_cast<int64_t>(decodes.size());
+  if (!decodes.empty()) {
+    fit.skew_engine = FitRoutingSkew(e, k, decodes);
+    fit.skew_sim = FitRoutingSkew(e, k, decodes_expected);
+  }
+  fit.chunk_steps = static_cast<int64_t>(chunks.size());
+  if (!chunks.empty()) {
+    fit.locality_engine = FitRoutingLocality(e, k, fit.skew_engine, chunks);
+    fit.locality_sim = FitRoutingLocality(e, k, fit.skew_sim, chunks_expected);
+  }
+  return fit;
 }
 
 // The rows of a run whose steps counted their routing, decode ranges in order, then the
@@ -732,22 +752,27 @@ std::string RoutingMarkdown(const std::vector<const LoadValidation*>& runs) {
       "them those given one row; each the mean over the steps, error % of the simulator's.\n\n"
       "| load | steps | count | experts run | expected | error % | one-row experts | expected | "
       "error % |\n|---|---|---|---|---|---|---|---|---|\n" + routing;
-  std::string skews;
+  std::string fits;
   for (const LoadValidation* run : runs) {
-    if (const std::optional<SkewFit> skew = DecodeSkews(*run)) {
-      char cells[96];
-      std::snprintf(cells, sizeof cells, " | %lld | %.2f | %.2f |\n", static_cast<long long>(skew->steps),
-                    skew->engine, skew->sim);
-      skews += "| " + run->label + cells;
+    if (const std::optional<RoutingFit> fit = FitRouting(*run)) {
+      char cells[160];
+      std::snprintf(cells, sizeof cells, " | %lld | %.2f | %.2f | %lld | %.2f | %.2f |\n",
+                    static_cast<long long>(fit->decode_steps), fit->skew_engine, fit->skew_sim,
+                    static_cast<long long>(fit->chunk_steps), fit->locality_engine, fit->locality_sim);
+      fits += "| " + run->label + cells;
     }
   }
-  if (skews.empty()) return md;
+  if (fits.empty()) return md;
   return md +
-         "\nThe routing skew (cost_model.routing_skew: a Zipf exponent over the experts, 0 = "
-         "uniform) that fits the decode-only steps of two or more sequences, on the engine's "
-         "counts and on the simulator's expectations: the engine's is the skew to route with "
-         "to route as this run did.\n\n| load | decode steps | skew, engine | skew, simulator "
-         "|\n|---|---|---|---|\n" + skews;
+         "\nThe routing that fits the counts, on the engine's and on the simulator's expectations: "
+         "the skew (cost_model.routing_skew: a Zipf exponent over the experts, 0 = uniform) of "
+         "the decode-only steps of two or more sequences, then, at that skew, the locality "
+         "(cost_model.routing_locality: 0 = a chunk's tokens route independently, 1 = as one) "
+         "of the lone prefill chunks (one sequence, more than one token; 0 where there are "
+         "none). The engine's are the ones to route with to route as this run did (--set "
+         "cost_model.routing_skew=S --set cost_model.routing_locality=L).\n\n| load | decode "
+         "steps | skew, engine | skew, simulator | lone chunks | locality, engine | locality, "
+         "simulator |\n|---|---|---|---|---|---|---|\n" + fits;
 }
 
 // validation.md's section on the replays (empty without any).
@@ -811,9 +836,15 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
       csv += at + "window_min," + e + "," + s + "," + Number(w.window_min_pct) + "\n";
       csv += at + "window_max," + e + "," + s + "," + Number(w.window_max_pct) + "\n";
     }
-    if (const std::optional<SkewFit> skew = DecodeSkews(v)) {
-      csv += v.label + ",routing_skew,decode," + Number(skew->engine) + "," + Number(skew->sim) + "," +
-             Number(skew->sim - skew->engine) + "\n";
+    if (const std::optional<RoutingFit> fit = FitRouting(v)) {
+      if (fit->decode_steps > 0) {
+        csv += v.label + ",routing_skew,decode," + Number(fit->skew_engine) + "," + Number(fit->skew_sim) +
+               "," + Number(fit->skew_sim - fit->skew_engine) + "\n";
+      }
+      if (fit->chunk_steps > 0) {
+        csv += v.label + ",routing_locality,chunk," + Number(fit->locality_engine) + "," +
+               Number(fit->locality_sim) + "," + Number(fit->locality_sim - fit->locality_engine) + "\n";
+      }
     }
     for (const RoutingRow& row : RoutingRows(v.steps)) {
       csv += v.label + ",routing_experts," + row.steps + "," + Number(row.engine.run) + "," +

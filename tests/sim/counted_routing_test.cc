@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "tests/sim/calibration_fixtures.h"
 
 namespace servelab {
@@ -85,6 +87,24 @@ TEST(CountedRoutingTest, FitsTheSkewOfDecodeCounts) {
     EXPECT_NEAR(FitRoutingSkew(8, 2, counts), skew, 1e-9) << skew;
   }
   EXPECT_EQ(FitRoutingSkew(8, 2, {}), 0.0);
+}
+
+// The locality alone, at a skew, from lone chunks of 2 to 512 tokens (a serving run's,
+// `validate`): the locality that counted them comes back to the grid's 0.01; fitted at
+// another skew it does not; no counts give 0.
+TEST(CountedRoutingTest, FitsTheLocalityOfChunkCounts) {
+  for (const double locality : {0.63, 0.0, 1.0}) {
+    const ExpertRouting truth(8, 2, 1, ExpertRoutingOptions{0, 0.3, locality});
+    std::vector<RoutingCount> counts;
+    for (int64_t tokens = 2; tokens <= 512; tokens *= 2) {
+      counts.push_back(RoutingCount{1, tokens, truth.Touched(truth.Sequences(1, tokens))});
+    }
+    EXPECT_NEAR(FitRoutingLocality(8, 2, 0.3, counts), locality, 1e-9) << locality;
+    if (locality == 0.63) {
+      EXPECT_GT(std::abs(FitRoutingLocality(8, 2, 2.0, counts) - locality), 0.02);
+    }
+  }
+  EXPECT_EQ(FitRoutingLocality(8, 2, 0.3, {}), 0.0);
 }
 
 // A skew given (a serving run's, `calibrate --routing-skew`) replaces the decode rows'
