@@ -267,24 +267,28 @@ TEST_F(ValidationTest, AMixtureOfExpertsRoutingIsComparedByKindOfStep) {
                             "locality, engine | locality, simulator |"));
   // Its lone prefill chunks route as the roofline's (locality 0) on both sides too.
   EXPECT_THAT(csv, HasSubstr("\nr,routing_locality,chunk,0,0,0\n"));
+  // The validation of an engine whose router routes as `options` say, labelled `label`.
+  auto routed_as = [&](const std::string& label, const ExpertRoutingOptions& options) {
+    const ExpertRouting routing(8, 2, 1, options);
+    auto v = ValidateLoad(config, Engine(config, 1.0, [routing](FakeEngine& e) { e.CountRouting(1.0, routing); }, 3000),
+                          (dir_ / label).string(), false);
+    EXPECT_TRUE(v.ok()) << v.status().message();
+    if (v.ok()) v->label = label;
+    return v;
+  };
   // An engine whose router favours some experts (a Zipf exponent of 0.8): the skew that
   // fits its decode batches is 0.8, the simulator's still 0.
-  const ExpertRouting skewed(8, 2, 1, ExpertRoutingOptions{0, 0.8, 0});
-  auto s = ValidateLoad(config, Engine(config, 1.0, [skewed](FakeEngine& e) { e.CountRouting(1.0, skewed); }, 3000),
-                        (dir_ / "skewed").string(), false);
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  s->label = std::string("skewed");
+  auto s = routed_as("skewed", ExpertRoutingOptions{0, 0.8, 0});
+  ASSERT_TRUE(s.ok());
   EXPECT_THAT(ValidationCsv({*s}), HasSubstr("\nskewed,routing_skew,decode,0.8,0,-0.8\n"));
   // One whose chunks' tokens also route together (a locality of 0.6): at the skew it fits,
   // the locality its lone chunks fit is 0.6, the simulator's 0.
-  const ExpertRouting local(8, 2, 1, ExpertRoutingOptions{0, 0.8, 0.6});
-  auto l = ValidateLoad(config, Engine(config, 1.0, [local](FakeEngine& e) { e.CountRouting(1.0, local); }, 3000),
-                        (dir_ / "local").string(), false);
-  ASSERT_TRUE(l.ok()) << l.status().message();
-  l->label = std::string("local");
+  auto l = routed_as("local", ExpertRoutingOptions{0, 0.8, 0.6});
+  ASSERT_TRUE(l.ok());
   EXPECT_THAT(ValidationCsv({*l}), HasSubstr("\nlocal,routing_skew,decode,0.8,0,-0.8\n"));
   EXPECT_THAT(ValidationCsv({*l}), HasSubstr("\nlocal,routing_locality,chunk,0.6,0,-0.6\n"));
-  EXPECT_THAT(ValidationMarkdown("v", {*l}), MatchesRegex("(.|\n)*\n\\| local \\| [0-9]+ \\| 0\\.80 \\| 0\\.00 \\| [1-9][0-9]* \\| 0\\.60 \\| 0\\.00 \\|\n(.|\n)*"));
+  EXPECT_THAT(ValidationMarkdown("v", {*l}),
+              MatchesRegex("(.|\n)*\n\\| local \\| [0-9]+ \\| 0\\.80 \\| 0\\.00 \\| [1-9][0-9]* \\| 0\\.60 \\| 0\\.00 \\|\n(.|\n)*"));
   // A dense model has no routing: no rows, no table.
   auto dense = ValidateLoad(Config(), Engine(Config(), 1.0), (dir_ / "dense").string(), false);
   ASSERT_TRUE(dense.ok());
