@@ -6,6 +6,10 @@
 
 namespace servelab {
 
+UniformStepShape DecodesOrChunk(bool decode, int32_t tokens, int32_t context) {
+  return UniformStepShape{decode ? tokens : 1, decode ? 1 : tokens, context, decode};
+}
+
 int64_t BlocksPerSequence(const UniformStepShape& shape, int32_t block_size) {
   SERVELAB_CHECK(block_size >= 1);
   return (int64_t{shape.context} + shape.chunk + block_size - 1) / block_size;
@@ -13,7 +17,7 @@ int64_t BlocksPerSequence(const UniformStepShape& shape, int32_t block_size) {
 
 UniformStep::UniformStep(const UniformStepShape& shape, int64_t first_id, int32_t block_size,
                          int32_t first_block)
-    : shape_(shape), end_block_(first_block) {
+    : end_block_(first_block) {
   SERVELAB_CHECK(shape.seqs >= 1 && shape.chunk >= 1 && shape.context >= 0);
   SERVELAB_CHECK(!shape.decode || shape.chunk == 1);
   SERVELAB_CHECK(block_size >= 0 && first_block >= 0);

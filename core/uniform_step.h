@@ -30,6 +30,10 @@ struct UniformStepShape {
   bool decode = false;
 };
 
+// The profiler's and the host check's way to name a step: `tokens` sequences decoding,
+// or one sequence's chunk of `tokens`, after `context` cached tokens each.
+UniformStepShape DecodesOrChunk(bool decode, int32_t tokens, int32_t context);
+
 // Blocks of `block_size` tokens one sequence of `shape` holds after the step. REQUIRES:
 // block_size >= 1.
 int64_t BlocksPerSequence(const UniformStepShape& shape, int32_t block_size);
@@ -44,14 +48,12 @@ class UniformStep {
   UniformStep(const UniformStep&) = delete;
   UniformStep& operator=(const UniformStep&) = delete;
 
-  const UniformStepShape& Shape() const { return shape_; }
   const StepPlan& Plan() const { return plan_; }
   std::span<const Request> Requests() const { return requests_; }
   // The block after the last one the step's block tables hold (first_block without them).
   int32_t EndBlock() const { return end_block_; }
 
  private:
-  UniformStepShape shape_;
   std::vector<Request> requests_;
   StepPlan plan_;
   int32_t end_block_ = 0;

@@ -116,10 +116,7 @@ Status CheckProfileOptions(const ProfileOptions& options) {
 
 namespace {
 
-// A configuration's step: `tokens` decodes, or a chunk of `tokens`.
-UniformStepShape ShapeOf(const ProfilePoint& c) {
-  return UniformStepShape{c.decode ? c.tokens : 1, c.decode ? 1 : c.tokens, c.context, c.decode};
-}
+UniformStepShape ShapeOf(const ProfilePoint& c) { return DecodesOrChunk(c.decode, c.tokens, c.context); }
 
 // The KV blocks one of `c`'s sequences holds: its context and its new tokens.
 int64_t SequenceBlocks(const ProfilePoint& c, int32_t block_size) {

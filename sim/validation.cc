@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "core/prefix_key.h"
-#include "core/uniform_step.h"
 #include "core/text.h"
+#include "core/uniform_step.h"
 #include "driver/experiment.h"
 #include "driver/result_folder.h"
 #include "sim/counted_routing.h"
@@ -396,7 +396,7 @@ Status PredictReferenceSteps(const ExperimentConfig& sim_config, std::vector<Ref
     // in the next one's cost.
     auto backend = (*factory)(0);
     if (!backend.ok()) return backend.status();
-    const UniformStep step(UniformStepShape{r.decode ? r.tokens : 1, r.decode ? 1 : r.tokens, r.context, r.decode});
+    const UniformStep step(DecodesOrChunk(r.decode, r.tokens, r.context));
     auto result = (*backend)->Execute(step.Plan());
     if (!result.ok()) return result.status();
     r.predicted_s = ToSeconds(result->elapsed);

@@ -65,6 +65,19 @@ TEST(UniformStepTest, WithoutABlockSizeThereAreNoBlockTables) {
   EXPECT_FALSE(step.Plan().seqs[0].IsDecode());
 }
 
+TEST(UniformStepTest, DecodesOrChunkNamesTheSequencesAndTheirTokens) {
+  const UniformStepShape decodes = DecodesOrChunk(true, 16, 255);
+  EXPECT_EQ(decodes.seqs, 16);
+  EXPECT_EQ(decodes.chunk, 1);
+  EXPECT_EQ(decodes.context, 255);
+  EXPECT_TRUE(decodes.decode);
+  const UniformStepShape chunk = DecodesOrChunk(false, 128, 0);
+  EXPECT_EQ(chunk.seqs, 1);
+  EXPECT_EQ(chunk.chunk, 128);
+  EXPECT_EQ(chunk.context, 0);
+  EXPECT_FALSE(chunk.decode);
+}
+
 TEST(UniformStepTest, BlocksPerSequenceRoundsUp) {
   EXPECT_EQ(BlocksPerSequence(UniformStepShape{1, 1, 15, true}, 16), 1);
   EXPECT_EQ(BlocksPerSequence(UniformStepShape{1, 1, 16, true}, 16), 2);
