@@ -445,6 +445,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
                          {"chunk_rows", r.chunk_rows},
                          {"chunk_ratio", r.chunk_ratio},
                          {"routing_locality", r.routing_locality},
+                         {"routing_favourites", r.routing_favourites},
                          {"touched_mape_pct", r.touched_mape_pct},
                          {"uniform_touched_mape_pct", r.uniform_touched_mape_pct}});
     }
@@ -476,13 +477,15 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     std::printf("routing (%d experts, %d a token): the engine ran %.2fx the experts uniform "
                 "routing expects in prefill chunks (%lld rows) and %.2fx in decode batches "
                 "(%lld); moe_mlp is fitted on what it ran. For the simulator: routing_skew %s "
-                "(%s), routing_locality %s (chunks), in MODEL.yaml: experts per "
+                "(%s), routing_locality %s over routing_favourites %s (chunks), in "
+                "MODEL.yaml: experts per "
                 "row within %.1f%% of the counts (uniform routing: %.1f%%)\n",
                 r.num_experts, r.experts_per_token, r.chunk_ratio,
                 static_cast<long long>(r.chunk_rows), r.decode_ratio,
                 static_cast<long long>(r.decode_rows), FormatDouble(r.routing_skew).c_str(),
                 r.skew_given ? "given, --routing-skew" : "decode batches",
-                FormatDouble(r.routing_locality).c_str(), r.touched_mape_pct,
+                FormatDouble(r.routing_locality).c_str(),
+                FormatDouble(r.routing_favourites).c_str(), r.touched_mape_pct,
                 r.uniform_touched_mape_pct);
   }
   for (const Evaluation& e : fitted) PrintEvaluation("in sample", e, true);

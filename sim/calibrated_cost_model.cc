@@ -162,7 +162,8 @@ void CalibratedCostModel::SetUpMixtureOfExperts(const DeploymentSpec& d,
   if (ep > 1) moe += ", all-to-all over " + std::to_string(ep) + " GPUs (roofline)";
   if (routing.routing_skew > 0 || routing.routing_locality > 0) {
     moe += ", routing skew " + FormatDouble(routing.routing_skew) + " and locality " +
-           FormatDouble(routing.routing_locality);
+           FormatDouble(routing.routing_locality) + " over " +
+           FormatDouble(routing.routing_favourites) + " favourites";
   }
   description_ += moe;
 }
@@ -343,7 +344,7 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
   // Read (so known and recorded) for MoE models, or when given.
   ExpertRoutingOptions routing;
   if (deployment.model.IsMoe() || params.Has("expert_imbalance") || params.Has("routing_skew") ||
-      params.Has("routing_locality")) {
+      params.Has("routing_locality") || params.Has("routing_favourites")) {
     ExpertRoutingOptions counted;
     for (const CountedRouting& r : model->routing) {
       if (r.Matches(deployment.model)) counted = r.Options();

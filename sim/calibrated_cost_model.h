@@ -72,11 +72,12 @@
 //                     model's shared and routed experts and latent attention's GEMMs take
 //                     the form alone. Read (and recorded) when the model has corrections.
 //                     The fitted step overhead was fitted with them applied
-//   expert_imbalance, routing_skew, routing_locality
-//                     MoE models: as the roofline's (ExpertRoutingOptions); the skew and
-//                     locality default to those MODEL.yaml's `routing` counted on a model
-//                     of the deployment's MoE shape (experts, per token, hidden size,
-//                     expert width), else 0 (uniform, independent tokens)
+//   expert_imbalance, routing_skew, routing_locality, routing_favourites
+//                     MoE models: as the roofline's (ExpertRoutingOptions); the skew,
+//                     locality and favourites default to those MODEL.yaml's `routing`
+//                     counted on a model of the deployment's MoE shape (experts, per
+//                     token, hidden size, expert width), else 0, 0 and 1 (uniform,
+//                     independent tokens)
 #include <cstdint>
 #include <memory>
 #include <span>

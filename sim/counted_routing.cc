@@ -1,5 +1,6 @@
 #include "sim/counted_routing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -17,15 +18,17 @@ std::tuple<int32_t, int32_t, int32_t, int32_t> MoeShapeOf(const ModelSpec& m) {
   return {m.num_experts, m.num_experts_per_tok, m.hidden_size, m.ExpertWidth()};
 }
 
-// The point of {lo, lo + 1/per_unit, ...} up to `points` points with the least `squares`:
+// The point of {first / per_unit, (first + 1) / per_unit, ...}, `points` points, with the
+// least `squares` (the first of equals):
 // the expected experts touched is not linear in either parameter, and a few hundred points
 // are cheap. (i / per_unit, not i x step: 57 x 0.01 is 0.5700000000000001, 57 / 100 the
 // double nearest 0.57, which MODEL.yaml then writes as such.)
 template <typename Squares>
-double BestOnGrid(double lo, int32_t per_unit, int32_t points, Squares squares) {
-  double best = std::numeric_limits<double>::infinity(), at = lo;
-  for (int32_t i = 0; i < points; ++i) {
-    const double x = lo + static_cast<double>(i) / per_unit;
+double BestOnGrid(int32_t first, int32_t per_unit, int32_t points, Squares squares) {
+  double best = std::numeric_limits<double>::infinity();
+  double at = static_cast<double>(first) / per_unit;
+  for (int32_t i = first; i < first + points; ++i) {
+    const double x = static_cast<double>(i) / per_unit;
     if (const double s = squares(x); s < best) {
       best = s;
       at = x;
@@ -64,16 +67,40 @@ double MapePct(const Rows& rows, int32_t experts, int32_t per_token, const Exper
 }  // namespace
 
 double FitRoutingSkew(int32_t experts, int32_t per_token, std::span<const RoutingCount> decodes) {
-  return BestOnGrid(0.0, 100, 401, [&](double skew) {
-    return Squares(decodes, experts, per_token, ExpertRoutingOptions{0, skew, 0});
+  return BestOnGrid(0, 100, 401, [&](double skew) {
+    ExpertRoutingOptions o;
+    o.routing_skew = skew;
+    return Squares(decodes, experts, per_token, o);
   });
 }
 
-double FitRoutingLocality(int32_t experts, int32_t per_token, double skew,
-                          std::span<const RoutingCount> chunks) {
-  return BestOnGrid(0.0, 100, 101, [&](double locality) {
-    return Squares(chunks, experts, per_token, ExpertRoutingOptions{0, skew, locality});
-  });
+RoutingLocality FitRoutingLocality(int32_t experts, int32_t per_token, double skew,
+                                   std::span<const RoutingCount> chunks) {
+  if (chunks.empty()) return {};
+  auto squares = [&](double favourites, double locality) {
+    ExpertRoutingOptions o;
+    o.routing_skew = skew;
+    o.routing_favourites = favourites;
+    o.routing_locality = locality;
+    return Squares(chunks, experts, per_token, o);
+  };
+  // Every favourites 1 ... 64 to 0.1; at each, localities 0 ... 1 to 0.01, then to 0.001
+  // within 0.01 of that best (i / per_unit, as BestOnGrid). The expected experts fall as
+  // either grows, so a coarse grid over both can miss the valley along which they trade.
+  double best_squares = std::numeric_limits<double>::infinity();
+  RoutingLocality best;
+  for (int32_t f = 10; f <= 640; ++f) {
+    const double favourites = static_cast<double>(f) / 10;
+    auto at = [&](double l) { return squares(favourites, l); };
+    const double coarse = BestOnGrid(0, 100, 101, at);
+    const auto lo = std::max<int32_t>(0, static_cast<int32_t>(std::lround(coarse * 1000)) - 10);
+    const double locality = BestOnGrid(lo, 1000, std::min(21, 1001 - lo), at);
+    if (const double sq = squares(favourites, locality); sq < best_squares) {
+      best_squares = sq;
+      best = {favourites, locality};
+    }
+  }
+  return best;
 }
 
 bool CountedRouting::Matches(const ModelSpec& model) const {
@@ -91,6 +118,7 @@ ExpertRoutingOptions CountedRouting::Options() const {
   ExpertRoutingOptions o;
   o.routing_skew = routing_skew;
   o.routing_locality = routing_locality;
+  o.routing_favourites = routing_favourites;
   return o;
 }
 
@@ -133,7 +161,9 @@ std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& ta
     }
     if (c.chunk_rows > 0) {
       c.chunk_ratio /= static_cast<double>(c.chunk_rows);
-      c.routing_locality = FitRoutingLocality(e, k, c.routing_skew, rows[i].chunks);
+      const RoutingLocality fit = FitRoutingLocality(e, k, c.routing_skew, rows[i].chunks);
+      c.routing_favourites = fit.favourites;
+      c.routing_locality = fit.locality;
     }
     c.touched_mape_pct = MapePct(rows[i], e, k, c.Options());
     c.uniform_touched_mape_pct = MapePct(rows[i], e, k, {});

@@ -35,8 +35,9 @@ struct CountedRouting {
   // engine's decode batches, which need not route as a profile's decode rows do).
   double routing_skew = 0;
   bool skew_given = false;
-  // Then, at that skew, the routing_locality ([0, 1] to 0.01) closest to the chunk rows'
-  // counts; 0 without chunk rows.
+  // Then, at that skew, the routing_favourites and routing_locality closest to the chunk
+  // rows' counts (FitRoutingLocality); 1 and 0 without chunk rows.
+  double routing_favourites = 1;
   double routing_locality = 0;
   // Over every counted row, the mean |expected - counted| / counted experts, in percent:
   // this routing's expectation, and uniform routing over independent tokens'.
@@ -61,10 +62,21 @@ struct RoutingCount {
 // for `experts` experts of which a token picks `per_token`; 0 without counts.
 double FitRoutingSkew(int32_t experts, int32_t per_token, std::span<const RoutingCount> decodes);
 
-// The routing_locality ([0, 1] to 0.01) whose expected experts touched, at routing skew
-// `skew`, is closest to the prefill chunks' counts in least squares; 0 without counts.
-double FitRoutingLocality(int32_t experts, int32_t per_token, double skew,
-                          std::span<const RoutingCount> chunks);
+// A chunk's locality (ExpertRoutingOptions): its sequence's favourite draws and the
+// chance a token routes as one of them.
+struct RoutingLocality {
+  double favourites = 1;
+  double locality = 0;
+};
+
+// The routing_favourites ([1, 64] to 0.1) and routing_locality ([0, 1] to 0.001) whose
+// expected experts touched, at routing skew `skew`, are closest to the prefill chunks'
+// counts in least squares: at every favourites of the grid, the localities to 0.01, then
+// to 0.001 around that best; of equals, the fewest favourites. Chunks of a few tokens
+// cannot tell a few favourites from many (two tokens make 2 - locality^2 / favourites
+// draws): any pair that fits them does. {1, 0} without counts.
+RoutingLocality FitRoutingLocality(int32_t experts, int32_t per_token, double skew,
+                                   std::span<const RoutingCount> chunks);
 
 // One entry per MoE shape whose moe_mlp rows counted their routing (experts_run > 0), in
 // the order the shapes first appear; with `skew`, every shape's routing_skew is that one

@@ -54,6 +54,7 @@ StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params,
   o.expert_imbalance = params.GetDouble("expert_imbalance", o.expert_imbalance, Bounds{0, 64});
   o.routing_skew = params.GetDouble("routing_skew", o.routing_skew, Bounds{0, 4});
   o.routing_locality = params.GetDouble("routing_locality", o.routing_locality, Bounds{0, 1});
+  o.routing_favourites = params.GetDouble("routing_favourites", o.routing_favourites, Bounds{1, 1024});
   if (o.expert_imbalance > 0 && o.expert_imbalance < 1) {
     std::string where;
     for (const Param& p : params.Named().params) where = p.key == "expert_imbalance" ? p.where : where;
@@ -64,6 +65,14 @@ StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params,
   return o;
 }
 
+double LocalDraws(double tokens, double favourites, double locality) {
+  if (!(tokens > 0)) return 0;
+  if (!(locality > 0)) return tokens;
+  // 1 - (1 - p/F)^n as -expm1(n log1p(-p/F)): exact for a small p/F, and 1 at p = F = 1.
+  const double shared_used = -std::expm1(tokens * std::log1p(-locality / favourites));
+  return favourites * shared_used + (1.0 - locality) * tokens;
+}
+
 int32_t FusedMoeBlockRows(double tokens, int32_t experts) { return tokens <= experts ? 16 : 64; }
 
 ExpertRouting::ExpertRouting(int32_t experts, int32_t per_token, int32_t ep,
@@ -72,7 +81,8 @@ ExpertRouting::ExpertRouting(int32_t experts, int32_t per_token, int32_t ep,
       per_token_(per_token),
       ep_(std::max(1, ep)),
       expert_imbalance_(options.expert_imbalance),
-      locality_(options.routing_locality) {
+      locality_(options.routing_locality),
+      favourites_(options.routing_favourites) {
   if (options.routing_skew > 0) {
     const RoutingSkew skew = SkewedRouting(experts, per_token, options.routing_skew, ep_);
     pick_probability_ = skew.pick_probability;
@@ -101,7 +111,7 @@ RoutedTokens ExpertRouting::Sequences(int64_t seqs, int64_t each) const {
   if (each == 1 || locality_ <= 0) {
     step.draws = step.single_draws = step.tokens;
   } else {
-    step.draws = n * std::pow(m, 1.0 - locality_);
+    step.draws = n * LocalDraws(m, favourites_, locality_);
   }
   return step;
 }

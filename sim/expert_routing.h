@@ -12,11 +12,17 @@
 // of the skew's share and a uniform random draw's (ExpertImbalance).
 //
 // A sequence's tokens route independently unless `routing_locality` > 0: then a prefill
-// chunk of n tokens of one sequence routes as n^(1 - locality) independent draws of
-// n^locality rows each, so it touches fewer experts than n independent tokens and piles
-// its rows into them (Mixtral's routing analysis finds consecutive tokens of a text pick
-// the same expert well above chance; the CPU engine's random-weight Mixtral runs 0.78x the
-// experts uniform routing expects in a chunk). A step is its draws (RoutedTokens).
+// chunk's tokens follow their sequence. Each of its n tokens, with probability
+// `routing_locality` (p), routes as one of the sequence's `routing_favourites` (F) shared
+// draws, chosen at random, and otherwise as a draw of its own; so the chunk is
+// F (1 - (1 - p/F)^n) + (1 - p) n independent draws (LocalDraws): about n while n is
+// small, then a sequence's favourites, F draws, plus a steady (1 - p) fresh draws a token.
+// It touches fewer experts than n independent tokens and piles its rows into them.
+// Mixtral's routing analysis finds consecutive tokens of a text pick the same expert well
+// above chance; the CPU engine's random-weight Mixtral runs 5.3 experts (of 8, 2 a token)
+// in a chunk of 16 to 64 tokens, then 6.2 at 128 and 7.7 at 512: a working set, then a
+// slow rise, which this form follows and a power law of n does not. A step is its draws
+// (RoutedTokens).
 #include <cstdint>
 #include <vector>
 
@@ -57,12 +63,23 @@ struct ExpertRoutingOptions {
   // How unevenly tokens pick experts: expert i (of E) is picked in proportion to
   // (i + 1)^-routing_skew, a Zipf law; 0 = uniform routing. In [0, 4].
   double routing_skew = 0;
-  // How much a prefill chunk's tokens route together: n tokens of one sequence are
-  // n^(1 - routing_locality) independent draws; 0 = every token its own draw, 1 = a whole
-  // chunk picks as one token does. In [0, 1].
+  // How much a prefill chunk's tokens route together: the chance that a token of a chunk
+  // routes as one of its sequence's favourite draws rather than on its own; 0 = every token
+  // its own draw, 1 with one favourite = a whole chunk picks as one token does. In [0, 1].
   double routing_locality = 0;
+  // A sequence's favourite draws (each a token's per_token experts): the working set its
+  // local tokens share. In [1, 1024]; 1 by default.
+  double routing_favourites = 1;
 };
-// Reads the three keys (each absent one from `defaults`); an imbalance in (0, 1) is an error
+
+// The independent draws `tokens` tokens of one sequence make when each routes with
+// probability `locality` as one of `favourites` shared draws, at random, else on its own:
+// favourites (1 - (1 - locality / favourites)^tokens) + (1 - locality) tokens, the
+// expected distinct shared draws used plus the tokens' own. In [1, tokens] for tokens
+// >= 1; `tokens` at locality 0. REQUIRES: favourites >= 1, locality in [0, 1].
+double LocalDraws(double tokens, double favourites, double locality);
+
+// Reads the four keys (each absent one from `defaults`); an imbalance in (0, 1) is an error
 // naming the key.
 StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params,
                                                         const ExpertRoutingOptions& defaults = {});
@@ -97,10 +114,9 @@ class ExpertRouting {
   int32_t experts() const { return experts_; }
   int32_t per_token() const { return per_token_; }
   int32_t expert_parallel() const { return ep_; }
-  double locality() const { return locality_; }
 
   // Adds one sequence's `new_tokens` tokens of a step to `step`: a decode (or any token
-  // without locality) one draw each, a prefill chunk of n tokens n^(1 - locality) draws.
+  // without locality) one draw each, a prefill chunk of n tokens LocalDraws(n) draws.
   void Add(RoutedTokens& step, int32_t new_tokens) const;
   // A step of `seqs` sequences of `each` new tokens: Add `seqs` times, in O(1).
   RoutedTokens Sequences(int64_t seqs, int64_t each) const;
@@ -151,6 +167,7 @@ class ExpertRouting {
   int32_t experts_ = 0, per_token_ = 0, ep_ = 1;
   double expert_imbalance_ = 0;  // ExpertRoutingOptions::expert_imbalance
   double locality_ = 0;          // ExpertRoutingOptions::routing_locality
+  double favourites_ = 1;        // ExpertRoutingOptions::routing_favourites
   // Skewed routing (routing_skew > 0): each expert's pick probability and log(1 - it),
   // and the busiest EP GPU's share from the skew alone.
   std::vector<double> pick_probability_;

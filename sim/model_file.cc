@@ -55,10 +55,10 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "# cpu, 1 GB/s and 1 GFLOP/s). An efficiency marked `fitted: false` kept the\n"
          "# datasheet roofline's value: no measurement was bound by that term.\n"
          "# routing: per MoE shape, the routing its profile counted (experts_run), as\n"
-         "# cost_model.routing_skew (from decode batches) and routing_locality (from\n"
-         "# prefill chunks, at that skew): the default for a model of that shape; a skew\n"
-         "# given to calibrate (--routing-skew: a serving run's, from `validate`) says\n"
-         "# skew_given.\n";
+         "# cost_model.routing_skew (from decode batches), routing_locality and\n"
+         "# routing_favourites (from prefill chunks, at that skew): the default for a\n"
+         "# model of that shape; a skew given to calibrate (--routing-skew: a serving\n"
+         "# run's, from `validate`) says skew_given.\n";
   out << "device: " << model.device << "\n";
   out << "fitted_from:\n";
   for (const std::string& f : model.fitted_from) out << "  - " << YamlQuoted(f) << "\n";
@@ -72,6 +72,7 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
     out << "    routing_skew: " << FormatDouble(r.routing_skew) << "\n";
     if (r.skew_given) out << "    skew_given: true  # calibrate --routing-skew, not the profile's decode rows\n";
     out << "    routing_locality: " << FormatDouble(r.routing_locality) << "\n";
+    out << "    routing_favourites: " << FormatDouble(r.routing_favourites) << "\n";
     out << "    decode_rows: " << r.decode_rows << "\n";
     out << "    chunk_rows: " << r.chunk_rows << "\n";
   }
@@ -204,7 +205,8 @@ CountedRouting ReadRouting(const std::string& path, const YAML::Node& n, const s
   if (!n.IsMap()) Fail(path, n, where, "expected a mapping");
   CheckKeys(path, n, where,
             {"num_experts", "experts_per_token", "hidden_size", "expert_intermediate_size",
-             "routing_skew", "skew_given", "routing_locality", "decode_rows", "chunk_rows"});
+             "routing_skew", "skew_given", "routing_locality", "routing_favourites", "decode_rows",
+             "chunk_rows"});
   auto get = [&](const char* key, double lo, double hi) {
     if (!n[key]) Fail(path, n, where + "." + key, "missing");
     return Number(path, n[key], where + "." + key, lo, hi);
@@ -220,6 +222,16 @@ CountedRouting ReadRouting(const std::string& path, const YAML::Node& n, const s
   r.expert_intermediate_size = static_cast<int32_t>(count("expert_intermediate_size", 1, 1 << 22));
   r.routing_skew = get("routing_skew", 0, 4);
   r.routing_locality = get("routing_locality", 0, 1);
+  // Required with a locality: a model calibrated before the favourites form (a chunk of n
+  // tokens as n^(1 - locality) draws) had a locality that means something else here.
+  if (n["routing_favourites"] || r.routing_locality > 0) {
+    if (!n["routing_favourites"]) {
+      Fail(path, n, where + ".routing_favourites",
+           "missing (a routing_locality above 0 needs it; a MODEL.yaml from before the "
+           "favourites form: calibrate it again)");
+    }
+    r.routing_favourites = get("routing_favourites", 1, 1024);
+  }
   if (n["decode_rows"]) r.decode_rows = count("decode_rows", 0, 1e15);
   if (n["chunk_rows"]) r.chunk_rows = count("chunk_rows", 0, 1e15);
   if (n["skew_given"]) r.skew_given = Bool(path, n["skew_given"], where + ".skew_given");

@@ -61,7 +61,7 @@ struct RooflineOptions {
   double allreduce_latency_us = 10.0;    // fixed cost per all-reduce (launch, sync), >= 0
   double step_overhead_ms = 0.5;         // per iteration: scheduling, launches, sampling, >= 0
   // MoE models: how tokens land on experts (expert_imbalance, routing_skew,
-  // routing_locality: ExpertRoutingOptions).
+  // routing_locality, routing_favourites: ExpertRoutingOptions).
   ExpertRoutingOptions routing;
 };
 

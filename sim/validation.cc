@@ -259,15 +259,15 @@ struct RoutingRow {
 
 // The routing model that fits a run's counts, on the engine's and on the simulator's
 // expectations: the skew (FitRoutingSkew) its decode-only steps of two or more sequences
-// fit, then, at that skew, the locality (FitRoutingLocality) its lone prefill chunks (one
-// sequence, more than one token) fit; with how many steps of each. The simulator's
+// fit, then, at that skew, the locality and favourites (FitRoutingLocality) its lone
+// prefill chunks (one sequence, more than one token) fit; with how many steps of each. The simulator's
 // recover its own routing; the engine's are the ones to route with to route as it did.
 // None without such steps or routing counts.
 struct RoutingFit {
   int64_t decode_steps = 0;
   double skew_engine = 0, skew_sim = 0;  // 0 without decode steps
   int64_t chunk_steps = 0;
-  double locality_engine = 0, locality_sim = 0;  // 0 without lone chunks
+  RoutingLocality locality_engine, locality_sim;  // {1, 0} without lone chunks
 };
 std::optional<RoutingFit> FitRouting(const LoadValidation& v) {
   const ModelSpec& model = v.sim_config.model;
@@ -755,10 +755,12 @@ std::string RoutingMarkdown(const std::vector<const LoadValidation*>& runs) {
   std::string fits;
   for (const LoadValidation* run : runs) {
     if (const std::optional<RoutingFit> fit = FitRouting(*run)) {
-      char cells[160];
-      std::snprintf(cells, sizeof cells, " | %lld | %.2f | %.2f | %lld | %.2f | %.2f |\n",
+      char cells[240];
+      std::snprintf(cells, sizeof cells, " | %lld | %.2f | %.2f | %lld | %.3f, %.1f | %.3f, %.1f |\n",
                     static_cast<long long>(fit->decode_steps), fit->skew_engine, fit->skew_sim,
-                    static_cast<long long>(fit->chunk_steps), fit->locality_engine, fit->locality_sim);
+                    static_cast<long long>(fit->chunk_steps), fit->locality_engine.locality,
+                    fit->locality_engine.favourites, fit->locality_sim.locality,
+                    fit->locality_sim.favourites);
       fits += "| " + run->label + cells;
     }
   }
@@ -766,12 +768,15 @@ std::string RoutingMarkdown(const std::vector<const LoadValidation*>& runs) {
   return md +
          "\nThe routing that fits the counts, on the engine's and on the simulator's expectations: "
          "the skew (cost_model.routing_skew: a Zipf exponent over the experts, 0 = uniform) of "
-         "the decode-only steps of two or more sequences, then, at that skew, the locality "
-         "(cost_model.routing_locality: 0 = a chunk's tokens route independently, 1 = as one) "
-         "of the lone prefill chunks (one sequence, more than one token; 0 where there are "
-         "none). The engine's are the ones to route with to route as this run did (--set "
-         "cost_model.routing_skew=S --set cost_model.routing_locality=L).\n\n| load | decode "
-         "steps | skew, engine | skew, simulator | lone chunks | locality, engine | locality, "
+         "the decode-only steps of two or more sequences, then, at that skew, the locality and "
+         "favourites of the lone prefill chunks (one sequence, more than one token; 0 and 1 "
+         "where there are none): cost_model.routing_locality, the chance a chunk's token "
+         "routes as one of its sequence's cost_model.routing_favourites shared draws rather "
+         "than on its own (0 = independently; 1 over one favourite = the chunk as one token). "
+         "The engine's are the ones to route with to route as this run did (--set "
+         "cost_model.routing_skew=S --set cost_model.routing_locality=L --set "
+         "cost_model.routing_favourites=F).\n\n| load | decode steps | skew, engine | skew, "
+         "simulator | lone chunks | locality, favourites: engine | locality, favourites: "
          "simulator |\n|---|---|---|---|---|---|---|\n" + fits;
 }
 
@@ -842,8 +847,13 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
                "," + Number(fit->skew_sim - fit->skew_engine) + "\n";
       }
       if (fit->chunk_steps > 0) {
-        csv += v.label + ",routing_locality,chunk," + Number(fit->locality_engine) + "," +
-               Number(fit->locality_sim) + "," + Number(fit->locality_sim - fit->locality_engine) + "\n";
+        const RoutingLocality& by_engine = fit->locality_engine;
+        const RoutingLocality& by_sim = fit->locality_sim;
+        csv += v.label + ",routing_locality,chunk," + Number(by_engine.locality) + "," +
+               Number(by_sim.locality) + "," + Number(by_sim.locality - by_engine.locality) + "\n";
+        csv += v.label + ",routing_favourites,chunk," + Number(by_engine.favourites) + "," +
+               Number(by_sim.favourites) + "," + Number(by_sim.favourites - by_engine.favourites) +
+               "\n";
       }
     }
     for (const RoutingRow& row : RoutingRows(v.steps)) {

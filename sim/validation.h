@@ -221,8 +221,9 @@ std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSum
 // counted and sim the expected experts a MoE layer ran (the mean over the steps), and a
 // routing_skew row (statistic decode: the Zipf skew that fits the decode-only steps of
 // two or more sequences, engine on its counts, sim on its expectations, error_pct sim -
-// engine) and a routing_locality row (statistic chunk: at that skew, the locality that
-// fits the lone prefill chunks), each when there are such steps; with a host
+// engine) and routing_locality and routing_favourites rows (statistic chunk: at that
+// skew, the locality and favourites that fit the lone prefill chunks,
+// FitRoutingLocality), each when there are such steps; with a host
 // check, a reference_step row per step and side, statistic before:<label> or
 // after:<label> (ReferenceStep::Label), engine its median and sim its predicted time in
 // seconds); a load's reruns (LoadValidation::reruns) follow it, under their own labels,

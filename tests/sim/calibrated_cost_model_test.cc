@@ -477,7 +477,8 @@ TEST_F(CalibratedCostModelTest, MoeExperimentsTakeTheRoutingParameters) {
 
 // The routing a MoE profile counted (MODEL.yaml's `routing`) is the default for a model of
 // its shape, recorded in the resolved config; another shape routes uniformly, and the
-// experiment's own keys win. At locality 1 a prefill chunk of 64 tokens runs the 2
+// experiment's own keys win. At locality 1 over one favourite a prefill chunk of 64
+// tokens runs the 2
 // experts one token runs (moe_mlp: 7 us + 3 us an expert, each of 32 layers); decodes of
 // distinct sequences still route independently.
 TEST_F(CalibratedCostModelTest, TheCountedRoutingIsTheDefaultForItsModelsShape) {
@@ -486,7 +487,8 @@ TEST_F(CalibratedCostModelTest, TheCountedRoutingIsTheDefaultForItsModelsShape) 
       " per_expert_us: 3}\n";
   const std::string routing =
       "routing:\n  - {num_experts: 8, experts_per_token: 2, hidden_size: 4096,"
-      " expert_intermediate_size: 14336, routing_skew: 0, routing_locality: 1}\n";
+      " expert_intermediate_size: 14336, routing_skew: 0, routing_locality: 1,"
+      " routing_favourites: 1}\n";
   const std::string path =
       Write("counted.yaml", "device: a100-80gb\n" + routing + "ops:\n" + FreeOps() + moe_mlp);
   auto resolved = [&](const std::string& model, const std::string& extra) {
@@ -500,7 +502,9 @@ TEST_F(CalibratedCostModelTest, TheCountedRoutingIsTheDefaultForItsModelsShape) 
   };
   EXPECT_THAT(resolved("mixtral-8x7b", ""), HasSubstr("routing_locality: 1"));
   EXPECT_THAT(resolved("mixtral-8x7b", ", routing_locality: 0.25"), HasSubstr("routing_locality: 0.25"));
+  EXPECT_THAT(resolved("mixtral-8x7b", ", routing_favourites: 6"), HasSubstr("routing_favourites: 6"));
   EXPECT_THAT(resolved("qwen3-30b-a3b", ""), HasSubstr("routing_locality: 0"));
+  EXPECT_THAT(resolved("qwen3-30b-a3b", ""), HasSubstr("routing_favourites: 1"));
 
   auto model = ReadCalibratedModel(path);
   ASSERT_TRUE(model.ok()) << model.status().message();
@@ -508,7 +512,7 @@ TEST_F(CalibratedCostModelTest, TheCountedRoutingIsTheDefaultForItsModelsShape) 
   const DeploymentSpec d = MoeDeployment(*FindModel("mixtral-8x7b"), 1);
   const CalibratedCostModel local(*model, path, d, 0, 0, model->routing[0].Options());
   const CalibratedCostModel independent(*model, path, d, 0);
-  EXPECT_THAT(local.Describe(), HasSubstr("routing skew 0.0 and locality 1.0"));
+  EXPECT_THAT(local.Describe(), HasSubstr("routing skew 0.0 and locality 1.0 over 1.0 favourites"));
   std::deque<Request> owned;
   Request& r = owned.emplace_back();
   r.prompt_len = 64;

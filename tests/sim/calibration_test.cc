@@ -419,12 +419,17 @@ TEST(CalibrationTest, CountedRoutingReplacesTheUniformExpectation) {
 
 // The simulator's view of a profile: rows without counts are routed by the routing the
 // counted rows gave (MODEL.yaml's), so a profile whose counts are that routing's own
-// expectation (skew 0.5, locality 0.5, both on the fit's grid) is predicted as exactly
+// expectation (skew 0.5, locality 0.9 over 3 favourites, all on the fit's grid) is
+// predicted as exactly
 // without its counts as with them; routed uniformly instead, it is not.
 TEST(CalibrationTest, UncountedRowsTakeTheCountedRouting) {
   const OpFit truth = MoeTruth();
   const GpuSpec cpu = *DeviceSpec("cpu");
-  const ExpertRouting routing(8, 2, 1, ExpertRoutingOptions{0, 0.5, 0.5});
+  ExpertRoutingOptions options;
+  options.routing_skew = 0.5;
+  options.routing_locality = 0.9;
+  options.routing_favourites = 3;
+  const ExpertRouting routing(8, 2, 1, options);
   ModelSpec shape = SmallMixtral();
   ProfileTable table;
   table.path = "moe.csv";
@@ -448,7 +453,8 @@ TEST(CalibrationTest, UncountedRowsTakeTheCountedRouting) {
   ASSERT_TRUE(model.ok()) << model.status().message();
   ASSERT_EQ(model->routing.size(), 2u);
   EXPECT_NEAR(model->routing[0].routing_skew, 0.5, 1e-9);
-  EXPECT_NEAR(model->routing[0].routing_locality, 0.5, 1e-9);
+  EXPECT_NEAR(model->routing[0].routing_locality, 0.9, 1e-9);
+  EXPECT_NEAR(model->routing[0].routing_favourites, 3.0, 1e-9);
   EXPECT_LT(model->routing[0].touched_mape_pct, 1e-6);
   EXPECT_GT(model->routing[0].uniform_touched_mape_pct, 5.0);
   ProfileTable uncounted = table;

@@ -109,8 +109,9 @@ TEST(ExpertRoutingTest, SkewTouchesFewerExpertsThanUniformRouting) {
             ExpertRouting(64, 2, 4, {}).BusiestGpuRows(1000));
 }
 
-// Locality: a decode is one draw; a chunk of 64 tokens at locality 0.5 is 64^0.5 = 8
-// draws, so it touches what 8 independent tokens touch, 8 (1 - 0.75^8) of Mixtral's 8
+// Locality: a decode is one draw; a chunk of 64 tokens at locality 0.5 over one favourite
+// is 1 - 0.5^64 + 32 = 33 draws (half its tokens share one, the other half are their
+// own), so it touches what 33 independent tokens touch, 8 (1 - 0.75^33) of Mixtral's 8
 // experts, against 8 (1 - 0.75^64) for 64 independent tokens; at locality 1 it picks as
 // one token: its k = 2 experts. Locality 0 changes nothing.
 TEST(ExpertRoutingTest, AChunksTokensRouteTogetherUnderLocality) {
@@ -123,11 +124,11 @@ TEST(ExpertRoutingTest, AChunksTokensRouteTogetherUnderLocality) {
   local.Add(step, 1);
   local.Add(step, 0);
   EXPECT_DOUBLE_EQ(step.tokens, 66.0);
-  EXPECT_DOUBLE_EQ(step.draws, 10.0);
+  EXPECT_DOUBLE_EQ(step.draws, 35.0);
   EXPECT_DOUBLE_EQ(step.single_draws, 2.0);
   RoutedTokens chunk;
   local.Add(chunk, 64);
-  EXPECT_NEAR(local.Touched(chunk), 8 * (1 - std::pow(0.75, 8)), 1e-12);
+  EXPECT_NEAR(local.Touched(chunk), 8 * (1 - std::pow(0.75, 33)), 1e-12);
   EXPECT_NEAR(independent.Touched(64), 8 * (1 - std::pow(0.75, 64)), 1e-12);
   EXPECT_EQ(local.BusiestGpuRows(chunk), 128.0);  // every token still has its k rows
   RoutedTokens three;
@@ -153,10 +154,46 @@ TEST(ExpertRoutingTest, AChunksTokensRouteTogetherUnderLocality) {
             independent.BusiestGpuSingleRowExperts(83));
 }
 
+// A sequence's favourites: every token one of its F shared draws (locality 1) uses
+// F (1 - (1 - 1/F)^n) of them, the distinct draws n tokens picking among F at random:
+// with 2 favourites, 1 token 1 draw, 2 tokens 1.5, 3 tokens 1.75, and never more than 2;
+// with 4 favourites, 2 tokens 1.75 (2 - 1/4). Below locality 1 each token also brings its
+// own with probability 1 - p: at 0.75 over 3 favourites, 4 tokens make
+// 3 (1 - 0.75^4) + 0.25 x 4 = 3.05078125 draws. Never fewer than one, never more than
+// the tokens; more favourites, more draws.
+TEST(ExpertRoutingTest, ASequencesFavouritesAreAWorkingSet) {
+  EXPECT_DOUBLE_EQ(LocalDraws(1, 2, 1), 1.0);
+  EXPECT_DOUBLE_EQ(LocalDraws(2, 2, 1), 1.5);
+  EXPECT_DOUBLE_EQ(LocalDraws(3, 2, 1), 1.75);
+  EXPECT_NEAR(LocalDraws(1e6, 2, 1), 2.0, 1e-12);
+  EXPECT_DOUBLE_EQ(LocalDraws(2, 4, 1), 1.75);
+  EXPECT_NEAR(LocalDraws(4, 3, 0.75), 3 * (1 - std::pow(0.75, 4)) + 1.0, 1e-12);
+  EXPECT_EQ(LocalDraws(7, 5, 0), 7.0);
+  EXPECT_EQ(LocalDraws(0, 5, 0.5), 0.0);
+  for (const double n : {1.0, 2.0, 17.0, 512.0, 1e5}) {
+    for (const double f : {1.0, 3.8, 64.0, 1024.0}) {
+      for (const double p : {0.0, 0.3, 0.982, 1.0}) {
+        const double d = LocalDraws(n, f, p);
+        EXPECT_GE(d, 1.0 - 1e-12) << n << " " << f << " " << p;
+        EXPECT_LE(d, n + 1e-9) << n << " " << f << " " << p;
+        if (p > 0 && n > 1) {
+          EXPECT_GT(LocalDraws(n, f + 1, p), d);
+        }
+      }
+    }
+  }
+  ExpertRoutingOptions o;
+  o.routing_locality = 1;
+  o.routing_favourites = 2;
+  const ExpertRouting routing(8, 2, 1, o);
+  EXPECT_DOUBLE_EQ(routing.Sequences(4, 3).draws, 7.0);
+  EXPECT_NEAR(routing.Touched(routing.Sequences(1, 3)), 8 * (1 - std::pow(0.75, 1.75)), 1e-12);
+}
+
 // At locality 1 a chunk of 40 tokens brings 40 rows to each of its 2 experts: 3 tiles of
 // 16 each, 96 padded rows for 80; 64 tokens fill 4 tiles each exactly. Three decodes
-// beside a chunk of 64 at locality 0.5 (8 draws): an expert has one row when exactly one
-// decode picks it and no other draw does, 3 q (1 - q)^10 with q = 1/4, for each of 8.
+// beside a chunk of 64 at locality 0.5 (33 draws): an expert has one row when exactly one
+// decode picks it and no other draw does, 3 q (1 - q)^35 with q = 1/4, for each of 8.
 TEST(ExpertRoutingTest, LocalityPilesAChunksRowsIntoItsExperts) {
   ExpertRoutingOptions whole;
   whole.routing_locality = 1;
@@ -173,7 +210,7 @@ TEST(ExpertRoutingTest, LocalityPilesAChunksRowsIntoItsExperts) {
   const ExpertRouting mixed(8, 2, 1, half);
   RoutedTokens step;
   for (const int32_t n : {1, 64, 1, 1}) mixed.Add(step, n);
-  EXPECT_NEAR(mixed.BusiestGpuSingleRowExperts(step), 8 * 3 * 0.25 * std::pow(0.75, 10), 1e-12);
+  EXPECT_NEAR(mixed.BusiestGpuSingleRowExperts(step), 8 * 3 * 0.25 * std::pow(0.75, 35), 1e-12);
 
   // Under expert parallelism over 2 GPUs the one draw's 2 picks set the imbalance.
   const ExpertRouting ep(8, 2, 2, whole);

@@ -57,6 +57,7 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   routing.expert_intermediate_size = 1024;
   routing.routing_skew = 0.96;
   routing.routing_locality = 0.47;
+  routing.routing_favourites = 3.8;
   routing.decode_rows = 40;
   routing.chunk_rows = 12;
   CountedRouting served = routing;  // a second shape, its skew given to calibrate
@@ -91,6 +92,7 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   EXPECT_EQ(back->routing[1].routing_skew, 0.0);
   EXPECT_EQ(back->routing[0].routing_skew, 0.96);
   EXPECT_EQ(back->routing[0].routing_locality, 0.47);
+  EXPECT_EQ(back->routing[0].routing_favourites, 3.8);
   EXPECT_EQ(back->routing[0].expert_intermediate_size, 1024);
   EXPECT_EQ(back->routing[0].chunk_rows, 12);
   ASSERT_EQ(back->gemm_corrections.size(), 1u);
@@ -131,8 +133,19 @@ TEST_F(ModelFileTest, BadFilesNameLineAndKey) {
                   .status().message(),
               HasSubstr("m.yaml:9: routing[0].skew: unknown key 'skew'"));
   EXPECT_TRUE(ReadCalibratedModel(Write(routing + "    routing_locality: 0\n" + ops)).ok());
-  const std::string twice = routing + "    routing_locality: 0\n" +
-                            routing.substr(routing.find("  - ")) + "    routing_locality: 0.5\n";
+  // A locality needs its favourites: one written before them meant n^(1 - locality) draws.
+  EXPECT_THAT(ReadCalibratedModel(Write(routing + "    routing_locality: 0.56\n" + ops)).status().message(),
+              HasSubstr("m.yaml:3: routing[0].routing_favourites: missing (a routing_locality "
+                        "above 0 needs it; a MODEL.yaml from before the favourites form: "
+                        "calibrate it again)"));
+  EXPECT_THAT(ReadCalibratedModel(Write(routing + "    routing_locality: 0.5\n    routing_favourites: 0.5\n" + ops))
+                  .status().message(),
+              HasSubstr("m.yaml:9: routing[0].routing_favourites: value out of range: must be in [1.0, 1024.0]"));
+  auto favourites = ReadCalibratedModel(Write(routing + "    routing_locality: 0.5\n    routing_favourites: 7.5\n" + ops));
+  ASSERT_TRUE(favourites.ok()) << favourites.status().message();
+  EXPECT_EQ(favourites->routing[0].routing_favourites, 7.5);
+  const std::string twice = routing + "    routing_locality: 0\n" + routing.substr(routing.find("  - ")) +
+                            "    routing_locality: 0.5\n    routing_favourites: 2\n";
   EXPECT_THAT(ReadCalibratedModel(Write(twice + ops)).status().message(),
               HasSubstr("m.yaml:9: routing[1]: the same MoE shape as routing[0]"));
   const std::string gemm = "device: cpu\ngemm_corrections:\n  - op: ";

@@ -74,7 +74,7 @@ TEST(ResolveCostModelTest, FillsDefaultsAndKeepsGivenValues) {
   ExperimentConfig c = Parse("model: llama-2-7b\nhardware: {gpu: a100-80gb}\n"
                              "cost_model: {type: roofline, gemm_efficiency: 0.70}\n");
   ASSERT_TRUE(ResolveCostModel(c).ok());
-  ASSERT_EQ(c.cost_model.params.size(), 9u);
+  ASSERT_EQ(c.cost_model.params.size(), 10u);
   EXPECT_EQ(c.cost_model.params[0].key, "gemm_efficiency");
   EXPECT_EQ(c.cost_model.params[0].value, "0.7");
   EXPECT_EQ(c.cost_model.params[5].key, "step_overhead_ms");
@@ -85,6 +85,8 @@ TEST(ResolveCostModelTest, FillsDefaultsAndKeepsGivenValues) {
   EXPECT_EQ(c.cost_model.params[7].value, "0.0");
   EXPECT_EQ(c.cost_model.params[8].key, "routing_locality");
   EXPECT_EQ(c.cost_model.params[8].value, "0.0");
+  EXPECT_EQ(c.cost_model.params[9].key, "routing_favourites");
+  EXPECT_EQ(c.cost_model.params[9].value, "1.0");
   const std::string emitted = EmitResolvedConfig(c);
   EXPECT_THAT(emitted, HasSubstr("cost_model:\n  type: roofline\n  gemm_efficiency: 0.7\n"));
   ExperimentConfig again = Parse(emitted);

@@ -264,9 +264,9 @@ TEST_F(ValidationTest, AMixtureOfExpertsRoutingIsComparedByKindOfStep) {
   // both sides.
   EXPECT_THAT(csv, HasSubstr("\nr,routing_skew,decode,0,0,0\n"));
   EXPECT_THAT(md, HasSubstr("| load | decode steps | skew, engine | skew, simulator | lone chunks | "
-                            "locality, engine | locality, simulator |"));
+                            "locality, favourites: engine | locality, favourites: simulator |"));
   // Its lone prefill chunks route as the roofline's (locality 0) on both sides too.
-  EXPECT_THAT(csv, HasSubstr("\nr,routing_locality,chunk,0,0,0\n"));
+  EXPECT_THAT(csv, HasSubstr("\nr,routing_locality,chunk,0,0,0\nr,routing_favourites,chunk,1,1,0\n"));
   // The validation of an engine whose router routes as `options` say, labelled `label`.
   auto routed_as = [&](const std::string& label, const ExpertRoutingOptions& options) {
     const ExpertRouting routing(8, 2, 1, options);
@@ -278,17 +278,23 @@ TEST_F(ValidationTest, AMixtureOfExpertsRoutingIsComparedByKindOfStep) {
   };
   // An engine whose router favours some experts (a Zipf exponent of 0.8): the skew that
   // fits its decode batches is 0.8, the simulator's still 0.
-  auto s = routed_as("skewed", ExpertRoutingOptions{0, 0.8, 0});
+  ExpertRoutingOptions skewed;
+  skewed.routing_skew = 0.8;
+  auto s = routed_as("skewed", skewed);
   ASSERT_TRUE(s.ok());
   EXPECT_THAT(ValidationCsv({*s}), HasSubstr("\nskewed,routing_skew,decode,0.8,0,-0.8\n"));
-  // One whose chunks' tokens also route together (a locality of 0.6): at the skew it fits,
-  // the locality its lone chunks fit is 0.6, the simulator's 0.
-  auto l = routed_as("local", ExpertRoutingOptions{0, 0.8, 0.6});
+  // One whose chunks' tokens also route together (a locality of 0.6 over one favourite):
+  // at the skew it fits, the locality its lone chunks fit is 0.6, the simulator's 0.
+  ExpertRoutingOptions local = skewed;
+  local.routing_locality = 0.6;
+  auto l = routed_as("local", local);
   ASSERT_TRUE(l.ok());
   EXPECT_THAT(ValidationCsv({*l}), HasSubstr("\nlocal,routing_skew,decode,0.8,0,-0.8\n"));
   EXPECT_THAT(ValidationCsv({*l}), HasSubstr("\nlocal,routing_locality,chunk,0.6,0,-0.6\n"));
+  EXPECT_THAT(ValidationCsv({*l}), HasSubstr("\nlocal,routing_favourites,chunk,1,1,0\n"));
   EXPECT_THAT(ValidationMarkdown("v", {*l}),
-              MatchesRegex("(.|\n)*\n\\| local \\| [0-9]+ \\| 0\\.80 \\| 0\\.00 \\| [1-9][0-9]* \\| 0\\.60 \\| 0\\.00 \\|\n(.|\n)*"));
+              MatchesRegex("(.|\n)*\n\\| local \\| [0-9]+ \\| 0\\.80 \\| 0\\.00 \\| [1-9][0-9]* \\| "
+                           "0\\.600, 1\\.0 \\| 0\\.000, 1\\.0 \\|\n(.|\n)*"));
   // A dense model has no routing: no rows, no table.
   auto dense = ValidateLoad(Config(), Engine(Config(), 1.0), (dir_ / "dense").string(), false);
   ASSERT_TRUE(dense.ok());
