@@ -276,7 +276,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       ("routing-skew", po::value<double>(&routing_skew),
        "a mixture of experts' routing skew (0-4; 0: uniform) in place of the one its profile's "
        "decode rows fit: a serving run's, which `servelab validate` fits on the engine's decode "
-       "batches; the locality is then fitted at it")
+       "batches; the locality and favourites are then fitted at it")
       ("no-plots", "do not draw calibration.png");
   po::options_description hidden;
   hidden.add_options()("profile", po::value<std::vector<std::string>>(&profiles));

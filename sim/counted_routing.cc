@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <utility>
 #include <tuple>
 
 #include "core/op.h"
@@ -77,28 +79,64 @@ double FitRoutingSkew(int32_t experts, int32_t per_token, std::span<const Routin
 RoutingLocality FitRoutingLocality(int32_t experts, int32_t per_token, double skew,
                                    std::span<const RoutingCount> chunks) {
   if (chunks.empty()) return {};
-  auto squares = [&](double favourites, double locality) {
-    ExpertRoutingOptions o;
-    o.routing_skew = skew;
-    o.routing_favourites = favourites;
-    o.routing_locality = locality;
-    return Squares(chunks, experts, per_token, o);
+  // Counts of one size, (seqs, each), share their expectation: their squares are their
+  // mean's, weighted by how many, plus a constant the fit does not see.
+  struct Size {
+    int64_t seqs = 0, each = 0;
+    double sum = 0;
+    int64_t count = 0;
   };
-  // Every favourites 1 ... 64 to 0.1; at each, localities 0 ... 1 to 0.01, then to 0.001
-  // within 0.01 of that best (i / per_unit, as BestOnGrid). The expected experts fall as
-  // either grows, so a coarse grid over both can miss the valley along which they trade.
-  double best_squares = std::numeric_limits<double>::infinity();
-  RoutingLocality best;
-  for (int32_t f = 10; f <= 640; ++f) {
-    const double favourites = static_cast<double>(f) / 10;
+  std::map<std::pair<int64_t, int64_t>, Size> by_size;
+  for (const RoutingCount& c : chunks) {
+    Size& size = by_size[{c.seqs, c.each}];
+    size.seqs = c.seqs;
+    size.each = c.each;
+    size.sum += c.experts_run;
+    ++size.count;
+  }
+  ExpertRoutingOptions skewed;
+  skewed.routing_skew = skew;
+  const ExpertRouting routing(experts, per_token, 1, skewed);  // Touched: the draws alone
+  auto squares = [&](double favourites, double locality) {
+    double sum = 0;
+    for (const auto& [key, size] : by_size) {
+      RoutedTokens step;
+      step.draws = static_cast<double>(size.seqs) *
+                   (size.each == 1 ? 1.0 : LocalDraws(static_cast<double>(size.each), favourites, locality));
+      const double n = static_cast<double>(size.count);
+      const double miss = routing.Touched(step) - size.sum / n;
+      sum += n * miss * miss;
+    }
+    return sum;
+  };
+  // At a favourites F, the localities to 0.01, then to 0.001 within 0.01 of that best
+  // (i / per_unit, as BestOnGrid).
+  auto best_locality = [&](double favourites) {
     auto at = [&](double l) { return squares(favourites, l); };
     const double coarse = BestOnGrid(0, 100, 101, at);
-    const auto lo = std::max<int32_t>(0, static_cast<int32_t>(std::lround(coarse * 1000)) - 10);
-    const double locality = BestOnGrid(lo, 1000, std::min(21, 1001 - lo), at);
+    const auto thousandths = static_cast<int32_t>(std::lround(coarse * 1000));
+    const int32_t lo = std::max(0, thousandths - 10), hi = std::min(1000, thousandths + 10);
+    return BestOnGrid(lo, 1000, hi - lo + 1, at);
+  };
+  // Favourites 1 ... 64 whole, then to 0.1 within 1 of that best, each at its best
+  // locality: the expected experts fall as either grows, so the two trade along a valley
+  // a joint coarse grid can miss, while the least squares over F at its best locality
+  // varies smoothly.
+  double best_squares = std::numeric_limits<double>::infinity();
+  RoutingLocality best;
+  auto try_favourites = [&](int32_t tenths) {
+    const double favourites = static_cast<double>(tenths) / 10;
+    const double locality = best_locality(favourites);
     if (const double sq = squares(favourites, locality); sq < best_squares) {
       best_squares = sq;
       best = {favourites, locality};
     }
+  };
+  for (int32_t f = 1; f <= 64; ++f) try_favourites(10 * f);
+  const auto whole = static_cast<int32_t>(std::lround(best.favourites));
+  best_squares = std::numeric_limits<double>::infinity();  // the finer grid holds it
+  for (int32_t tenths = std::max(10, 10 * whole - 10); tenths <= std::min(640, 10 * whole + 10); ++tenths) {
+    try_favourites(tenths);
   }
   return best;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The routing a MoE profile counted (experts_run on its moe_mlp rows: the engine's own
 // router at work) as the simulator's routing model (ExpertRoutingOptions): the expert
-// popularity skew its decode batches show, and the locality its prefill chunks show.
+// popularity skew its decode batches show, and the locality and favourites its prefill
+// chunks show.
 // `calibrate` writes it into MODEL.yaml; a calibrated cost model routes a model of the
 // same MoE shape with it (sim/calibrated_cost_model.h).
 #include <cstdint>
@@ -71,16 +72,18 @@ struct RoutingLocality {
 
 // The routing_favourites ([1, 64] to 0.1) and routing_locality ([0, 1] to 0.001) whose
 // expected experts touched, at routing skew `skew`, are closest to the prefill chunks'
-// counts in least squares: at every favourites of the grid, the localities to 0.01, then
-// to 0.001 around that best; of equals, the fewest favourites. Chunks of a few tokens
-// cannot tell a few favourites from many (two tokens make 2 - locality^2 / favourites
-// draws): any pair that fits them does. {1, 0} without counts.
+// counts in least squares: whole favourites, then tenths within one of the best, each at
+// its best locality (to 0.01, then to 0.001 around it); of equals, the fewest favourites.
+// Chunks of a few tokens cannot tell a few favourites from many (two tokens make
+// 2 - locality^2 / favourites draws): any pair that fits them does; and at a low
+// locality the favourites move a chunk's experts little, so a little noise in the counts
+// moves them a lot. {1, 0} without counts.
 RoutingLocality FitRoutingLocality(int32_t experts, int32_t per_token, double skew,
                                    std::span<const RoutingCount> chunks);
 
 // One entry per MoE shape whose moe_mlp rows counted their routing (experts_run > 0), in
 // the order the shapes first appear; with `skew`, every shape's routing_skew is that one
-// (skew_given) and its locality is fitted at it.
+// (skew_given) and its locality and favourites are fitted at it.
 std::vector<CountedRouting> CountedRoutingOf(const std::vector<ProfileTable>& tables,
                                              std::optional<double> skew = std::nullopt);
 

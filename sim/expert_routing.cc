@@ -55,12 +55,25 @@ StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params,
   o.routing_skew = params.GetDouble("routing_skew", o.routing_skew, Bounds{0, 4});
   o.routing_locality = params.GetDouble("routing_locality", o.routing_locality, Bounds{0, 1});
   o.routing_favourites = params.GetDouble("routing_favourites", o.routing_favourites, Bounds{1, 1024});
+  auto where = [&](const char* key) {
+    std::string at;
+    for (const Param& p : params.Named().params) at = p.key == key ? p.where : at;
+    return at + ": " + params.Named().path + "." + key;
+  };
   if (o.expert_imbalance > 0 && o.expert_imbalance < 1) {
-    std::string where;
-    for (const Param& p : params.Named().params) where = p.key == "expert_imbalance" ? p.where : where;
-    return InvalidArgument(where + ": " + params.Named().path +
-                           ".expert_imbalance: the busiest GPU carries at least the mean load: 0 "
+    return InvalidArgument(where("expert_imbalance") +
+                           ": the busiest GPU carries at least the mean load: 0 "
                            "(derived from uniform routing) or >= 1");
+  }
+  // A locality given alone would route with favourites it did not choose (1, or a
+  // MODEL.yaml's); and before the favourites form it meant n^(1 - locality) draws.
+  if (params.Error().ok() && params.Has("routing_locality") && o.routing_locality > 0 &&
+      !params.Has("routing_favourites")) {
+    return InvalidArgument(where("routing_locality") +
+                           ": give routing_favourites beside it: a chunk's token routes, with "
+                           "probability routing_locality, as one of its sequence's "
+                           "routing_favourites shared draws (1 or more; 1 with locality 1: the "
+                           "chunk as one token)");
   }
   return o;
 }
@@ -73,6 +86,13 @@ double LocalDraws(double tokens, double favourites, double locality) {
   return favourites * shared_used + (1.0 - locality) * tokens;
 }
 
+double LocalSingleDraws(double tokens, double favourites, double locality) {
+  if (!(tokens > 1) || !(locality > 0)) return std::max(tokens, 0.0);
+  // (1 - p/F)^(n - 1) as exp((n - 1) log1p(-p/F)): 0 at p = F = 1.
+  const double used_once = tokens * locality * std::exp((tokens - 1.0) * std::log1p(-locality / favourites));
+  return (1.0 - locality) * tokens + used_once;
+}
+
 int32_t FusedMoeBlockRows(double tokens, int32_t experts) { return tokens <= experts ? 16 : 64; }
 
 ExpertRouting::ExpertRouting(int32_t experts, int32_t per_token, int32_t ep,
@@ -83,6 +103,7 @@ ExpertRouting::ExpertRouting(int32_t experts, int32_t per_token, int32_t ep,
       expert_imbalance_(options.expert_imbalance),
       locality_(options.routing_locality),
       favourites_(options.routing_favourites) {
+  SERVELAB_CHECK(favourites_ >= 1.0 && locality_ >= 0.0 && locality_ <= 1.0);
   if (options.routing_skew > 0) {
     const RoutingSkew skew = SkewedRouting(experts, per_token, options.routing_skew, ep_);
     pick_probability_ = skew.pick_probability;
@@ -112,6 +133,7 @@ RoutedTokens ExpertRouting::Sequences(int64_t seqs, int64_t each) const {
     step.draws = step.single_draws = step.tokens;
   } else {
     step.draws = n * LocalDraws(m, favourites_, locality_);
+    step.single_draws = n * LocalSingleDraws(m, favourites_, locality_);
   }
   return step;
 }

@@ -471,6 +471,21 @@ TEST_F(CalibratedCostModelTest, MoeExperimentsTakeTheRoutingParameters) {
   EXPECT_TRUE(imbalance.IsBadInput());
   EXPECT_THAT(imbalance.message(), HasSubstr("exp.yaml:5: cost_model.expert_imbalance: the busiest "
                                              "GPU carries at least the mean load"));
+  // A locality needs its favourites beside it (alone it once meant n^(1 - l) draws); at 0,
+  // or with them, it is read; the favourites' bounds are checked.
+  ExperimentConfig alone = experiment("mixtral-8x7b", ", routing_locality: 0.63");
+  const Status locality = ResolveCostModel(alone);
+  EXPECT_TRUE(locality.IsBadInput());
+  EXPECT_THAT(locality.message(), HasSubstr("exp.yaml:5: cost_model.routing_locality: give "
+                                            "routing_favourites beside it"));
+  ExperimentConfig off = experiment("mixtral-8x7b", ", routing_locality: 0");
+  EXPECT_TRUE(ResolveCostModel(off).ok());
+  ExperimentConfig both = experiment("mixtral-8x7b", ", routing_locality: 0.98, routing_favourites: 3.8");
+  ASSERT_TRUE(ResolveCostModel(both).ok());
+  EXPECT_THAT(EmitResolvedConfig(both), HasSubstr("routing_locality: 0.98\n  routing_favourites: 3.8\n"));
+  ExperimentConfig few = experiment("mixtral-8x7b", ", routing_locality: 0.5, routing_favourites: 0.5");
+  EXPECT_THAT(ResolveCostModel(few).message(),
+              HasSubstr("exp.yaml:5: cost_model.routing_favourites: value 0.5 out of range"));
   ExperimentConfig latent = experiment("deepseek-v3", "");
   EXPECT_TRUE(ResolveCostModel(latent).ok());
 }
@@ -501,7 +516,8 @@ TEST_F(CalibratedCostModelTest, TheCountedRoutingIsTheDefaultForItsModelsShape) 
     return EmitResolvedConfig(*c);
   };
   EXPECT_THAT(resolved("mixtral-8x7b", ""), HasSubstr("routing_locality: 1"));
-  EXPECT_THAT(resolved("mixtral-8x7b", ", routing_locality: 0.25"), HasSubstr("routing_locality: 0.25"));
+  EXPECT_THAT(resolved("mixtral-8x7b", ", routing_locality: 0.25, routing_favourites: 1"),
+              HasSubstr("routing_locality: 0.25"));
   EXPECT_THAT(resolved("mixtral-8x7b", ", routing_favourites: 6"), HasSubstr("routing_favourites: 6"));
   EXPECT_THAT(resolved("qwen3-30b-a3b", ""), HasSubstr("routing_locality: 0"));
   EXPECT_THAT(resolved("qwen3-30b-a3b", ""), HasSubstr("routing_favourites: 1"));

@@ -111,7 +111,7 @@ TEST(ExpertRoutingTest, SkewTouchesFewerExpertsThanUniformRouting) {
 
 // Locality: a decode is one draw; a chunk of 64 tokens at locality 0.5 over one favourite
 // is 1 - 0.5^64 + 32 = 33 draws (half its tokens share one, the other half are their
-// own), so it touches what 33 independent tokens touch, 8 (1 - 0.75^33) of Mixtral's 8
+// own, one token each), so it touches what 33 independent tokens touch, 8 (1 - 0.75^33) of Mixtral's 8
 // experts, against 8 (1 - 0.75^64) for 64 independent tokens; at locality 1 it picks as
 // one token: its k = 2 experts. Locality 0 changes nothing.
 TEST(ExpertRoutingTest, AChunksTokensRouteTogetherUnderLocality) {
@@ -125,7 +125,7 @@ TEST(ExpertRoutingTest, AChunksTokensRouteTogetherUnderLocality) {
   local.Add(step, 0);
   EXPECT_DOUBLE_EQ(step.tokens, 66.0);
   EXPECT_DOUBLE_EQ(step.draws, 35.0);
-  EXPECT_DOUBLE_EQ(step.single_draws, 2.0);
+  EXPECT_DOUBLE_EQ(step.single_draws, 34.0);  // the chunk's own 32 and the two decodes
   RoutedTokens chunk;
   local.Add(chunk, 64);
   EXPECT_NEAR(local.Touched(chunk), 8 * (1 - std::pow(0.75, 33)), 1e-12);
@@ -160,7 +160,10 @@ TEST(ExpertRoutingTest, AChunksTokensRouteTogetherUnderLocality) {
 // with 4 favourites, 2 tokens 1.75 (2 - 1/4). Below locality 1 each token also brings its
 // own with probability 1 - p: at 0.75 over 3 favourites, 4 tokens make
 // 3 (1 - 0.75^4) + 0.25 x 4 = 3.05078125 draws. Never fewer than one, never more than
-// the tokens; more favourites, more draws.
+// the tokens; more favourites, more draws. Of them one token's: a shared draw that exactly
+// one of n tokens picks, n (1/F) (1 - 1/F)^(n - 1) each: 3 tokens over 2 favourites,
+// 2 x 3/8 = 0.75; plus the tokens' own, 1 (of 4) at 0.75 over 3 favourites beside
+// 4 x 0.75 x (3/4)^3 once-used shared ones.
 TEST(ExpertRoutingTest, ASequencesFavouritesAreAWorkingSet) {
   EXPECT_DOUBLE_EQ(LocalDraws(1, 2, 1), 1.0);
   EXPECT_DOUBLE_EQ(LocalDraws(2, 2, 1), 1.5);
@@ -170,6 +173,11 @@ TEST(ExpertRoutingTest, ASequencesFavouritesAreAWorkingSet) {
   EXPECT_NEAR(LocalDraws(4, 3, 0.75), 3 * (1 - std::pow(0.75, 4)) + 1.0, 1e-12);
   EXPECT_EQ(LocalDraws(7, 5, 0), 7.0);
   EXPECT_EQ(LocalDraws(0, 5, 0.5), 0.0);
+  EXPECT_DOUBLE_EQ(LocalSingleDraws(3, 2, 1), 0.75);
+  EXPECT_NEAR(LocalSingleDraws(4, 3, 0.75), 1.0 + 4 * 0.75 * std::pow(0.75, 3), 1e-12);
+  EXPECT_EQ(LocalSingleDraws(64, 1, 1), 0.0);  // the chunk as one token
+  EXPECT_EQ(LocalSingleDraws(1, 2, 1), 1.0);
+  EXPECT_EQ(LocalSingleDraws(9, 4, 0), 9.0);
   for (const double n : {1.0, 2.0, 17.0, 512.0, 1e5}) {
     for (const double f : {1.0, 3.8, 64.0, 1024.0}) {
       for (const double p : {0.0, 0.3, 0.982, 1.0}) {
@@ -179,6 +187,9 @@ TEST(ExpertRoutingTest, ASequencesFavouritesAreAWorkingSet) {
         if (p > 0 && n > 1) {
           EXPECT_GT(LocalDraws(n, f + 1, p), d);
         }
+        const double single = LocalSingleDraws(n, f, p);
+        EXPECT_GE(single, 0.0);
+        EXPECT_LE(single, d + 1e-9) << n << " " << f << " " << p;
       }
     }
   }
@@ -192,8 +203,9 @@ TEST(ExpertRoutingTest, ASequencesFavouritesAreAWorkingSet) {
 
 // At locality 1 a chunk of 40 tokens brings 40 rows to each of its 2 experts: 3 tiles of
 // 16 each, 96 padded rows for 80; 64 tokens fill 4 tiles each exactly. Three decodes
-// beside a chunk of 64 at locality 0.5 (33 draws): an expert has one row when exactly one
-// decode picks it and no other draw does, 3 q (1 - q)^35 with q = 1/4, for each of 8.
+// beside a chunk of 64 at locality 0.5 (33 draws, 32 of them one token's): an expert has
+// one row when exactly one of the 35 one-token draws picks it and no other draw does,
+// 35 q (1 - q)^35 with q = 1/4, for each of 8.
 TEST(ExpertRoutingTest, LocalityPilesAChunksRowsIntoItsExperts) {
   ExpertRoutingOptions whole;
   whole.routing_locality = 1;
@@ -210,7 +222,7 @@ TEST(ExpertRoutingTest, LocalityPilesAChunksRowsIntoItsExperts) {
   const ExpertRouting mixed(8, 2, 1, half);
   RoutedTokens step;
   for (const int32_t n : {1, 64, 1, 1}) mixed.Add(step, n);
-  EXPECT_NEAR(mixed.BusiestGpuSingleRowExperts(step), 8 * 3 * 0.25 * std::pow(0.75, 35), 1e-12);
+  EXPECT_NEAR(mixed.BusiestGpuSingleRowExperts(step), 8 * 35 * 0.25 * std::pow(0.75, 35), 1e-12);
 
   // Under expert parallelism over 2 GPUs the one draw's 2 picks set the imbalance.
   const ExpertRouting ep(8, 2, 2, whole);
