@@ -18,6 +18,7 @@
 #include "engine/engine_setup.h"
 #include "engine/profiler.h"
 #include "sim/validation.h"
+#include "sim/validation_report.h"
 
 namespace servelab {
 namespace {

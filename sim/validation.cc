@@ -16,7 +16,6 @@
 #include "core/uniform_step.h"
 #include "driver/experiment.h"
 #include "driver/result_folder.h"
-#include "sim/counted_routing.h"
 #include "sim/sim_backend.h"
 
 namespace servelab {
@@ -195,143 +194,20 @@ class ReplayBackend final : public WrappingBackend {
   bool parted_ = false;
 };
 
-enum class Steps { kAll, kDecodeOnly, kMixed };
-
-// Whether `step` is one of `which` with a measured time to compare against.
-bool Compared(const StepComparison& step, Steps which) {
-  if (which == Steps::kDecodeOnly && !step.decode_only) return false;
-  if (which == Steps::kMixed && step.decode_only) return false;
+// Whether `step` is one of `kind` with a measured time to compare against.
+bool Compared(const StepComparison& step, StepKind kind) {
+  if (kind == StepKind::kDecodeOnly && !step.decode_only) return false;
+  if (kind == StepKind::kMixed && step.decode_only) return false;
   return step.measured_s > 0;
 }
 
 // Each compared step's (predicted - measured) / measured, in step order.
-std::vector<double> RelativeErrors(const std::vector<StepComparison>& steps, Steps which) {
+std::vector<double> RelativeErrors(const std::vector<StepComparison>& steps, StepKind kind) {
   std::vector<double> rel;
   for (const StepComparison& step : steps) {
-    if (Compared(step, which)) rel.push_back((step.predicted_s - step.measured_s) / step.measured_s);
+    if (Compared(step, kind)) rel.push_back((step.predicted_s - step.measured_s) / step.measured_s);
   }
   return rel;
-}
-
-// The compared steps' mean measured (or predicted) time, seconds; 0 with none.
-double MeanStep(const std::vector<StepComparison>& steps, Steps which, bool predicted) {
-  double sum = 0;
-  int64_t n = 0;
-  for (const StepComparison& step : steps) {
-    if (!Compared(step, which)) continue;
-    sum += predicted ? step.predicted_s : step.measured_s;
-    ++n;
-  }
-  return n > 0 ? sum / static_cast<double>(n) : 0.0;
-}
-
-// The compared steps' summed predicted time against their summed measured time, percent;
-// 0 with none.
-double TimeErrorPct(const std::vector<StepComparison>& steps, Steps which) {
-  const double measured = MeanStep(steps, which, false);
-  return measured > 0 ? 100.0 * (MeanStep(steps, which, true) - measured) / measured : 0.0;
-}
-
-std::string Number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-std::string Pct(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.2f", v);
-  return buf;
-}
-
-// (to - from) / from, a fraction; 0 when `from` is not positive.
-double Change(double from, double to) { return from > 0 ? (to - from) / from : 0.0; }
-
-// A mixture of experts' routing over one kind of step of a run: decode-only steps of a
-// range of batch sizes (1, 2, 3-4, 5-8, ...: the scheduler's batches grow by ones, the
-// router's distinct experts saturate), or the steps with a prefill chunk; the engine's
-// counts and the simulator's expectation, each the mean over the steps.
-struct RoutingRow {
-  std::string steps;  // "decode_1", "decode_3-4", "mixed"
-  int64_t count = 0;
-  ExpertsRun engine, sim;
-};
-
-// The routing model that fits a run's counts, on the engine's and on the simulator's
-// expectations: the skew (FitRoutingSkew) its decode-only steps of two or more sequences
-// fit, then, at that skew, the locality and favourites (FitRoutingLocality) its lone
-// prefill chunks (one sequence, more than one token) fit; with how many steps of each. The simulator's
-// recover its own routing; the engine's are the ones to route with to route as it did.
-// None without such steps or routing counts.
-struct RoutingFit {
-  int64_t decode_steps = 0;
-  double skew_engine = 0, skew_sim = 0;  // 0 without decode steps
-  int64_t chunk_steps = 0;
-  RoutingLocality locality_engine, locality_sim;  // {1, 0} without lone chunks
-};
-std::optional<RoutingFit> FitRouting(const LoadValidation& v) {
-  const ModelSpec& model = v.sim_config.model;
-  if (!model.IsMoe()) return std::nullopt;
-  std::vector<RoutingCount> decodes, decodes_expected, chunks, chunks_expected;
-  for (const StepComparison& step : v.steps) {
-    if (!step.experts_measured || !step.experts_predicted) continue;
-    if (step.decode_only && step.seqs >= 2) {
-      decodes.push_back(RoutingCount{step.seqs, 1, step.experts_measured->run});
-      decodes_expected.push_back(RoutingCount{step.seqs, 1, step.experts_predicted->run});
-    } else if (!step.decode_only && step.seqs == 1 && step.tokens > 1) {
-      chunks.push_back(RoutingCount{1, step.tokens, step.experts_measured->run});
-      chunks_expected.push_back(RoutingCount{1, step.tokens, step.experts_predicted->run});
-    }
-  }
-  if (decodes.empty() && chunks.empty()) return std::nullopt;
-  const int32_t e = model.num_experts, k = model.num_experts_per_tok;
-  RoutingFit fit;
-  fit.decode_steps = static_cast<int64_t>(decodes.size());
-  if (!decodes.empty()) {
-    fit.skew_engine = FitRoutingSkew(e, k, decodes);
-    fit.skew_sim = FitRoutingSkew(e, k, decodes_expected);
-  }
-  fit.chunk_steps = static_cast<int64_t>(chunks.size());
-  if (!chunks.empty()) {
-    fit.locality_engine = FitRoutingLocality(e, k, fit.skew_engine, chunks);
-    fit.locality_sim = FitRoutingLocality(e, k, fit.skew_sim, chunks_expected);
-  }
-  return fit;
-}
-
-// The rows of a run whose steps counted their routing, decode ranges in order, then the
-// mixed steps; empty for a dense model or an engine that does not count.
-std::vector<RoutingRow> RoutingRows(const std::vector<StepComparison>& steps) {
-  std::map<int32_t, RoutingRow> decode;  // by the range's top, a power of two
-  RoutingRow mixed{"mixed", 0, {}, {}};
-  for (const StepComparison& step : steps) {
-    if (!step.experts_measured || !step.experts_predicted) continue;
-    RoutingRow* row = &mixed;
-    if (step.decode_only) {
-      int32_t top = 1;
-      while (top < step.seqs) top *= 2;
-      row = &decode[top];
-      if (row->count == 0) {
-        const int32_t bottom = top / 2 + 1;
-        row->steps = "decode_" + (bottom >= top ? std::to_string(top)
-                                                : std::to_string(bottom) + "-" + std::to_string(top));
-      }
-    }
-    ++row->count;
-    row->engine.run += step.experts_measured->run;
-    row->engine.single_row += step.experts_measured->single_row;
-    row->sim.run += step.experts_predicted->run;
-    row->sim.single_row += step.experts_predicted->single_row;
-  }
-  std::vector<RoutingRow> rows;
-  for (auto& [top, row] : decode) rows.push_back(row);
-  if (mixed.count > 0) rows.push_back(mixed);
-  for (RoutingRow& row : rows) {
-    const double n = static_cast<double>(row.count);
-    row.engine = ExpertsRun{row.engine.run / n, row.engine.single_row / n};
-    row.sim = ExpertsRun{row.sim.run / n, row.sim.single_row / n};
-  }
-  return rows;
 }
 
 double SumOf(const std::vector<ReferenceStep>& steps, double ReferenceStep::*seconds) {
@@ -341,6 +217,24 @@ double SumOf(const std::vector<ReferenceStep>& steps, double ReferenceStep::*sec
 }
 
 }  // namespace
+
+double RelativeChange(double from, double to) { return from > 0 ? (to - from) / from : 0.0; }
+
+double LoadValidation::MeanStepS(StepKind kind, bool predicted) const {
+  double sum = 0;
+  int64_t n = 0;
+  for (const StepComparison& step : steps) {
+    if (!Compared(step, kind)) continue;
+    sum += predicted ? step.predicted_s : step.measured_s;
+    ++n;
+  }
+  return n > 0 ? sum / static_cast<double>(n) : 0.0;
+}
+
+double LoadValidation::TimeErrorPct(StepKind kind) const {
+  const double measured = MeanStepS(kind, false);
+  return measured > 0 ? 100.0 * (MeanStepS(kind, true) - measured) / measured : 0.0;
+}
 
 double HostCheck::Before() const { return SumOf(steps, &ReferenceStep::before_s); }
 double HostCheck::After() const { return SumOf(steps, &ReferenceStep::after_s); }
@@ -353,19 +247,21 @@ std::string ReferenceStep::Label() const {
 
 double HostCheck::DriftPct() const {
   double sum = 0;
-  for (const ReferenceStep& r : steps) sum += Change(r.before_s, r.after_s);
+  for (const ReferenceStep& r : steps) sum += RelativeChange(r.before_s, r.after_s);
   return steps.empty() ? 0.0 : sum / static_cast<double>(steps.size()) * 100.0;
 }
 
 double HostCheck::MaxDriftPct() const {
   double largest = 0;
-  for (const ReferenceStep& r : steps) largest = std::max(largest, std::abs(Change(r.before_s, r.after_s)));
+  for (const ReferenceStep& r : steps) {
+    largest = std::max(largest, std::abs(RelativeChange(r.before_s, r.after_s)));
+  }
   return largest * 100.0;
 }
 
 double HostCheck::ErrorPct(bool after) const {
   double sum = 0;
-  for (const ReferenceStep& r : steps) sum += Change(after ? r.after_s : r.before_s, r.predicted_s);
+  for (const ReferenceStep& r : steps) sum += RelativeChange(after ? r.after_s : r.before_s, r.predicted_s);
   return steps.empty() ? 0.0 : sum / static_cast<double>(steps.size()) * 100.0;
 }
 
@@ -475,10 +371,10 @@ Status RunEngineRecorded(const ExperimentConfig& config, const BackendFactory& e
   if (!twin) return Internal("validate: the engine built no backend");
   v.sim_config = *twin;
 
-  const std::vector<double> decode_errors = RelativeErrors(v.steps, Steps::kDecodeOnly);
-  v.step_error = ErrorStats::Of(RelativeErrors(v.steps, Steps::kAll));
+  const std::vector<double> decode_errors = RelativeErrors(v.steps, StepKind::kDecodeOnly);
+  v.step_error = ErrorStats::Of(RelativeErrors(v.steps, StepKind::kAll));
   v.decode_step_error = ErrorStats::Of(decode_errors);
-  v.mixed_step_error = ErrorStats::Of(RelativeErrors(v.steps, Steps::kMixed));
+  v.mixed_step_error = ErrorStats::Of(RelativeErrors(v.steps, StepKind::kMixed));
   v.decode_wander = ErrorWander::Of(decode_errors);
   return Status::Ok();
 }
@@ -631,346 +527,5 @@ ErrorWander ErrorWander::Of(std::span<const double> relative_errors, int32_t win
   return w;
 }
 
-namespace {
-
-// Each load's runs in order: the first, then its reruns.
-std::vector<const LoadValidation*> EveryRun(const std::vector<LoadValidation>& loads) {
-  std::vector<const LoadValidation*> runs;
-  for (const LoadValidation& v : loads) {
-    runs.push_back(&v);
-    for (const LoadValidation& again : v.reruns) runs.push_back(&again);
-  }
-  return runs;
-}
-
-// The latency figures a validation is judged on (ours, after BLIS's): TTFT, TPOT and E2E
-// at p50 and p99.
-bool TargetFigure(const MetricComparison& m) {
-  return (m.metric == "ttft" || m.metric == "tpot" || m.metric == "e2e") &&
-         (m.statistic == "p50" || m.statistic == "p99");
-}
-
-// (heading, figures) per column of a table of end-to-end figures.
-using MetricColumns = std::vector<std::pair<std::string, std::vector<MetricComparison>>>;
-
-// A markdown table of end-to-end figures' error_pct: a row per figure (the first column's
-// order, CompareRuns'), a column per (heading, figures).
-std::string MetricTable(const MetricColumns& columns) {
-  std::string md = "| metric |";
-  for (const auto& [heading, figures] : columns) md += " " + heading + " |";
-  md += "\n|---|";
-  for (size_t i = 0; i < columns.size(); ++i) md += "---|";
-  md += "\n";
-  if (columns.empty()) return md;
-  const std::vector<MetricComparison>& rows = columns.front().second;
-  for (size_t m = 0; m < rows.size(); ++m) {
-    md += "| ";
-    md += rows[m].metric;
-    if (rows[m].statistic != "value") {
-      md += ' ';
-      md += rows[m].statistic;
-    }
-    md += " |";
-    for (const auto& [heading, figures] : columns) {
-      md += ' ';
-      md += Pct(figures[m].error_pct);
-      md += " |";
-    }
-    md += "\n";
-  }
-  return md;
-}
-
-// validation.md's section on the engine's reruns (empty without any): each rerun's
-// figures against the first run's, and on the figures validations are judged on, how
-// often the simulator's error on the first run is within the engine's own largest change.
-std::string RunToRunMarkdown(const std::vector<LoadValidation>& loads) {
-  std::vector<const LoadValidation*> reruns;
-  for (const LoadValidation& v : loads) {
-    for (const LoadValidation& again : v.reruns) reruns.push_back(&again);
-  }
-  if (reruns.empty()) return "";
-  MetricColumns changes;
-  for (const LoadValidation* v : reruns) changes.emplace_back(v->label, v->run_to_run);
-  std::string md =
-      "\nRun to run: the engine again on the same requests, right after the first run (no "
-      "host check), its figures against the first run's, % ((again - first) / first). The "
-      "engine's own change bounds how closely any simulator can be shown to match it.\n\n" +
-      MetricTable(changes);
-  // Per load and figure: the simulator's error on the first run against the largest
-  // change of the engine's reruns.
-  int32_t figures = 0, within = 0;
-  for (const LoadValidation& v : loads) {
-    if (v.reruns.empty()) continue;
-    for (size_t m = 0; m < v.metrics.size(); ++m) {
-      if (!TargetFigure(v.metrics[m])) continue;
-      double largest = 0;
-      for (const LoadValidation& again : v.reruns) {
-        largest = std::max(largest, std::abs(again.run_to_run[m].error_pct));
-      }
-      ++figures;
-      if (std::abs(v.metrics[m].error_pct) <= largest) ++within;
-    }
-  }
-  md += "\nOf TTFT, TPOT and E2E at p50 and p99 over the loads run again, the simulator's "
-        "error on the first run is within the engine's largest change between its runs on " +
-        std::to_string(within) + " of " + std::to_string(figures) + ".\n";
-
-  MetricColumns means;
-  for (const LoadValidation& v : loads) {
-    if (v.reruns.empty()) continue;
-    means.emplace_back(v.label + " (" + std::to_string(1 + v.reruns.size()) + " runs)",
-                       v.AgainstEngineMean());
-  }
-  md += "\nThe simulated run against the mean of the engine's runs at each load, error %:\n\n" +
-        MetricTable(means);
-  return md;
-}
-
-// validation.md's section on a mixture of experts' routing (empty without counts): per run
-// and kind of step, the experts counted against the simulator's expectation, then the
-// routing skew each run's decode batches fit.
-std::string RoutingMarkdown(const std::vector<const LoadValidation*>& runs) {
-  std::string routing;
-  // A percentage to one decimal, a rounding's -0.0 as +0.0.
-  auto tenth = [](double pct) { return std::abs(pct) < 0.05 ? 0.0 : pct; };
-  for (const LoadValidation* run : runs) {
-    for (const RoutingRow& row : RoutingRows(run->steps)) {
-      char cells[192];
-      std::snprintf(cells, sizeof cells, " | %lld | %.2f | %.2f | %+.1f | %.2f | %.2f | %+.1f |\n",
-                    static_cast<long long>(row.count), row.engine.run, row.sim.run,
-                    tenth(100.0 * Change(row.engine.run, row.sim.run)), row.engine.single_row,
-                    row.sim.single_row, tenth(100.0 * Change(row.engine.single_row, row.sim.single_row)));
-      routing += "| " + run->label + " | " + row.steps + cells;
-    }
-  }
-  if (routing.empty()) return "";
-  std::string md =
-      "\nMixture of experts: the experts a MoE layer ran in each step (the mean over its layers) "
-      "as the engine counted them, against the simulator's routing model, by kind of step "
-      "(decode_B: decode-only steps of B sequences; mixed: steps with a prefill chunk), and of "
-      "them those given one row; each the mean over the steps, error % of the simulator's.\n\n"
-      "| load | steps | count | experts run | expected | error % | one-row experts | expected | "
-      "error % |\n|---|---|---|---|---|---|---|---|---|\n" + routing;
-  std::string fits;
-  for (const LoadValidation* run : runs) {
-    if (const std::optional<RoutingFit> fit = FitRouting(*run)) {
-      char cells[240];
-      std::snprintf(cells, sizeof cells, " | %lld | %.2f | %.2f | %lld | %.3f, %.1f | %.3f, %.1f |\n",
-                    static_cast<long long>(fit->decode_steps), fit->skew_engine, fit->skew_sim,
-                    static_cast<long long>(fit->chunk_steps), fit->locality_engine.locality,
-                    fit->locality_engine.favourites, fit->locality_sim.locality,
-                    fit->locality_sim.favourites);
-      fits += "| " + run->label + cells;
-    }
-  }
-  if (fits.empty()) return md;
-  return md +
-         "\nThe routing that fits the counts, on the engine's and on the simulator's expectations: "
-         "the skew (cost_model.routing_skew: a Zipf exponent over the experts, 0 = uniform) of "
-         "the decode-only steps of two or more sequences, then, at that skew, the locality and "
-         "favourites of the lone prefill chunks (one sequence, more than one token; 0 and 1 "
-         "where there are none): cost_model.routing_locality, the chance a chunk's token "
-         "routes as one of its sequence's cost_model.routing_favourites shared draws rather "
-         "than on its own (0 = independently; 1 over one favourite = the chunk as one token). "
-         "The engine's are the ones to route with to route as this run did (--set "
-         "cost_model.routing_skew=S --set cost_model.routing_locality=L --set "
-         "cost_model.routing_favourites=F).\n\n| load | decode steps | skew, engine | skew, "
-         "simulator | lone chunks | locality, favourites: engine | locality, favourites: "
-         "simulator |\n|---|---|---|---|---|---|---|\n" + fits;
-}
-
-// validation.md's section on the replays (empty without any).
-std::string ReplayMarkdown(const std::vector<LoadValidation>& loads) {
-  std::string rows;
-  for (const LoadValidation& v : loads) {
-    if (!v.replay) continue;
-    const StepReplay& r = *v.replay;
-    rows += "| " + v.label + " | " + std::to_string(r.steps) + " | " + std::to_string(r.replayed) + " | " +
-            std::to_string(r.matched) + " | " + Pct(r.LargestErrorPct()) + " | " + r.Account() + " |\n";
-  }
-  if (rows.empty()) return "";
-  return "\nReplay: the simulated run again, each step taking the time the engine measured for "
-         "the same step, everything else the simulator's. While the two schedules are one, the "
-         "replay's figures are the engine's to the nanosecond and the end-to-end errors above are "
-         "wholly the cost model's step times. Steps of the same work starting at other times are "
-         "the engine's time between steps (a wall clock's); where the schedules part, the rest "
-         "runs on the simulator's own times (it samples no stop tokens; the policies' "
-         "predictions are its own).\n\n| load | engine steps | replay steps | "
-         "replayed as the engine's | largest end-to-end error % | schedules |\n"
-         "|---|---|---|---|---|---|\n" + rows;
-}
-
-// validation.csv's rows of end-to-end figures, under `label`.
-void MetricRows(std::string& csv, const std::string& label, const std::vector<MetricComparison>& metrics) {
-  for (const MetricComparison& m : metrics) {
-    csv += label + "," + m.metric + "," + m.statistic + "," + Number(m.engine) + "," +
-           Number(m.sim) + "," + Number(m.error_pct) + "\n";
-  }
-}
-
-}  // namespace
-
-std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
-  std::string csv = "load,quantity,statistic,engine,sim,error_pct\n";
-  auto rows = [&csv](const LoadValidation& v) {
-    struct Kind {
-      const char* name;
-      Steps steps;
-      const ErrorStats* stats;
-    };
-    const Kind kinds[] = {{"all", Steps::kAll, &v.step_error},
-                          {"decode", Steps::kDecodeOnly, &v.decode_step_error},
-                          {"mixed", Steps::kMixed, &v.mixed_step_error}};
-    for (const auto& [kind, which, stats] : kinds) {
-      if (stats->points == 0) continue;
-      // engine and sim: these steps' mean measured and predicted times.
-      const std::string e = Number(MeanStep(v.steps, which, false));
-      const std::string s = Number(MeanStep(v.steps, which, true));
-      const std::string q = std::string("step_time_") + kind;
-      csv += v.label + "," + q + ",mape," + e + "," + s + "," + Number(stats->mape) + "\n";
-      csv += v.label + "," + q + ",bias," + e + "," + s + "," + Number(stats->bias) + "\n";
-      csv += v.label + "," + q + ",max," + e + "," + s + "," + Number(stats->max_error) + "\n";
-      csv += v.label + "," + q + ",time," + e + "," + s + "," + Number(TimeErrorPct(v.steps, which)) + "\n";
-    }
-    if (const ErrorWander& w = v.decode_wander; w.windows > 0) {
-      const std::string e = Number(MeanStep(v.steps, Steps::kDecodeOnly, false));
-      const std::string s = Number(MeanStep(v.steps, Steps::kDecodeOnly, true));
-      const std::string at = v.label + ",step_time_decode,";
-      csv += at + "autocorrelation," + e + "," + s + "," + Number(w.autocorrelation) + "\n";
-      csv += at + "window_min," + e + "," + s + "," + Number(w.window_min_pct) + "\n";
-      csv += at + "window_max," + e + "," + s + "," + Number(w.window_max_pct) + "\n";
-    }
-    if (const std::optional<RoutingFit> fit = FitRouting(v)) {
-      if (fit->decode_steps > 0) {
-        csv += v.label + ",routing_skew,decode," + Number(fit->skew_engine) + "," + Number(fit->skew_sim) +
-               "," + Number(fit->skew_sim - fit->skew_engine) + "\n";
-      }
-      if (fit->chunk_steps > 0) {
-        const RoutingLocality& by_engine = fit->locality_engine;
-        const RoutingLocality& by_sim = fit->locality_sim;
-        csv += v.label + ",routing_locality,chunk," + Number(by_engine.locality) + "," +
-               Number(by_sim.locality) + "," + Number(by_sim.locality - by_engine.locality) + "\n";
-        csv += v.label + ",routing_favourites,chunk," + Number(by_engine.favourites) + "," +
-               Number(by_sim.favourites) + "," + Number(by_sim.favourites - by_engine.favourites) +
-               "\n";
-      }
-    }
-    for (const RoutingRow& row : RoutingRows(v.steps)) {
-      csv += v.label + ",routing_experts," + row.steps + "," + Number(row.engine.run) + "," +
-             Number(row.sim.run) + "," + Number(100.0 * Change(row.engine.run, row.sim.run)) + "\n";
-      csv += v.label + ",routing_single_row," + row.steps + "," + Number(row.engine.single_row) + "," +
-             Number(row.sim.single_row) + "," + Number(100.0 * Change(row.engine.single_row, row.sim.single_row)) +
-             "\n";
-    }
-    for (const bool after : {false, true}) {
-      for (const ReferenceStep& r : v.host.steps) {
-        const double measured = after ? r.after_s : r.before_s;
-        csv += v.label + ",reference_step," + (after ? "after:" : "before:") + r.Label() + "," +
-               Number(measured) + "," + Number(r.predicted_s) + "," +
-               Number(100.0 * Change(measured, r.predicted_s)) + "\n";
-      }
-    }
-    MetricRows(csv, v.label, v.metrics);
-  };
-  for (const LoadValidation& v : loads) {
-    rows(v);
-    if (v.replay) {
-      const StepReplay& r = *v.replay;
-      const std::string at = v.label + "/replay,schedule,";
-      const std::string steps = std::to_string(r.steps);
-      auto pct = [&r](int64_t n) {
-        return r.steps > 0 ? 100.0 * static_cast<double>(n - r.steps) / static_cast<double>(r.steps) : 0.0;
-      };
-      csv += at + "steps," + steps + "," + std::to_string(r.replayed) + "," + Number(pct(r.replayed)) + "\n";
-      csv += at + "matched," + steps + "," + std::to_string(r.matched) + "," + Number(pct(r.matched)) + "\n";
-      csv += at + "shifted," + std::to_string(r.matched) + "," + std::to_string(r.shifted) + "," +
-             Number(r.matched > 0 ? 100.0 * static_cast<double>(r.shifted) / static_cast<double>(r.matched) : 0.0) +
-             "\n";
-      MetricRows(csv, v.label + "/replay", r.metrics);
-    }
-    for (const LoadValidation& again : v.reruns) rows(again);
-    // The simulated run against the mean of the engine's runs.
-    if (!v.reruns.empty()) MetricRows(csv, v.label + "/mean", v.AgainstEngineMean());
-  }
-  return csv;
-}
-
-std::string ValidationMarkdown(const std::string& experiment,
-                               const std::vector<LoadValidation>& loads) {
-  const std::vector<const LoadValidation*> runs = EveryRun(loads);
-  std::string md = "# Validation: " + experiment + "\n\n";
-  if (!loads.empty()) md += "Simulator: " + loads.front().sim_cost_model + "\n\n";
-  md += "Errors are (simulated - measured) / measured. Step time: the simulator's cost of "
-        "each step plan the engine executed.\n\n";
-  md += "Time error: of the steps' summed time, what the end-to-end figures move with (a step "
-        "weighs by its length, where in the MAPE each weighs the same).\n\n";
-  md += "| load | engine busy | steps | step MAPE % | step bias % | worst step % | time error % "
-        "| decode MAPE % | mixed MAPE % |\n|---|---|---|---|---|---|---|---|---|\n";
-  for (const LoadValidation* run : runs) {
-    const LoadValidation& v = *run;
-    char row[256];  // the numbers; the label (up to a folder name's length) goes before
-    std::snprintf(row, sizeof row, " | %.0f%% | %lld | %.2f | %+.2f | %.1f | %+.2f | %.2f | %.2f |\n",
-                  100.0 * v.engine.gpu_busy_fraction,
-                  static_cast<long long>(v.step_error.points), v.step_error.mape,
-                  v.step_error.bias, v.step_error.max_error, TimeErrorPct(v.steps, Steps::kAll),
-                  v.decode_step_error.mape, v.mixed_step_error.mape);
-    md += "| " + v.label + row;
-  }
-  bool wander = false;
-  for (const LoadValidation* v : runs) wander = wander || v->decode_wander.windows > 0;
-  if (wander) {
-    md += "\nDecode-only steps' errors in step order: the lag-one autocorrelation of "
-          "consecutive ones, and the lowest and highest mean error over stretches of " +
-          std::to_string(loads.front().decode_wander.window) +
-          " (at a steady load each stretch mixes the same configurations: a model's error "
-          "stays put from one to the next, a host changing speed during the run parts "
-          "them).\n\n| load | decode steps | "
-          "autocorrelation | stretches | lowest % | highest % |\n|---|---|---|---|---|---|\n";
-    for (const LoadValidation* run : runs) {
-      const LoadValidation& v = *run;
-      const ErrorWander& w = v.decode_wander;
-      if (w.windows == 0) continue;
-      char row[256];
-      std::snprintf(row, sizeof row, " | %lld | %.2f | %d | %+.1f | %+.1f |\n",
-                    static_cast<long long>(v.decode_step_error.points), w.autocorrelation,
-                    w.windows, w.window_min_pct, w.window_max_pct);
-      md += "| " + v.label + row;
-    }
-  }
-  md += RoutingMarkdown(runs);
-  bool checked = false;
-  for (const LoadValidation* v : runs) checked = checked || !v->host.steps.empty();
-  if (checked) {
-    md += "\nHost check: the engine's reference steps (decode-B@C: B sequences at context C; "
-          "prefill-T@C: a chunk of T tokens after C), timed as the profile times its rows "
-          "right before and after the load's run; drift is their medians' mean relative "
-          "change across the run (max: the largest one step's), error the simulator's mean "
-          "relative error on them.\n\n| load | reference steps | attempts | before ms | "
-          "after ms | drift % | max drift % | error before % | error after % |\n"
-          "|---|---|---|---|---|---|---|---|---|\n";
-    for (const LoadValidation* run : runs) {
-      const LoadValidation& v = *run;
-      if (v.host.steps.empty()) continue;
-      std::string labels;
-      for (const ReferenceStep& r : v.host.steps) {
-        if (!labels.empty()) labels += ' ';
-        labels += r.Label();
-      }
-      char row[256];
-      std::snprintf(row, sizeof row, " | %d | %.3f | %.3f | %+.2f | %.2f | %+.2f | %+.2f |\n",
-                    v.host.attempts, 1e3 * v.host.Before(),
-                    1e3 * v.host.After(), v.host.DriftPct(), v.host.MaxDriftPct(),
-                    v.host.ErrorPct(false), v.host.ErrorPct(true));
-      md += "| " + v.label + " | " + labels + row;
-    }
-  }
-  MetricColumns errors;
-  for (const LoadValidation* v : runs) errors.emplace_back(v->label, v->metrics);
-  md += "\nEnd to end, error % of the simulated run:\n\n" + MetricTable(errors);
-  md += ReplayMarkdown(loads);
-  md += RunToRunMarkdown(loads);
-  return md;
-}
 
 }  // namespace servelab

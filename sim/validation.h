@@ -41,6 +41,10 @@ struct StepComparison {
   std::optional<ExpertsRun> experts_measured, experts_predicted;
 };
 
+// Which of a run's steps a figure is over: every step, the decode-only ones (every
+// sequence brought one token), or the others (a prefill chunk in them).
+enum class StepKind { kAll, kDecodeOnly, kMixed };
+
 struct MetricComparison {
   std::string metric;     // ttft, tpot, itl, e2e, output_throughput, request_throughput
   std::string statistic;  // mean, p50, p90, p99 (throughputs: value)
@@ -174,7 +178,17 @@ struct LoadValidation {
 
   // The error of `metric` at `statistic` (CompareRuns' names); NaN when absent.
   double ErrorPct(const std::string& metric, const std::string& statistic) const;
+
+  // Over the steps of `kind` with a measured time: their mean measured (or predicted)
+  // time, seconds; and their summed predicted time against their summed measured time,
+  // percent (what the end-to-end figures move with: a step weighs by its length). 0 with
+  // none.
+  double MeanStepS(StepKind kind, bool predicted) const;
+  double TimeErrorPct(StepKind kind) const;
 };
+
+// (to - from) / from, a fraction; 0 when `from` is not positive.
+double RelativeChange(double from, double to);
 
 // The simulator's experiment for `engine_config`: backend sim, with the engine's KV pool
 // and served context.
@@ -207,42 +221,5 @@ Status PredictReferenceSteps(const ExperimentConfig& sim_config, std::vector<Ref
 
 // Relative errors of the two runs' latency distributions and throughputs.
 std::vector<MetricComparison> CompareRuns(const RunSummary& engine, const RunSummary& sim);
-
-// validation.csv: one row per load and quantity:
-//   load,quantity,statistic,engine,sim,error_pct
-// (step_time rows: statistic mape|bias|max|time over all|decode|mixed steps, engine and
-// sim those steps' mean measured and predicted times in seconds, `time` the error of
-// their summed time (of those means); step_time_decode rows autocorrelation, window_min and
-// window_max (ErrorWander; error_pct holds the autocorrelation itself, a fraction, and
-// the stretches' mean errors in percent), when there is a whole stretch; for a mixture of
-// experts whose engine counts its routing, routing_experts and routing_single_row rows
-// per kind of step (statistic decode_B or decode_A-B: decode-only steps of that many
-// sequences, in power-of-two ranges; mixed: the steps with a prefill chunk), engine the
-// counted and sim the expected experts a MoE layer ran (the mean over the steps), and a
-// routing_skew row (statistic decode: the Zipf skew that fits the decode-only steps of
-// two or more sequences, engine on its counts, sim on its expectations, error_pct sim -
-// engine) and routing_locality and routing_favourites rows (statistic chunk: at that
-// skew, the locality and favourites that fit the lone prefill chunks,
-// FitRoutingLocality), each when there are such steps; with a host
-// check, a reference_step row per step and side, statistic before:<label> or
-// after:<label> (ReferenceStep::Label), engine its median and sim its predicted time in
-// seconds); a load's reruns (LoadValidation::reruns) follow it, under their own labels,
-// with the same rows (none of the host check), so a figure's engine column in a rerun's
-// rows against the first run's is the engine's run-to-run change, and rows under
-// <load>/mean hold the simulated run against the runs' mean (AgainstEngineMean); rows
-// under <load>/replay the replay against the engine (StepReplay): schedule rows,
-// statistic steps (sim the replay's own steps) and matched (sim those it replayed as the
-// engine's before the schedules parted), engine the engine's steps, error_pct the
-// difference in percent (both 0: the schedules never parted), and shifted (engine the
-// matched steps, sim those that started at another time, error_pct their share in
-// percent), then the end-to-end figures, sim the replay's;
-// validation.md: the same as tables, with the loads' busy fractions, the decode errors'
-// wander, the routing, per load the host check's steps, attempts, drift and errors, the replay's
-// steps, largest error and where it parted, and with reruns a table of the engine's
-// run-to-run changes, how many of TTFT, TPOT and E2E at p50 and p99 the simulator's
-// error on the first run is within the largest of them, and a table of the simulated run
-// against the runs' mean.
-std::string ValidationCsv(const std::vector<LoadValidation>& loads);
-std::string ValidationMarkdown(const std::string& experiment, const std::vector<LoadValidation>& loads);
 
 }  // namespace servelab

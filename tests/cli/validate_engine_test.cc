@@ -14,6 +14,7 @@
 #include "driver/config_yaml.h"
 #include "engine/engine_setup.h"
 #include "sim/validation.h"
+#include "sim/validation_report.h"
 
 namespace servelab {
 namespace {

@@ -3,6 +3,7 @@
 // one: equal to the simulator's cost model, every error is exactly zero; a fixed
 // multiple of it, the step error is exactly that multiple's.
 #include "sim/validation.h"
+#include "sim/validation_report.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
