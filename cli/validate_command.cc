@@ -82,9 +82,8 @@ void PrintLoad(const LoadValidation& v) {
               "E2E p50 %+.2f%%, p99 %+.2f%%", v.label.c_str(),
               static_cast<long long>(v.step_error.points), v.step_error.mape, v.step_error.bias,
               v.ErrorPct("ttft", "p50"), v.ErrorPct("e2e", "p50"), v.ErrorPct("e2e", "p99"));
-  if (!v.host.steps.empty()) {
-    std::printf("; host drift %+.2f%% (run %d)", v.host.DriftPct(), v.host.attempts);
-  }
+  if (!v.host.steps.empty()) std::printf("; host drift %+.2f%%", v.host.DriftPct());
+  if (v.attempts > 1) std::printf(" (run %d)", v.attempts);
   if (v.replay) {
     std::printf("; replayed on the engine's step times: %s (largest error %+.2f%%)",
                 v.replay->Account().c_str(), v.replay->LargestErrorPct());
@@ -135,9 +134,18 @@ table of them per load, validation.csv a reference_step row per step, before and
 (statistic before:<step> or after:<step>, engine its median, sim its predicted time).
 With --retries N, a load one of whose reference steps changed by more than --max-drift
 percent across its run runs again, up to N times (the last run is kept; validation.md
-says how many runs each load took). A note on stderr says when, before the kept run, the
+and validation.csv, row attempts, say how many runs each load took). A note on stderr says when, before the kept run, the
 simulator was already off the reference steps by more than --max-drift: the host (or,
 on a shape the fit never saw, the model) differs from the one profiled.
+
+What the host check cannot see, the host changing speed during the run and back, the
+run shows itself: at a steady load each stretch of --wander-window decode-only steps
+mixes the same configurations, so the model's mean error is much the same from one to
+the next, and a host that slowed for a while parts them. With --max-wander P, a load
+whose stretches' mean errors span more than P percentage points (two stretches at
+least) also runs again under --retries (with or without the host check); the stretches
+of the kept run are in validation.md and validation.csv (step_time_decode, window_min and
+window_max).
 
 The replay: while its schedule is the engine's, step for step (the same requests,
 tokens and start), its figures are the engine's to the nanosecond, and the simulated
@@ -166,7 +174,8 @@ int ValidateCommand(const std::vector<std::string>& args) {
   std::vector<std::string> sets;
   std::string out_dir, cost_model;
   int32_t retries = 0, engine_runs = 1;
-  double max_drift = 5.0;
+  double max_drift = 5.0, max_wander = -1;  // -1: no limit
+  int32_t wander_window = ErrorWander().window;
   double settle_ms = 0;
   options.add_options()
       ("help,h", "show this help")
@@ -184,6 +193,11 @@ int ValidateCommand(const std::vector<std::string>& args) {
        "right after, say how far the engine moves from run to run")
       ("max-drift", po::value<double>(&max_drift)->default_value(5.0),
        "percent the reference steps may drift across a run before --retries re-runs it (0-100)")
+      ("max-wander", po::value<double>(&max_wander),
+       "percentage points the decode-only steps' mean errors over stretches may span before "
+       "--retries re-runs the load (0-100; default no limit)")
+      ("wander-window", po::value<int32_t>(&wander_window)->default_value(wander_window),
+       "decode-only steps a stretch, for validation.md's wander table and --max-wander (2-100000)")
       ("settle-ms", po::value<double>(&settle_ms)->default_value(ProfileOptions().settle_ms),
        "the host check's settling before each timed run, as `servelab profile --settle-ms` "
        "(0-60000; use the profile's)")
@@ -205,13 +219,22 @@ int ValidateCommand(const std::vector<std::string>& args) {
   if (!(max_drift >= 0 && max_drift <= 100)) {
     return Report(InvalidArgument("--max-drift: must be in [0, 100] (percent)"));
   }
+  const bool wander_limit = vm.count("max-wander") > 0;
+  if (wander_limit && !(max_wander >= 0 && max_wander <= 100)) {
+    return Report(InvalidArgument("--max-wander: must be in [0, 100] (percentage points)"));
+  }
+  if (wander_window < 2 || wander_window > 100000) {
+    return Report(InvalidArgument("--wander-window " + std::to_string(wander_window) +
+                                  ": must be in [2, 100000] (decode-only steps)"));
+  }
   ProfileOptions settling;  // the host check's: its range, as the profile's flag
   settling.settle_ms = settle_ms;
   if (Status checked = CheckProfileOptions(settling); !checked.ok()) return Report(checked);
   const bool host_check = !vm.count("no-host-check");
-  if (!host_check && retries > 0) {
-    return Report(InvalidArgument("--retries re-runs a load the host check found drifting; "
-                                  "it cannot go with --no-host-check"));
+  if (!host_check && !wander_limit && retries > 0) {
+    return Report(InvalidArgument("--retries re-runs a load the host check found drifting, or "
+                                  "whose errors wandered past --max-wander; without either it "
+                                  "cannot go with --no-host-check"));
   }
   if (!cost_model.empty()) {
     std::error_code ec;
@@ -264,13 +287,26 @@ int ValidateCommand(const std::vector<std::string>& args) {
       if (!before.ok()) return Report(Status(before.status().code(), label + ": " + before.status().message()));
       v = ValidateLoad(config, *engine, load_dir, progress);
       if (!v.ok()) return Report(Status(v.status().code(), label + ": " + v.status().message()));
-      if (!host_check) break;
+      v->attempts = attempt;
+      v->decode_wander = v->DecodeWander(wander_window);
+      const char* next = attempt <= retries ? "; running it again" : "; keeping it (no retries left)";
+      const ErrorWander& w = v->decode_wander;
+      const bool wandered = wander_limit && w.Wandered(max_wander);
+      if (wandered) {
+        std::fprintf(stderr, "servelab validate: %s: the decode steps' error wandered during the run: "
+                     "its means over %d stretches of %d steps span %+.1f%% to %+.1f%% (%.1f points, "
+                     "more than --max-wander %.1f)%s\n", label.c_str(), w.windows, w.window,
+                     w.window_min_pct, w.window_max_pct, w.SpreadPct(), max_wander, next);
+      }
+      if (!host_check) {
+        if (wandered) continue;
+        break;
+      }
       std::vector<ProfilePoint> points;
       for (const TimedStep& t : *before) points.push_back(t.point);
       auto after = TimeReferenceSteps(config, points, settle_ms);  // the very steps timed before
       if (!after.ok()) return Report(Status(after.status().code(), label + ": " + after.status().message()));
       HostCheck& host = v->host;
-      host.attempts = attempt;
       for (size_t i = 0; i < points.size(); ++i) {
         ReferenceStep r;
         r.decode = points[i].decode;
@@ -283,12 +319,14 @@ int ValidateCommand(const std::vector<std::string>& args) {
       if (Status predicted = PredictReferenceSteps(v->sim_config, host.steps); !predicted.ok()) {
         return Report(Status(predicted.code(), label + ": " + predicted.message()));
       }
-      if (!host.Drifted(max_drift)) break;
+      if (!host.Drifted(max_drift)) {
+        if (wandered) continue;
+        break;
+      }
       std::fprintf(stderr, "servelab validate: %s: the host drifted during the run: a reference "
                    "step by %.2f%%, on average %+.2f%% (their sum %.3f -> %.3f ms)%s\n",
                    label.c_str(), host.MaxDriftPct(), host.DriftPct(), 1e3 * host.Before(),
-                   1e3 * host.After(),
-                   attempt <= retries ? "; running it again" : "; keeping it (no retries left)");
+                   1e3 * host.After(), next);
     }
     // Off the reference steps before the run already: the host is not the one the model
     // was fitted on (or, on a shape the fit never saw, the model misses there too).
@@ -319,6 +357,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
         return Report(Status(again.status().code(),
                              label + "/" + RerunFolder(run) + ": " + again.status().message()));
       }
+      again->decode_wander = again->DecodeWander(wander_window);
       if (Status written = WriteStepsCompared(run_dir, *again); !written.ok()) return Report(written);
       PrintLoad(*again);
       v->reruns.push_back(std::move(again).value());

@@ -236,6 +236,10 @@ double LoadValidation::TimeErrorPct(StepKind kind) const {
   return measured > 0 ? 100.0 * (MeanStepS(kind, true) - measured) / measured : 0.0;
 }
 
+ErrorWander LoadValidation::DecodeWander(int32_t window) const {
+  return ErrorWander::Of(RelativeErrors(steps, StepKind::kDecodeOnly), window);
+}
+
 double HostCheck::Before() const { return SumOf(steps, &ReferenceStep::before_s); }
 double HostCheck::After() const { return SumOf(steps, &ReferenceStep::after_s); }
 double HostCheck::Predicted() const { return SumOf(steps, &ReferenceStep::predicted_s); }

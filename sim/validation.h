@@ -75,7 +75,6 @@ struct ReferenceStep {
 
 struct HostCheck {
   std::vector<ReferenceStep> steps;  // empty: not checked
-  int32_t attempts = 1;              // runs of the load (re-run when the host drifted)
 
   // Summed over the steps, in seconds.
   double Before() const;
@@ -111,6 +110,12 @@ struct ErrorWander {
   // The lowest and highest mean error over consecutive stretches of `window`, percent (a
   // last, partial stretch left out); 0 without a whole one.
   double window_min_pct = 0, window_max_pct = 0;
+
+  // window_max_pct - window_min_pct, percentage points: how far apart the stretches'
+  // means lie; 0 with fewer than two whole stretches (one cannot wander from itself).
+  double SpreadPct() const { return windows > 1 ? window_max_pct - window_min_pct : 0; }
+  // True when the stretches' means span more than max_spread_pct points (SpreadPct).
+  bool Wandered(double max_spread_pct) const { return SpreadPct() > max_spread_pct; }
 
   // Of relative errors (predicted - measured) / measured, as fractions, in step order; a
   // window below 1 counts as 1.
@@ -161,6 +166,10 @@ struct LoadValidation {
   ExperimentConfig sim_config;  // the simulated run's experiment (SimulatedTwin)
   std::optional<StepReplay> replay;  // a first run's (ValidateLoad); none for reruns
   HostCheck host;
+  // The runs of the load this one is the last of: `servelab validate --retries` runs a
+  // load again when its host check drifted or its decode errors wandered (ErrorWander),
+  // and keeps the last.
+  int32_t attempts = 1;
   // The engine's runs of one load (`servelab validate --engine-runs`): the first is
   // validated as above; each further one, right after it, is a LoadValidation of its own
   // in `reruns` (run 2, 3, ...: its engine, its steps costed by the simulator, its errors
@@ -185,6 +194,10 @@ struct LoadValidation {
   // none.
   double MeanStepS(StepKind kind, bool predicted) const;
   double TimeErrorPct(StepKind kind) const;
+
+  // The decode-only steps' ErrorWander over stretches of `window` steps (decode_wander's
+  // is 100).
+  ErrorWander DecodeWander(int32_t window) const;
 };
 
 // (to - from) / from, a fraction; 0 when `from` is not positive.

@@ -586,7 +586,7 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
     }
   }
   EXPECT_THAT(ReadFile(out / "validation.md"),
-              HasSubstr("| rate-50 | prefill-16@0 decode-4@255 decode-1@63 | 1 | "));
+              HasSubstr("| rate-50 | prefill-16@0 decode-4@255 decode-1@63 | 0."));
   EXPECT_THAT(v.out, HasSubstr("; host drift "));
 
   // Any drift at all (--max-drift 0: timings never repeat to the nanosecond) re-runs each
@@ -602,8 +602,23 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_THAT(again.err, HasSubstr("off the engine's reference steps (more than --max-drift 0.00%)"));
   EXPECT_THAT(again.err, HasSubstr("; keeping it (no retries left)"));
   EXPECT_THAT(again.out, HasSubstr("(run 2)"));
-  EXPECT_THAT(ReadFile(dir_ / "v2" / "validation.md"),
-              HasSubstr("| rate-400 | prefill-16@0 decode-4@255 decode-1@63 | 2 | "));
+  EXPECT_THAT(ReadFile(dir_ / "v2" / "validation.md"), HasSubstr("the last run kept, runs: rate-50 2, rate-400 2.\n"));
+  EXPECT_THAT(ReadFile(dir_ / "v2" / "validation.csv"), HasSubstr("\nrate-400,attempts,runs,2,,\n"));
+  // --max-wander 0 over stretches of 2 decode steps: any two stretches' mean errors that
+  // differ at all (timings never repeat to the nanosecond) re-run the load, with or
+  // without the host check.
+  const CliResult wandered = Run("validate " + exp.string() + " --cost-model " + fitted.string() + " --out " +
+                                 (dir_ / "v5").string() + " --no-plots --no-host-check --retries 1 "
+                                 "--max-wander 0 --wander-window 2 --set workload.num_requests=3");
+  ASSERT_EQ(wandered.exit_code, 0) << wandered.err;
+  EXPECT_THAT(wandered.err, HasSubstr("rate-50: the decode steps' error wandered during the run: its means over "));
+  EXPECT_THAT(wandered.err, HasSubstr(" stretches of 2 steps span "));
+  EXPECT_THAT(wandered.err, HasSubstr("more than --max-wander 0.0); running it again"));
+  EXPECT_THAT(wandered.err, HasSubstr("; keeping it (no retries left)"));
+  EXPECT_THAT(wandered.out, HasSubstr("(run 2)"));
+  EXPECT_THAT(wandered.out, Not(HasSubstr("; host drift ")));
+  EXPECT_THAT(ReadFile(dir_ / "v5" / "validation.md"), HasSubstr("over stretches of 2 (at a steady load"));
+  EXPECT_THAT(ReadFile(dir_ / "v5" / "validation.csv"), HasSubstr("\nrate-50,attempts,runs,2,,\n"));
   // --engine-runs 2: each load's engine again, in <load>/run-2 (no simulated run of its
   // own), with rows of its own and the run-to-run table; a later validation with one run
   // removes the folder.
@@ -636,7 +651,9 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_FALSE(fs::exists(dir_ / "v3" / "rate-50" / "run-2"));
   EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.md"), Not(HasSubstr("Run to run")));
   for (const char* bad : {" --retries 11", " --retries -1", " --max-drift -1", " --max-drift 101",
-                          " --settle-ms -1", " --settle-ms 60001", " --engine-runs 0", " --engine-runs 11"}) {
+                           " --settle-ms -1", " --settle-ms 60001", " --engine-runs 0", " --engine-runs 11",
+                          " --max-wander -1", " --max-wander 101", " --wander-window 1",
+                          " --wander-window 100001"}) {
     const CliResult r = Run("validate " + exp.string() + " --out " + (dir_ / "x").string() + bad);
     EXPECT_EQ(r.exit_code, 2) << bad;
     const std::string flag = std::string(bad).substr(1, std::string(bad).find(' ', 1) - 1);

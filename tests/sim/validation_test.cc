@@ -364,12 +364,14 @@ TEST(ValidationMarkdownTest, LongLabelsKeepTheirRows) {
   v.decode_wander.windows = 2;
   v.decode_wander.window_min_pct = -123456.7;
   v.host.steps.push_back(ReferenceStep{true, 16, 255, 0.001, 0.002, 0.0015});
+  v.attempts = 3;
   const std::string md = ValidationMarkdown("v", {v});
   for (const std::string& tail : {std::string(" | 0.00 |\n"), std::string(" | -123456.7 | +0.0 |\n"),
                                   std::string(" | +50.00 | -25.00 |\n")}) {
     EXPECT_THAT(md, HasSubstr(tail));
   }
-  EXPECT_THAT(md, HasSubstr("| " + v.label + " | decode-16@255 | 1 | 1.000 | 2.000 | +100.00 |"));
+  EXPECT_THAT(md, HasSubstr("| " + v.label + " | decode-16@255 | 1.000 | 2.000 | +100.00 |"));
+  EXPECT_THAT(md, HasSubstr("runs: " + v.label + " 3.\n"));
 }
 
 TEST_F(ValidationTest, TheReportsListEveryLoad) {
@@ -490,6 +492,10 @@ TEST(ErrorWanderTest, AutocorrelationAndStretchesByHand) {
   EXPECT_EQ(w.windows, 2);
   EXPECT_NEAR(w.window_min_pct, -10.0, 1e-12);
   EXPECT_NEAR(w.window_max_pct, 10.0, 1e-12);
+  // Their means span 20 points: past a limit of 19.99, not of 20.
+  EXPECT_NEAR(w.SpreadPct(), 20.0, 1e-12);
+  EXPECT_TRUE(w.Wandered(19.99));
+  EXPECT_FALSE(w.Wandered(20.01));
 
   const std::vector<double> alternating = {0.1, -0.1, 0.1, -0.1, 0.1};
   w = ErrorWander::Of(alternating, 2);
@@ -499,6 +505,15 @@ TEST(ErrorWanderTest, AutocorrelationAndStretchesByHand) {
   EXPECT_EQ(w.windows, 2);  // the fifth error is a partial stretch, left out
   EXPECT_NEAR(w.window_min_pct, 0.0, 1e-12);
   EXPECT_NEAR(w.window_max_pct, 0.0, 1e-12);
+  EXPECT_FALSE(w.Wandered(0));
+
+  // One whole stretch (+10%) and a partial one: nothing to wander from.
+  const std::vector<double> once = {0.1, 0.1, -0.5};
+  w = ErrorWander::Of(once, 2);
+  EXPECT_EQ(w.windows, 1);
+  EXPECT_NEAR(w.window_min_pct, 10.0, 1e-12);
+  EXPECT_EQ(w.SpreadPct(), 0.0);
+  EXPECT_FALSE(w.Wandered(0));
 
   const std::vector<double> constant(250, -0.2);
   w = ErrorWander::Of(constant);
@@ -524,6 +539,15 @@ TEST_F(ValidationTest, TheDecodeWanderIsReportedWhenThereIsAStretch) {
   ASSERT_GT(run.windows, 0) << "the run has fewer than 100 decode-only steps";
   EXPECT_NEAR(run.window_min_pct, -20.0, 1e-4);
   EXPECT_NEAR(run.window_max_pct, -20.0, 1e-4);
+  // Over shorter stretches: ten times as many (of the same decode-only steps), alike.
+  const ErrorWander tenths = v->DecodeWander(10);
+  EXPECT_EQ(tenths.window, 10);
+  EXPECT_EQ(tenths.windows, v->decode_step_error.points / 10);
+  EXPECT_GE(tenths.windows, 10 * run.windows);
+  EXPECT_NEAR(tenths.window_min_pct, -20.0, 1e-4);
+  EXPECT_NEAR(tenths.window_max_pct, -20.0, 1e-4);
+  EXPECT_FALSE(tenths.Wandered(0.001));
+  EXPECT_EQ(v->DecodeWander(100).windows, run.windows);
   v->label = "rate-12";
   v->decode_wander = ErrorWander{};
   EXPECT_THAT(ValidationCsv({*v}), Not(HasSubstr("autocorrelation")));
@@ -569,7 +593,6 @@ TEST_F(ValidationTest, TheHostCheckIsReportedPerLoad) {
   HostCheck host;
   // Seconds exact in binary, so the sums and percentages are too.
   host.steps = {{true, 1, 63, 0.25, 0.3125, 0.3125}, {false, 128, 0, 0.75, 0.75, 0.75}};
-  host.attempts = 2;
   EXPECT_EQ(host.steps[0].Label(), "decode-1@63");
   EXPECT_EQ(host.steps[1].Label(), "prefill-128@0");
   EXPECT_EQ(host.Before(), 1.0);
@@ -598,7 +621,10 @@ TEST_F(ValidationTest, TheHostCheckIsReportedPerLoad) {
   const std::string plain = ValidationCsv({*v});
   EXPECT_THAT(plain, Not(HasSubstr("reference_step")));
   EXPECT_THAT(ValidationMarkdown("v", {*v}), Not(HasSubstr("Host check")));
+  EXPECT_THAT(plain, HasSubstr("\nrate-12,attempts,runs,1,,\n"));
+  EXPECT_THAT(ValidationMarkdown("v", {*v}), Not(HasSubstr("Run again")));
   v->host = host;
+  v->attempts = 2;
   const std::string csv = ValidationCsv({*v});
   // Each step before and after: its median, its predicted time, the error.
   EXPECT_THAT(csv, HasSubstr("\nrate-12,reference_step,before:decode-1@63,0.25,0.3125,25\n"
@@ -606,8 +632,11 @@ TEST_F(ValidationTest, TheHostCheckIsReportedPerLoad) {
                              "rate-12,reference_step,after:decode-1@63,0.3125,0.3125,0\n"
                              "rate-12,reference_step,after:prefill-128@0,0.75,0.75,0\n"));
   const std::string md = ValidationMarkdown("v", {*v});
-  EXPECT_THAT(md, HasSubstr("| rate-12 | decode-1@63 prefill-128@0 | 2 | 1000.000 | 1062.500 | "
+  EXPECT_THAT(md, HasSubstr("| rate-12 | decode-1@63 prefill-128@0 | 1000.000 | 1062.500 | "
                             "+12.50 | 25.00 | +12.50 | +0.00 |"));
+  // The load took two runs, the last kept.
+  EXPECT_THAT(csv, HasSubstr("\nrate-12,attempts,runs,2,,\n"));
+  EXPECT_THAT(md, HasSubstr("the last run kept, runs: rate-12 2.\n"));
 }
 
 }  // namespace
