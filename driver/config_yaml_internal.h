@@ -1,7 +1,7 @@
 #pragma once
-// The YAML reader's lower layer, shared by config_yaml.cc (one experiment) and
-// sweep_config.cc (a grid of them). Nothing outside those two files includes this: no
-// YAML::Node travels past the parser.
+// The YAML reader's lower layer, shared by config_yaml.cc (one experiment: the document
+// and its overrides), config_parser.cc (its strict parse) and sweep_config.cc (a grid of
+// them). Nothing outside those files includes this: no YAML::Node travels past the parser.
 #include <yaml-cpp/yaml.h>
 
 #include <string>

@@ -6,11 +6,21 @@
 // Syntax errors name source:line:column.
 #include <yaml-cpp/yaml.h>
 
+#include <cstdint>
 #include <string>
 
 #include "core/status.h"
 
 namespace servelab {
+
+// The most YAML nodes a document may expand to, aliases expanded.
+constexpr int64_t kMaxYamlNodes = 1'000'000;
+
+// What LoadYamlMapping refuses anywhere in a document, for a node reached otherwise (a
+// --set value): a key that is not a plain name, a key given twice, more than kMaxYamlNodes
+// nodes. `path` is the node's config path ("workload.clients"), `source` what messages
+// name before a node's line ("exp.yaml", "--set workload").
+Status CheckYamlKeys(const YAML::Node& node, const std::string& path, const std::string& source);
 
 // `what` names a file's contents in messages: "one <what> per file", "a mapping of
 // <what> keys".

@@ -6,6 +6,7 @@
 #include "core/text.h"
 #include "sim/model_file.h"
 #include "sim/roofline_cost_model.h"
+#include "sim/split_kv_grid.h"
 
 namespace servelab {
 bool CalibratedCostModel::NeedsRoofline(const DeploymentSpec& d) {

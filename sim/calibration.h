@@ -167,7 +167,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
                                       const FitOptions& options = {});
 
 // A profile row's work as the fit and the evaluation count it: ProfiledWork, and for
-// decode attention the split-KV grid on `gpu` (op_model.h; none when its SMs are unknown).
+// decode attention the split-KV grid on `gpu` (split_kv_grid.h; none when its SMs are unknown).
 // A moe_mlp row's routing is what it counted; without counts, `routing`'s entry for its
 // MoE shape (the simulator's routing model: a decode row `batch` one-token draws, a chunk
 // one sequence's), else uniform routing over independent tokens.

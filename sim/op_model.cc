@@ -7,6 +7,7 @@
 #include "core/status.h"
 #include "sim/memory.h"
 #include "sim/roofline_cost_model.h"
+#include "sim/split_kv_grid.h"
 
 namespace servelab {
 namespace {

@@ -21,6 +21,7 @@
 #include "sim/fit_evaluation.h"
 #include "sim/model_file.h"
 #include "sim/op_model.h"
+#include "sim/split_kv_grid.h"
 
 namespace servelab {
 namespace {
