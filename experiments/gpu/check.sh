@@ -16,30 +16,56 @@
 #   5. then the calibration loop on the CUDA engine: `servelab profile` (per op by CUDA
 #      events, whole steps as served), `calibrate`, `validate` of validation_cuda.yaml at
 #      three loads (targets: step MAPE <= 5%, p50 within 5%, p99 within 10%).
-# Everything goes to $OUT: logs, test XML, benchmark CSVs, summary.txt; the short table is
-# printed last. Exits non-zero if the build or any test fails, after writing what it has.
+# Everything is written under a scratch folder (WORK_DIR): logs, test XML, benchmark CSVs,
+# result folders, summary.txt; at the end summary.txt and one archive of the whole folder,
+# h200-results.tar.gz, go to $OUT (the device tool brings back only a few files, two
+# folders deep at most), and the short table is printed last. Exits non-zero if the build
+# or any test fails, after writing what it has.
 #
 # Prepare here first: bash experiments/gpu/prepare.sh (after building ./build with CUDA).
 # Run: the device tool's `run`, carrying .gpu_deps, command `bash experiments/gpu/check.sh`,
 # timeout about 540 s (leaves room for a rerun in the 15-minute budget).
+# STEPS (default "tests bench engine calibration") picks which of steps 2-5 run, for a rerun
+# that repeats only what failed or was cut.
 # Every step's timeout is cut to what is left of BUDGET_S (default 500 s) so the summary is
 # always written and printed, whatever step runs long.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-OUT=${OUT:-$ROOT/build-gpu-out}
+DEST=${OUT:-$ROOT/build-gpu-out}
+WORK_DIR=${WORK_DIR:-/tmp/servelab-gpu-out}
+OUT=$WORK_DIR/h200-results
 BUILD=${BUILD:-/tmp/servelab-gpu-build}
 JOBS=${JOBS:-$(nproc)}
 DEADLINE=$(( $(date +%s) + ${BUDGET_S:-500} ))
-mkdir -p "$OUT"
+STEPS=" ${STEPS:-tests bench engine calibration} "
+want() { [[ $STEPS == *" $1 "* ]]; }
+rm -rf "$OUT"
+mkdir -p "$OUT" "$DEST"
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 status=0
 note() { echo "[check] $*" | tee -a "$SUMMARY"; }
 finish() {
   note "status: $([[ $status -eq 0 ]] && echo PASS || echo FAIL)"
+  cp "$SUMMARY" "$DEST/summary.txt"
+  tar -C "$WORK_DIR" -czf "$DEST/h200-results.tar.gz" h200-results
   echo; cat "$SUMMARY"
 }
 trap finish EXIT
+
+# The libraries carried by prepare.sh (CUDA's runtime, yaml-cpp, Boost, Open MPI) first;
+# then wherever the image keeps cuBLAS, which the CUDA runner opens at run time.
+export LD_LIBRARY_PATH=$ROOT/.gpu_deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.13'; then
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+             $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
+    if [[ -e $dir/libcublas.so.13 ]]; then
+      export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$dir
+      note "cuBLAS: $dir"
+      break
+    fi
+  done
+fi
 # Seconds left before the deadline, less 10 s for the summary (may be <= 0).
 left_s() { echo $(( DEADLINE - $(date +%s) - 10 )); }
 # The timeout for a step that asks for $1 seconds: at most what is left, at least 1 s
@@ -125,11 +151,14 @@ run_tests() {
   fi
   [[ $skipped -gt 0 ]] && { note "$name: TESTS SKIPPED on the device machine"; status=1; }
 }
+note "steps:$STEPS"
+if want tests; then
 run_tests cuda_kernels_test "$TESTS/kernels_cuda_kernels_test" 120
 run_tests cuda_sampling_test "$TESTS/kernels_cuda_sampling_test" 60
 run_tests cuda_runner_kernels_test "$TESTS/engine_cuda_runner_kernels_test" 60
 run_tests cuda_model_runner_test "$TESTS/engine_cuda_model_runner_test" 120
-if grep -qE '^\[  FAILED  \]' "$OUT/cuda_model_runner_test.log" 2>/dev/null; then
+fi
+if want tests && grep -qE '^\[  FAILED  \]' "$OUT/cuda_model_runner_test.log" 2>/dev/null; then
   # Diagnosis: the same tests with prefill attention on CUDA cores only. Passing now points
   # at the tensor-core kernel; failing again, elsewhere.
   before=$status
@@ -148,12 +177,13 @@ run_bench() {
   note "$name: ${SECONDS}s"
   cat "$OUT/$name.log" >>"$SUMMARY"
 }
-run_bench cuda_kernels_benchmark "$BENCH/cuda_kernels_benchmark" 120
-run_bench cuda_engine_benchmark "$BENCH/cuda_engine_benchmark" 150
+if want bench; then
+  run_bench cuda_kernels_benchmark "$BENCH/cuda_kernels_benchmark" 120
+  run_bench cuda_engine_benchmark "$BENCH/cuda_engine_benchmark" 150
+fi
 
 SERVELAB=$ROOT/.gpu_deps/bin/servelab
-if [[ -x $SERVELAB ]] && has_time "engine vs simulator"; then
-  export LD_LIBRARY_PATH=$ROOT/.gpu_deps/lib:${LD_LIBRARY_PATH:-}
+if want engine && [[ -x $SERVELAB ]] && has_time "engine vs simulator"; then
   SECONDS=0
   timeout "$(limit 150)" "$SERVELAB" run "$ROOT/experiments/engine_cuda.yaml" --out "$OUT/engine_cuda" \
       >"$OUT/engine_cuda.log" 2>&1 || { note "engine_cuda run FAILED (engine_cuda.log)"; status=1; }
@@ -187,7 +217,7 @@ fi
 
 # 5. The calibration loop on the CUDA engine (issue 10): profile Llama-3-8B per op (CUDA
 #    events) and per step (decode graphs), fit, validate at three loads.
-if [[ -x $SERVELAB ]] && has_time "profile -> calibrate -> validate"; then
+if want calibration && [[ -x $SERVELAB ]] && has_time "profile -> calibrate -> validate"; then
   SECONDS=0
   timeout "$(limit 120)" "$SERVELAB" profile "$ROOT/experiments/engine_cuda.yaml" \
       --out "$OUT/calibration/profile_cuda.csv" --max-tokens 4096 --max-batch 128 \

@@ -29,7 +29,11 @@ fi
 LIBS=$( [[ -x $ROOT/build/servelab ]] && ldd "$ROOT/build/servelab" || true)
 if [[ $LIBS == *libcudart* ]]; then
   cp "$ROOT/build/servelab" "$DEPS/bin/"
-  for lib in $(awk '/yaml-cpp|boost_program_options/ {print $3}' <<<"$LIBS"); do
+  # Every library the CLI loads beyond the C and C++ runtimes, which the device image has
+  # in versions at least as new: yaml-cpp, Boost, Open MPI's (loaded, initialised only
+  # under mpirun), and CUDA's runtime, so the binaries find the one they were built with
+  # whatever the image's loader path holds. cuBLAS is opened at run time from the image.
+  for lib in $(awk '$3 ~ /^\// && $1 !~ /^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so/ {print $3}' <<<"$LIBS"); do
     cp -L "$lib" "$DEPS/lib/"
   done
 fi
