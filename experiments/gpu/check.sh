@@ -46,6 +46,7 @@ SUMMARY=$OUT/summary.txt
 status=0
 note() { echo "[check] $*" | tee -a "$SUMMARY"; }
 finish() {
+  [[ -n ${DMON_PID:-} ]] && kill "$DMON_PID" 2>/dev/null
   note "status: $([[ $status -eq 0 ]] && echo PASS || echo FAIL)"
   cp "$SUMMARY" "$DEST/summary.txt"
   tar -C "$WORK_DIR" -czf "$DEST/h200-results.tar.gz" h200-results
@@ -84,6 +85,12 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 
 { nvidia-smi; nvcc --version; cmake --version; } >"$OUT/environment.txt" 2>&1
+# The card's clocks, power, temperature and load once a second for the whole check: a
+# timing taken while it throttled (clocks down, power at its limit) shows here.
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi dmon -s pucm -d 1 -o T >"$OUT/dmon.log" 2>&1 &
+  DMON_PID=$!
+fi
 note "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
 
 TARGETS=(kernels_cuda_kernels_test kernels_cuda_sampling_test engine_cuda_runner_kernels_test
