@@ -511,6 +511,14 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   // Bad input: exit 2, and what an earlier run wrote stays as it was.
   const std::string before = ReadFile(dir_ / "m" / "calibration.json");
   const std::string bad_profile = Write("broken.csv", ProfileCsvHeader() + "cpu,64,4,2,16,128,97,2,rope,x,1,0,1,1,1,1,3\n").string();
+  const std::string unknown_op = Write("unk.csv", ProfileCsvHeader() + "cpu,64,4,2,16,128,97,2,qkv_prj,4,1,0,1,1,1,1,3\n").string();
+  // Nine GEMM rows of nine sizes: under the 12 (four a coefficient) its fit needs.
+  std::string few_rows = ProfileCsvHeader();
+  for (int tokens = 1; tokens <= 9; ++tokens) {
+    few_rows += "cpu,64,4,2,16,128,97,2,qkv_proj," + std::to_string(tokens) + "," +
+                std::to_string(tokens) + ",0,1," + std::to_string(0.01 * tokens) + ",0,0,3,0,0,0,0,0,0\n";
+  }
+  const std::string too_few = Write("few.csv", few_rows).string();
   struct Bad {
     std::string args, said;
   };
@@ -524,7 +532,13 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
       {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --hold-out 'context>=0'",
        "--hold-out keeps every row out of the fit"},
       {profile.string(), "missing --out MODEL.yaml"},
-      {bad_profile + " --out " + (dir_ / "m" / "MODEL.yaml").string(), "broken.csv:2: expected a whole number"},
+      {bad_profile + " --out " + (dir_ / "m" / "MODEL.yaml").string(),
+       "broken.csv:2: expected a whole number in [1, 67108864], got 'x', column 'tokens'"},
+      {unknown_op + " --out " + (dir_ / "m" / "MODEL.yaml").string(),
+       "unk.csv:2: unknown op 'qkv_prj' (did you mean 'qkv_proj'?)"},
+      {too_few + " --out " + (dir_ / "m" / "MODEL.yaml").string(),
+       "op qkv_proj: 9 measurements of 9 distinct sizes; fitting its 3 coefficients needs at "
+       "least 12 measurements"},
       {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --routing-skew 5",
        "--routing-skew 5.0: must be in [0, 4]"},
       {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --routing-skew 0",
@@ -585,8 +599,10 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
       }
     }
   }
+  // The reference steps' summed medians, whatever this host's speed: ms to 3 decimals.
   EXPECT_THAT(ReadFile(out / "validation.md"),
-              HasSubstr("| rate-50 | prefill-16@0 decode-4@255 decode-1@63 | 0."));
+              ::testing::ContainsRegex("\\| rate-50 \\| prefill-16@0 decode-4@255 decode-1@63 \\| "
+                                       "[0-9]+\\.[0-9][0-9][0-9] \\| [0-9]+\\.[0-9][0-9][0-9] \\|"));
   EXPECT_THAT(v.out, HasSubstr("; host drift "));
 
   // Any drift at all (--max-drift 0: timings never repeat to the nanosecond) re-runs each

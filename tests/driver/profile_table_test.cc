@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace servelab {
@@ -70,6 +71,51 @@ TEST_F(ProfileTableTest, ReadsVidurMlpWithTheDeviceFromTheFileName) {
   EXPECT_EQ(t->rows[5].line, 3);
 }
 
+// Each of Vidur's ten MLP-file ops maps to servelab's by its column's name, wherever the
+// column stands: the header below lists them out of Vidur's order, each with a median of
+// its own, so a swapped pair (up and down projections, the two norms) shows.
+TEST_F(ProfileTableTest, EveryVidurMlpOpMapsByItsColumnName) {
+  const std::vector<std::pair<std::string, std::string>> ops = {
+      {"mlp_down_proj", "down_proj"},       {"emb", "embedding"},
+      {"post_attention_layernorm", "post_attention_norm"},
+      {"attn_rope", "rope"},                {"mlp_up_proj", "gate_up_proj"},
+      {"add", "residual_add"},              {"input_layernorm", "input_norm"},
+      {"attn_post_proj", "o_proj"},         {"mlp_act", "silu_and_mul"},
+      {"attn_pre_proj", "qkv_proj"}};
+  std::string header, row;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const double median = 0.001 * static_cast<double>(i + 1);
+    header += "time_stats." + ops[i].first + ".min,time_stats." + ops[i].first + ".max,time_stats." +
+              ops[i].first + ".median,";
+    row += std::to_string(median * 0.9) + "," + std::to_string(median * 1.1) + "," +
+           std::to_string(median) + ",";
+  }
+  header += "n_head,n_kv_head,n_embd,n_expanded_embd,vocab_size,use_gated_mlp,num_tokens,"
+            "num_tensor_parallel_workers\n";
+  row += "32,8,4096,14336,128256,True,64,2\n";
+  auto t = ReadProfile(Write("vidur_h100_Every_mlp.csv", header + row));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->rows.size(), ops.size());
+  std::map<std::string, const ProfileRow*> by_op;
+  for (const ProfileRow& r : t->rows) by_op[r.op] = &r;
+  ASSERT_EQ(by_op.size(), ops.size()) << "two columns mapped to one op";
+  for (size_t i = 0; i < ops.size(); ++i) {
+    SCOPED_TRACE(ops[i].first);
+    ASSERT_TRUE(by_op.count(ops[i].second));
+    const ProfileRow& r = *by_op[ops[i].second];
+    const double median = 0.001 * static_cast<double>(i + 1);
+    EXPECT_NEAR(r.median_ms, median, 1e-9);
+    EXPECT_NEAR(r.p10_ms, median * 0.9, 1e-9);
+    EXPECT_NEAR(r.p90_ms, median * 1.1, 1e-9);
+    EXPECT_EQ(r.device, "h100-80gb");
+    EXPECT_EQ(r.tokens, 64);
+    EXPECT_EQ(r.tp, 2);
+    EXPECT_EQ(r.shape.num_key_value_heads, 8);
+    EXPECT_EQ(r.shape.intermediate_size, 14336);
+    EXPECT_EQ(r.line, 2);
+  }
+}
+
 TEST_F(ProfileTableTest, ADeviceMustBeKnown) {
   const std::string path = Write("profile_mlp.csv", VidurMlp());
   auto unnamed = ReadProfile(path);
@@ -105,6 +151,48 @@ TEST_F(ProfileTableTest, ReadsVidurAttention) {
   EXPECT_EQ(t->rows[1].tokens, 1024);
   EXPECT_EQ(t->rows[1].context, 256);
   EXPECT_DOUBLE_EQ(t->rows[1].median_ms, 0.25);
+}
+
+// The columns Vidur's attention files have besides their two ops' (the reshapes around
+// the kernel, which servelab does not model, come first) and its enums' spelling: the
+// backend decides whether the split-KV form may fit the decode rows (sim/calibration.cc).
+TEST_F(ProfileTableTest, ReadsVidurAttentionAsVidurWritesIt) {
+  std::string header;
+  for (const char* op : {"attn_input_reshape", "attn_decode", "attn_prefill", "attn_output_reshape"}) {
+    for (const char* stat : {"min", "max", "mean", "median", "std"}) {
+      header += std::string("time_stats.") + op + "." + stat + ",";
+    }
+  }
+  header += "n_embd,n_q_head,n_kv_head,block_size,num_tensor_parallel_workers,max_model_len,"
+            "batch_size,prefill_chunk_size,kv_cache_size,is_prefill,attention_backend,"
+            "profile_method\n";
+  const std::string text = header +
+      "0.001,0.002,0.0015,0.0015,0.0,0.020,0.024,0.022,0.021,0.001,,,,,,0.003,0.004,0.0035,"
+      "0.0035,0.0,8192,64,8,16,4,4096,8,0,1024,False,AttentionBackend.FLASH_ATTENTION,"
+      "ProfileMethod.KINETO\n"
+      "0.001,0.002,0.0015,0.0015,0.0,,,,,,0.30,0.36,0.33,0.32,0.01,0.003,0.004,0.0035,"
+      "0.0035,0.0,8192,64,8,16,4,4096,1,512,128,True,AttentionBackend.FLASH_ATTENTION,"
+      "ProfileMethod.KINETO\n";
+  auto t = ReadProfile(Write("vidur_a100_Big_attention.csv", text));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->rows.size(), 2u);  // the reshapes are not rows
+  const ProfileRow& decode = t->rows[0];
+  EXPECT_EQ(decode.op, "attention_decode");
+  EXPECT_EQ(decode.device, "a100-80gb");
+  EXPECT_EQ(decode.tp, 4);
+  EXPECT_EQ(decode.batch, 8);
+  EXPECT_EQ(decode.context, 1024);
+  EXPECT_DOUBLE_EQ(decode.median_ms, 0.021);
+  EXPECT_DOUBLE_EQ(decode.p10_ms, 0.020);  // Vidur's min
+  EXPECT_DOUBLE_EQ(decode.p90_ms, 0.024);  // and max
+  EXPECT_THAT(decode.attention_backend, HasSubstr("FLASH_ATTENTION"));
+  const ProfileRow& prefill = t->rows[1];
+  EXPECT_EQ(prefill.op, "attention_prefill");
+  EXPECT_EQ(prefill.tp, 4);
+  EXPECT_EQ(prefill.tokens, 512);
+  EXPECT_EQ(prefill.context, 128);
+  EXPECT_DOUBLE_EQ(prefill.median_ms, 0.32);
+  EXPECT_EQ(prefill.line, 3);
 }
 
 // max_model_len is optional (0: the kernel saw the context), and must be a count.
@@ -267,6 +355,8 @@ TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {
                         "'time_stats.attn_pre_proj.median'"));
   auto op = ReadProfile(Write("p.csv", ProfileCsvHeader() +
                                            "cpu,256,4,2,64,704,8000,4,qkv_prj,1,1,0,1,1,1,1,3\n"));
+  ASSERT_FALSE(op.ok());
+  EXPECT_TRUE(op.status().IsBadInput());
   EXPECT_THAT(op.status().message(),
               HasSubstr("p.csv:2: unknown op 'qkv_prj' (did you mean 'qkv_proj'?)"));
   EXPECT_THAT(op.status().message(), HasSubstr("column 'op'"));
