@@ -142,6 +142,12 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   }
   if (profiles.empty()) return Report(InvalidArgument("no PROFILE.csv given"));
   if (out.empty()) return Report(InvalidArgument("missing --out MODEL.yaml"));
+  // Checked when given, whether or not a file needs it (a servelab profile names its own).
+  if (vm.count("device")) {
+    if (auto gpu = DeviceSpec(device); !gpu.ok()) {
+      return Report(InvalidArgument("--device: " + gpu.status().message()));
+    }
+  }
   // The outputs' place, checked before anything is read or fitted: the model file and,
   // beside it, calibration.json, calibration_points.csv and calibration.png.
   const fs::path out_path(out);
@@ -153,6 +159,12 @@ int CalibrateCommand(const std::vector<std::string>& args) {
                                     " is written beside the model; name the model otherwise"));
     }
   }
+  const std::vector<std::string> outputs = {model_name, "calibration.json", "calibration_points.csv",
+                                            "calibration.png"};
+  if (Status places = CheckOutputPlaces(dir, outputs); !places.ok()) return Report(places);
+  std::vector<std::string> inputs = profiles;
+  inputs.insert(inputs.end(), evaluate.begin(), evaluate.end());
+  if (Status apart = CheckOutputsAreNotInputs(inputs, dir, outputs); !apart.ok()) return Report(apart);
   auto folder = OutputDir::Open(dir);
   if (!folder.ok()) return Report(folder.status());
   auto model_out = (*folder)->Stream(model_name);

@@ -1,6 +1,7 @@
 // servelab: LLM-serving scheduling laboratory. See `servelab --help`.
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -76,7 +77,15 @@ int Dispatch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (!servelab::StartTasks(&argc, &argv)) return servelab::kExitBadInput;
-  const int exit_code = Dispatch(argc, argv);
+  int exit_code = servelab::kExitRuntimeError;
+  try {
+    exit_code = Dispatch(argc, argv);
+  } catch (const std::bad_alloc&) {
+    // Inputs are sized before they are read, but a fit or a run can still outgrow the
+    // memory a limit (ulimit -v, a container) leaves: a message and exit 1, the stack
+    // unwound (staging folders removed, earlier results untouched), not an abort.
+    std::fprintf(stderr, "servelab: out of memory\n");
+  }
   servelab::FinishTasks();
   return exit_code;
 }

@@ -117,6 +117,11 @@ int ProfileCommand(const std::vector<std::string>& args) {
                                       " and " + experiment_paths[i] + " (give each its own --out)"));
       }
     }
+    const std::vector<std::string> file = {path.filename().string()};
+    if (Status places = CheckOutputPlaces(dir.string(), file); !places.ok()) return Report(places);
+    if (Status apart = CheckOutputsAreNotInputs(experiment_paths, dir.string(), file); !apart.ok()) {
+      return Report(apart);
+    }
     auto folder = OutputDir::Open(dir.string());
     if (!folder.ok()) return Report(folder.status());
     auto csv = (*folder)->Stream(path.filename().string());

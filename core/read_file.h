@@ -12,7 +12,10 @@ namespace servelab {
 
 // Limits per kind of input (bytes).
 inline constexpr int64_t kMaxConfigFileBytes = int64_t{16} << 20;   // YAML, config.json
-inline constexpr int64_t kMaxDataFileBytes = int64_t{2} << 30;      // traces, profiles, CSVs
+inline constexpr int64_t kMaxDataFileBytes = int64_t{2} << 30;      // traces, CSVs
+// A profile's rows take about 12 times its text in memory (a row's shape and times, the
+// fit's samples): 256 MiB of profile, ~3 GB; Vidur's largest published file is ~10 MB.
+inline constexpr int64_t kMaxProfileFileBytes = int64_t{256} << 20;
 
 // The contents of `path`. `what` names the input in messages ("experiment file": "x.yaml:
 // cannot open the experiment file: No such file or directory"). NotFound when it cannot be opened; InvalidArgument when it is not a regular

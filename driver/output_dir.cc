@@ -88,8 +88,29 @@ Status CheckOutputPlaces(const std::string& dir, const std::vector<std::string>&
   }
   for (const std::string& name : files) {
     const fs::path at = fs::path(dir) / name;
-    if (fs::is_directory(fs::symlink_status(at, ec))) {
+    const fs::file_status st = fs::symlink_status(at, ec);
+    if (fs::is_directory(st)) {
       return InvalidArgument(at.string() + ": is a folder (an output file goes there)");
+    }
+    // A device, a FIFO or a socket there (--out /dev/null) would be renamed over, or the
+    // rename would fail only after the whole run: an output replaces regular files alone.
+    if (fs::exists(st) && !fs::is_regular_file(st) && !fs::is_symlink(st)) {
+      return InvalidArgument(at.string() + ": is not a regular file (an output file goes there)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckOutputsAreNotInputs(const std::vector<std::string>& inputs, const std::string& dir,
+                                const std::vector<std::string>& files) {
+  for (const std::string& name : files) {
+    const fs::path at = fs::path(dir) / name;
+    for (const std::string& input : inputs) {
+      std::error_code ec;  // set, and false, when either does not exist
+      if (fs::equivalent(input, at, ec) && !ec) {
+        return InvalidArgument(at.string() + ": is " + input +
+                               ", an input of this command; writing it would replace it");
+      }
     }
   }
   return Status::Ok();

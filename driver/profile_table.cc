@@ -51,10 +51,17 @@ class Cells {
   Cells(const std::string& path, int64_t line, const std::vector<std::string_view>& fields)
       : path_(path), line_(line), fields_(fields) {}
 
+  // A number in [0, kMaxNumber]: times in ms (10^7 ms, near three hours, is longer than
+  // any op or step; a fit squares relative errors of them) and experts' counts.
+  static constexpr double kMaxNumber = 1e7;
   Status Number(size_t column, std::string_view name, double& out) const {
     SERVELAB_RETURN_IF_ERROR(Present(column, name));
     if (!ParseDouble(fields_[column], out) || out < 0) {
       return LineError(path_, line_, "expected a number >= 0, got '" +
+                                         std::string(fields_[column]) + "'", name);
+    }
+    if (out > kMaxNumber) {
+      return LineError(path_, line_, "expected a number <= 10000000, got '" +
                                          std::string(fields_[column]) + "'", name);
     }
     return Status::Ok();
@@ -423,7 +430,7 @@ Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& h
 }  // namespace
 
 StatusOr<ProfileTable> ReadProfile(const std::string& path, const std::string& device) {
-  auto file = LineFile::Open(path);
+  auto file = LineFile::Open(path, kMaxProfileFileBytes);
   if (!file.ok()) return file.status();
   ProfileTable table;
   table.path = path;

@@ -302,8 +302,8 @@ int32_t TraceBlockTokens(TraceFormat format) {
 
 // ---- CSV helpers ----
 
-StatusOr<LineFile> LineFile::Open(const std::string& path) {
-  auto text = ReadRegularFile(path, kMaxDataFileBytes, "data file");
+StatusOr<LineFile> LineFile::Open(const std::string& path, int64_t max_bytes) {
+  auto text = ReadRegularFile(path, max_bytes, "data file");
   if (!text.ok()) return text.status();
   LineFile file;
   file.path_ = path;

@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/read_file.h"
 #include "core/status.h"
 #include "core/time.h"
 #include "driver/workload_config.h"
@@ -63,8 +64,8 @@ StatusOr<TimeNs> ParseTimestamp(std::string_view text);
 // A text file read line by line: LF or CRLF, last newline optional.
 class LineFile {
  public:
-  // NotFound when `path` cannot be opened.
-  static StatusOr<LineFile> Open(const std::string& path);
+  // NotFound when `path` cannot be opened; InvalidArgument past `max_bytes`.
+  static StatusOr<LineFile> Open(const std::string& path, int64_t max_bytes = kMaxDataFileBytes);
   // The next line without its line end; false at end of file.
   bool Next(std::string& line);
   int64_t line_number() const { return line_number_; }  // of the last line returned, 1-based

@@ -204,8 +204,15 @@ StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const
   const int32_t max_tokens =
       options.max_tokens > 0 ? options.max_tokens : config.scheduler.max_num_batched_tokens;
   const int32_t max_batch = options.max_batch > 0 ? options.max_batch : config.scheduler.max_num_seqs;
-  const int32_t max_context =
-      std::min(options.max_context > 0 ? options.max_context : loaded.MaxModelLen(), loaded.MaxModelLen());
+  // Like the two above, a longer context than the engine serves is an error, not a
+  // silent clamp: the profile would lack what the flag asked for.
+  if (options.max_context > loaded.MaxModelLen()) {
+    return InvalidArgument("--max-context " + std::to_string(options.max_context) +
+                           ": above the context the engine serves, " +
+                           std::to_string(loaded.MaxModelLen()) + " (" +
+                           config.Where("model") + ")");
+  }
+  const int32_t max_context = options.max_context > 0 ? options.max_context : loaded.MaxModelLen();
   auto fits = [&](const ProfilePoint& c) {
     return SequenceBlocks(c, capacity.block_size) * (c.decode ? c.tokens : 1) <= capacity.num_gpu_blocks;
   };

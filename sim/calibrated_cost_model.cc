@@ -329,7 +329,7 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
   const double step_overhead_ms = params.GetDouble(
       "step_overhead_ms",
       model->has_step_overhead ? model->step_overhead_us * 1e-3 : RooflineOptions{}.step_overhead_ms,
-      kNonNegative);
+      Bounds{0, 1e6});  // the roofline's bounds: up to 1,000 s a step
   // Read (so known) when it applies or was given; recorded in the resolved config only then.
   const int64_t split_kv_length = split_kv || params.Has("split_kv_length")
                                       ? params.GetInt("split_kv_length", 0, Bounds{0, 1 << 30})

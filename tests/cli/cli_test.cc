@@ -416,6 +416,17 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_EQ(wide.exit_code, 2);
   EXPECT_THAT(wide.err, HasSubstr("--max-batch 2000000000: above "));
   EXPECT_THAT(wide.err, HasSubstr("engine.yaml:9: scheduler.max_num_seqs = 4"));
+  const CliResult far = Run("profile " + exp.string() + " --out " + (dir_ / "bad.csv").string() +
+                            " --max-context 100000");
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_THAT(far.err, HasSubstr("--max-context 100000: above the context the engine serves, "));
+  EXPECT_FALSE(fs::exists(dir_ / "bad.csv"));
+  // The profile written over its own experiment file: refused, the file as it was.
+  const std::string experiment_text = ReadFile(exp);
+  const CliResult over = Run("profile " + exp.string() + " --out " + exp.string());
+  EXPECT_EQ(over.exit_code, 2);
+  EXPECT_THAT(over.err, HasSubstr(", an input of this command"));
+  EXPECT_EQ(ReadFile(exp), experiment_text);
   const CliResult many = Run("profile " + exp.string() + " --out " + (dir_ / "bad.csv").string() +
                              " --repeats 100001");
   EXPECT_EQ(many.exit_code, 2);
@@ -544,12 +555,22 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
       {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --routing-skew 0",
        "--routing-skew: no profile row counted a mixture of experts' routing"},
       {profile.string() + " --out " + (dir_ / "m").string(), "m: is a folder"},
+      // The model written over the profile it is fitted from; over a device.
+      {profile.string() + " --out " + profile.string(), ", an input of this command; writing it would replace it"},
+      {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --evaluate " +
+           (dir_ / "m" / "calibration.json").string(),
+       "calibration.json: is "},
+      {profile.string() + " --out /dev/null", "/dev/null: is not a regular file"},
+      {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --device zz",
+       "--device: device 'zz'"},
   };
+  const std::string profile_text = ReadFile(profile);
   for (const Bad& b : bads) {
     const CliResult r = Run("calibrate " + b.args + " --no-plots");
     EXPECT_EQ(r.exit_code, 2) << b.args << ": " << r.err;
     EXPECT_THAT(r.err, HasSubstr(b.said)) << b.args;
     EXPECT_EQ(ReadFile(dir_ / "m" / "calibration.json"), before) << b.args;
+    EXPECT_EQ(ReadFile(profile), profile_text) << b.args;
   }
 
   const fs::path out = dir_ / "v";

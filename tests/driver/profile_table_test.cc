@@ -2,6 +2,8 @@
 // layout, never copies of the shared data), and malformed files named by line and column.
 #include "driver/profile_table.h"
 
+#include "core/read_file.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -364,6 +366,20 @@ TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {
   EXPECT_THAT(column.status().message(), HasSubstr("q.csv:1: missing column 'hidden_size'"));
   auto short_line = ReadProfile(Write("r.csv", ProfileCsvHeader() + "cpu,256,4\n"));
   EXPECT_THAT(short_line.status().message(), HasSubstr("r.csv:2: missing field"));
+  // Times past 10^7 ms: a fit squares their relative errors (1e308 would be inf).
+  auto huge = ReadProfile(Write("h.csv", ProfileCsvHeader() +
+                                             "cpu,256,4,2,64,704,8000,4,rope,1,1,0,1,1e308,1,1,3\n"));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_TRUE(huge.status().IsBadInput());
+  EXPECT_THAT(huge.status().message(),
+              HasSubstr("h.csv:2: expected a number <= 10000000, got '1e308', column 'median_ms'"));
+  // A profile past its size limit is refused before it is read (a sparse file: no disk).
+  const std::string big = Write("big.csv", "");
+  std::filesystem::resize_file(big, kMaxProfileFileBytes + 1);
+  auto too_big = ReadProfile(big);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_TRUE(too_big.status().IsBadInput());
+  EXPECT_THAT(too_big.status().message(), HasSubstr("over the 256 MiB limit"));
   auto empty = ReadProfile(Write("e.csv", ""));
   EXPECT_THAT(empty.status().message(), HasSubstr("empty profile"));
   EXPECT_EQ(ReadProfile((dir_ / "none.csv").string()).status().code(), StatusCode::kNotFound);
