@@ -38,11 +38,18 @@ Status DeviceContext::Init(int32_t device) {
     cublas_ = nullptr;
     return Internal(std::string("cuda runner: cublasCreate: ") + blas_->status_name(s));
   }
-  blas_->set_stream(cublas_, stream_);
+  if (const cublasStatus_t st = blas_->set_stream(cublas_, stream_); st != CUBLAS_STATUS_SUCCESS) {
+    return Internal(std::string("cuda runner: cublasSetStream: ") + blas_->status_name(st));
+  }
+  // Set before any decode graph is captured: without it cuBLAS would allocate its own
+  // inside the first capture, where allocating is not allowed.
   constexpr int64_t kCublasWorkspace = int64_t{32} << 20;
   unsigned char* workspace = nullptr;
   SERVELAB_RETURN_IF_ERROR(memory_.Alloc(workspace, kCublasWorkspace, "the cuBLAS workspace"));
-  blas_->set_workspace(cublas_, workspace, kCublasWorkspace);
+  if (const cublasStatus_t st = blas_->set_workspace(cublas_, workspace, kCublasWorkspace);
+      st != CUBLAS_STATUS_SUCCESS) {
+    return Internal(std::string("cuda runner: cublasSetWorkspace: ") + blas_->status_name(st));
+  }
   return Status::Ok();
 }
 

@@ -119,7 +119,7 @@ Status OpEvents::Init(int32_t capacity) {
 void OpEvents::Start(cudaStream_t stream) {
   used_ = 0;
   overflow_ = false;
-  cudaEventRecord(start_, stream);
+  record_error_ = cudaEventRecord(start_, stream);
 }
 
 void OpEvents::Mark(Op op, cudaStream_t stream) {
@@ -128,14 +128,18 @@ void OpEvents::Mark(Op op, cudaStream_t stream) {
     return;
   }
   ops_[used_] = op;
-  cudaEventRecord(events_[used_++], stream);
+  const cudaError_t err = cudaEventRecord(events_[used_++], stream);
+  if (record_error_ == cudaSuccess) record_error_ = err;
 }
 
 Status OpEvents::Report(const std::function<void(Op, double)>& record) {
-  if (used_ == 0) return Status::Ok();
-  SERVELAB_CUDA_RETURN(cudaEventSynchronize(events_[used_ - 1]), "waiting for op timing events");
+  const size_t used = used_;
+  used_ = 0;  // spent, whatever follows
+  if (used == 0) return Status::Ok();
+  SERVELAB_CUDA_RETURN(record_error_, "recording op timing events");
+  SERVELAB_CUDA_RETURN(cudaEventSynchronize(events_[used - 1]), "waiting for op timing events");
   cudaEvent_t previous = start_;
-  for (size_t i = 0; i < used_; ++i) {
+  for (size_t i = 0; i < used; ++i) {
     float ms = 0;
     SERVELAB_CUDA_RETURN(cudaEventElapsedTime(&ms, previous, events_[i]), "reading op timing events");
     record(ops_[i], static_cast<double>(ms) * 1e-3);

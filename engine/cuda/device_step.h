@@ -69,7 +69,8 @@ class OpEvents {
   Status Init(int32_t capacity);
   void Start(cudaStream_t stream);  // before the pass's first op
   void Mark(Op op, cudaStream_t stream);
-  // Waits for the last event and hands each op's time (seconds) to `record`.
+  // Waits for the last event and hands each op's time (seconds) to `record`, once: the
+  // events are spent (a later Report without a Start reports nothing, not them again).
   Status Report(const std::function<void(Op, double)>& record);
 
  private:
@@ -78,6 +79,7 @@ class OpEvents {
   std::vector<Op> ops_;
   size_t used_ = 0;
   bool overflow_ = false;
+  cudaError_t record_error_ = cudaSuccess;  // the first failed cudaEventRecord since Start
 };
 
 class DeviceStep {

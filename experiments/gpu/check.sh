@@ -24,7 +24,8 @@
 #
 # Prepare here first: bash experiments/gpu/prepare.sh (after building ./build with CUDA).
 # Run: the device tool's `run`, carrying .gpu_deps, command `bash experiments/gpu/check.sh`,
-# timeout about 540 s (leaves room for a rerun in the 15-minute budget).
+# timeout about 540 s (leaves room for a rerun in the 15-minute budget); with less device
+# time, BUDGET_S=330 STEPS="tests bench engine" and a timeout near 360 s.
 # STEPS (default "tests bench engine calibration") picks which of steps 2-5 run, for a rerun
 # that repeats only what failed or was cut.
 # Every step's timeout is cut to what is left of BUDGET_S (default 500 s) so the summary is
@@ -44,7 +45,8 @@ mkdir -p "$OUT" "$DEST"
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 status=0
-note() { echo "[check] $*" | tee -a "$SUMMARY"; }
+# Each line also lands in $DEST at once: a run killed outright still brings back its summary.
+note() { echo "[check] $*" | tee -a "$SUMMARY"; cp "$SUMMARY" "$DEST/summary.txt" 2>/dev/null; }
 finish() {
   [[ -n ${DMON_PID:-} ]] && kill "$DMON_PID" 2>/dev/null
   note "status: $([[ $status -eq 0 ]] && echo PASS || echo FAIL)"
@@ -53,11 +55,13 @@ finish() {
   echo; cat "$SUMMARY"
 }
 trap finish EXIT
+trap 'exit 143' TERM  # the device tool's limit: still pack what was written
 
 # The libraries carried by prepare.sh (CUDA's runtime, yaml-cpp, Boost, Open MPI) first;
 # then wherever the image keeps cuBLAS, which the CUDA runner opens at run time.
 export LD_LIBRARY_PATH=$ROOT/.gpu_deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-if ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.13'; then
+cache=$(ldconfig -p 2>/dev/null || true)  # (grep -q on a pipe under pipefail: SIGPIPE)
+if [[ $cache != *libcublas.so.13* ]]; then
   for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
              $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
     if [[ -e $dir/libcublas.so.13 ]]; then
@@ -106,11 +110,23 @@ carried_ok() {
       return 1
     fi
   done
+  if [[ -x $ROOT/.gpu_deps/bin/servelab ]] && ldd "$ROOT/.gpu_deps/bin/servelab" 2>&1 | grep -q 'not found'; then
+    note "carried CLI misses libraries: $(ldd "$ROOT/.gpu_deps/bin/servelab" | grep 'not found' | tr -s ' \n' ' ')"
+  fi
   "$PRE/kernels_cuda_kernels_test" --gtest_list_tests >/dev/null 2>&1
+}
+# The sources' hash, as prepare.sh wrote it beside the binaries it built from them.
+sources_hash() {
+  (cd "$ROOT" && find cli core driver engine kernels policies sim tests bench -type f \
+     \( -name '*.cc' -o -name '*.cu' -o -name '*.h' -o -name '*.cuh' -o -name CMakeLists.txt \) \
+     -print0 | LC_ALL=C sort -z | xargs -0 sha1sum | sha1sum | cut -c1-16)
 }
 if [[ -d $PRE ]] && carried_ok; then
   # Built here for sm_90 by prepare.sh: no device time spent compiling.
   note "carried binaries: $(cat "$PRE/STAMP" 2>/dev/null)"
+  if [[ $(cat "$PRE/SOURCES" 2>/dev/null) != "$(sources_hash)" ]]; then
+    note "STALE carried binaries: built from other sources than these (run prepare.sh before the device call)"
+  fi
   TESTS=$PRE
   BENCH=$PRE
 else

@@ -307,7 +307,10 @@ TEST_P(CudaAttentionTest, PrefillMatchesTwinWholeAndChunked) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaAttentionTest,
-                         ::testing::Combine(::testing::Values(1, 4, 8), ::testing::Values(64, 128)),
+                         // Every GQA group the runner accepts up to 8 (3: a padded tile)
+                         // and every head_dim, 256 included (32 KB of shared memory at 8).
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                                            ::testing::Values(64, 128, 256)),
                          [](const auto& info) {
                            return "group" + std::to_string(std::get<0>(info.param)) + "_dim" +
                                   std::to_string(std::get<1>(info.param));
