@@ -140,14 +140,20 @@ StatusOr<Columns> Find(const std::vector<std::string_view>& header,
 }
 
 // Calls `read` with the cells of every non-empty line after the header, in order; the
-// first error ends the reading.
+// first error ends the reading. A line of more fields than the header's `columns` is an
+// error (a shifted or merged row; a missing field is said where a column reads it).
 template <typename Read>
-Status ForEachDataLine(LineFile& file, Read&& read) {
+Status ForEachDataLine(LineFile& file, size_t columns, Read&& read) {
   std::string line;
   std::vector<std::string_view> fields;
   while (file.Next(line)) {
     if (line.empty()) continue;
     SplitCsvLine(line, fields);
+    if (fields.size() > columns) {
+      return LineError(file.path(), file.line_number(),
+                       std::to_string(fields.size()) + " fields, more than the header's " +
+                           std::to_string(columns));
+    }
     SERVELAB_RETURN_IF_ERROR(read(Cells(file.path(), file.line_number(), fields)));
   }
   return Status::Ok();
@@ -243,7 +249,7 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
   const auto single_row = OptionalColumn(header, "single_row_experts");
   std::vector<std::string> ops = OpNames();
   ops.push_back("step");
-  return ForEachDataLine(file, [&](const Cells& cells) -> Status {
+  return ForEachDataLine(file, header.size(), [&](const Cells& cells) -> Status {
     ProfileRow r;
     r.line = file.line_number();
     SERVELAB_RETURN_IF_ERROR(cells.Present(col.at("device"), "device"));
@@ -349,7 +355,7 @@ Status ReadVidurMlp(LineFile& file, const std::vector<std::string_view>& header,
   }
   const VidurShape shape{col.at("n_embd"), col.at("n_head"), col.at("n_kv_head"),
                          col.at("num_tensor_parallel_workers")};
-  return ForEachDataLine(file, [&](const Cells& cells) -> Status {
+  return ForEachDataLine(file, header.size(), [&](const Cells& cells) -> Status {
     ProfileRow base;
     base.line = file.line_number();
     base.device = device;
@@ -389,7 +395,7 @@ Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& h
   // The KV length the profiler allocated (optional): FlashAttention's decode splits it.
   const std::optional<size_t> max_model_len = OptionalColumn(header, "max_model_len");
   const std::optional<size_t> backend = OptionalColumn(header, "attention_backend");
-  return ForEachDataLine(file, [&](const Cells& cells) -> Status {
+  return ForEachDataLine(file, header.size(), [&](const Cells& cells) -> Status {
     ProfileRow r;
     r.line = file.line_number();
     r.device = device;

@@ -318,7 +318,15 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
     SERVELAB_RETURN_IF_ERROR(RooflineCostModel::Validate(deployment));
   }
   auto model = ReadCalibratedModel(path);
-  if (!model.ok()) return model.status();
+  if (!model.ok()) {
+    // The experiment's place first (which file named the model, where), then the model's.
+    std::string where = params.Named().where;
+    for (const Param& p : params.Named().params) {
+      if (p.key == "path") where = p.where;
+    }
+    return Status(model.status().code(), (where.empty() ? "" : where + ": ") + params.Named().path +
+                                             ".path: " + model.status().message());
+  }
   const bool split_kv = model->SplitKvDecode();
   if (split_kv && deployment.gpu.sm_count <= 0) {
     return InvalidArgument("cost_model: " + path + " fits attention_decode in the split_kv form, "

@@ -366,6 +366,12 @@ TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {
   EXPECT_THAT(column.status().message(), HasSubstr("q.csv:1: missing column 'hidden_size'"));
   auto short_line = ReadProfile(Write("r.csv", ProfileCsvHeader() + "cpu,256,4\n"));
   EXPECT_THAT(short_line.status().message(), HasSubstr("r.csv:2: missing field"));
+  // A field more than the header names: a shifted row, not read as if it fit.
+  auto wide = ReadProfile(Write("w.csv", ProfileCsvHeader() +
+                                             "cpu,256,4,2,64,704,8000,4,rope,1,1,0,1,1,1,1,3,0,0,0,0,0,0,99\n"));
+  ASSERT_FALSE(wide.ok());
+  EXPECT_TRUE(wide.status().IsBadInput());
+  EXPECT_THAT(wide.status().message(), HasSubstr("w.csv:2: 24 fields, more than the header's 23"));
   // Times past 10^7 ms: a fit squares their relative errors (1e308 would be inf).
   auto huge = ReadProfile(Write("h.csv", ProfileCsvHeader() +
                                              "cpu,256,4,2,64,704,8000,4,rope,1,1,0,1,1e308,1,1,3\n"));

@@ -674,7 +674,9 @@ TEST_F(CalibratedCostModelTest, PathIsRequiredAndResolvedAgainstTheExperiment) {
   const Status status = ResolveCostModel(c);
   ASSERT_FALSE(status.ok());
   EXPECT_TRUE(status.IsBadInput());
-  EXPECT_THAT(status.message(), HasSubstr((dir_ / "nowhere.yaml").string() + ": cannot open"));
+  // The experiment's key first (where the path was given), then the model file's error.
+  EXPECT_THAT(status.message(),
+              HasSubstr("cost_model.path: " + (dir_ / "nowhere.yaml").string() + ": cannot open"));
   Write("free.yaml", "device: a100-80gb\nops:\n" + FreeOps());
   ExperimentConfig ok = Experiment("{type: calibrated, path: free.yaml}", dir_.string());
   ASSERT_TRUE(ResolveCostModel(ok).ok());
