@@ -30,11 +30,6 @@ namespace fs = std::filesystem;
 
 int Report(const Status& status) { return ReportFailure("calibrate", status); }
 
-
-
-
-
-
 // A row filter "context>1024": key tokens|batch|context|tp, then > >= < <= =, a number.
 struct HoldOut {
   std::string text, key, relation;
@@ -80,8 +75,6 @@ StatusOr<HoldOut> ParseHoldOut(const std::string& text) {
   }
   return h;
 }
-
-
 
 }  // namespace
 
@@ -161,10 +154,9 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   }
   const std::vector<std::string> outputs = {model_name, "calibration.json", "calibration_points.csv",
                                             "calibration.png"};
-  if (Status places = CheckOutputPlaces(dir, outputs); !places.ok()) return Report(places);
   std::vector<std::string> inputs = profiles;
   inputs.insert(inputs.end(), evaluate.begin(), evaluate.end());
-  if (Status apart = CheckOutputsAreNotInputs(inputs, dir, outputs); !apart.ok()) return Report(apart);
+  if (Status places = CheckOutputPlaces(dir, outputs, inputs); !places.ok()) return Report(places);
   auto folder = OutputDir::Open(dir);
   if (!folder.ok()) return Report(folder.status());
   auto model_out = (*folder)->Stream(model_name);

@@ -117,10 +117,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
                                       " and " + experiment_paths[i] + " (give each its own --out)"));
       }
     }
-    const std::vector<std::string> file = {path.filename().string()};
-    if (Status places = CheckOutputPlaces(dir.string(), file); !places.ok()) return Report(places);
-    if (Status apart = CheckOutputsAreNotInputs(experiment_paths, dir.string(), file); !apart.ok()) {
-      return Report(apart);
+    if (Status places = CheckOutputPlaces(dir.string(), {path.filename().string()}, experiment_paths);
+        !places.ok()) {
+      return Report(places);
     }
     auto folder = OutputDir::Open(dir.string());
     if (!folder.ok()) return Report(folder.status());

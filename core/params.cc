@@ -23,6 +23,14 @@ bool ParamReader::Has(const std::string& key) const {
   return false;
 }
 
+std::string ParamReader::Where(const std::string& key) const {
+  std::string where = named_.where;
+  for (const auto& p : named_.params) {
+    if (p.key == key) where = p.where;
+  }
+  return (where.empty() ? "" : where + ": ") + named_.path + "." + key;
+}
+
 void ParamReader::Fail(const Param& param, const std::string& message) {
   if (!status_.ok()) return;
   status_ = InvalidArgument(param.where + ": " + named_.path + "." + param.key + ": " + message);

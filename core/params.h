@@ -26,6 +26,9 @@ class ParamReader {
   std::string GetPath(const std::string& key, const std::string& fallback = "");
   // Whether `key` was given (a default was not used). Does not mark it as known.
   bool Has(const std::string& key) const;
+  // Where `key` stands, as errors name it: "exp.yaml:12: cost_model.path" (the given
+  // key's line, else the extension's); for checks of a value beyond its Get*'s bounds.
+  std::string Where(const std::string& key) const;
 
   // The first error met, or unknown keys. Call after all Get*.
   Status Finish();

@@ -14,7 +14,7 @@ namespace servelab {
 inline constexpr int64_t kMaxConfigFileBytes = int64_t{16} << 20;   // YAML, config.json
 inline constexpr int64_t kMaxDataFileBytes = int64_t{2} << 30;      // traces, CSVs
 // A profile's rows take about 12 times its text in memory (a row's shape and times, the
-// fit's samples): 256 MiB of profile, ~3 GB; Vidur's largest published file is ~10 MB.
+// fit's samples): 256 MiB of profile, ~3 GB; Vidur's profiles in ../shared are 0.7-2 MB.
 inline constexpr int64_t kMaxProfileFileBytes = int64_t{256} << 20;
 
 // The contents of `path`. `what` names the input in messages ("experiment file": "x.yaml:

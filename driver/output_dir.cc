@@ -74,7 +74,8 @@ void RemoveStaleStaging(const fs::path& dir) {
 
 }  // namespace
 
-Status CheckOutputPlaces(const std::string& dir, const std::vector<std::string>& files) {
+Status CheckOutputPlaces(const std::string& dir, const std::vector<std::string>& files,
+                         const std::vector<std::string>& inputs) {
   std::error_code ec;
   for (fs::path at = fs::absolute(dir, ec).lexically_normal(); !at.empty(); at = at.parent_path()) {
     const fs::file_status st = fs::status(at, ec);
@@ -97,17 +98,9 @@ Status CheckOutputPlaces(const std::string& dir, const std::vector<std::string>&
     if (fs::exists(st) && !fs::is_regular_file(st) && !fs::is_symlink(st)) {
       return InvalidArgument(at.string() + ": is not a regular file (an output file goes there)");
     }
-  }
-  return Status::Ok();
-}
-
-Status CheckOutputsAreNotInputs(const std::vector<std::string>& inputs, const std::string& dir,
-                                const std::vector<std::string>& files) {
-  for (const std::string& name : files) {
-    const fs::path at = fs::path(dir) / name;
     for (const std::string& input : inputs) {
-      std::error_code ec;  // set, and false, when either does not exist
-      if (fs::equivalent(input, at, ec) && !ec) {
+      std::error_code same_ec;  // set, and false, when either does not exist
+      if (fs::equivalent(input, at, same_ec) && !same_ec) {
         return InvalidArgument(at.string() + ": is " + input +
                                ", an input of this command; writing it would replace it");
       }

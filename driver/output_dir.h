@@ -14,17 +14,14 @@
 namespace servelab {
 
 // Whether `dir` and the files `files` in it can be written, creating nothing: the nearest
-// existing one of `dir` and its parents is a folder, and no file's place is a folder,
-// a device, a FIFO or a socket (only a regular file, or a link, is replaced).
-// InvalidArgument naming the place otherwise; for commands that check before long work
-// what OutputDir would find only after it.
-Status CheckOutputPlaces(const std::string& dir, const std::vector<std::string>& files);
-
-// InvalidArgument when an output `dir`/`file` is the very file of one of `inputs` (links
-// and other names of it included): committing it would replace what the command read
-// (`calibrate p.csv --out p.csv`).
-Status CheckOutputsAreNotInputs(const std::vector<std::string>& inputs, const std::string& dir,
-                                const std::vector<std::string>& files);
+// existing one of `dir` and its parents is a folder, no file's place is a folder, a
+// device, a FIFO or a socket (only a regular file, or a link, is replaced), and none is
+// the very file of one of `inputs` (links and other names of it included: committing it
+// would replace what the command read, `calibrate p.csv --out p.csv`). InvalidArgument
+// naming the place otherwise; for commands that check before long work what OutputDir
+// would find only after it.
+Status CheckOutputPlaces(const std::string& dir, const std::vector<std::string>& files,
+                         const std::vector<std::string>& inputs = {});
 
 class OutputDir {
  public:

@@ -320,12 +320,7 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
   auto model = ReadCalibratedModel(path);
   if (!model.ok()) {
     // The experiment's place first (which file named the model, where), then the model's.
-    std::string where = params.Named().where;
-    for (const Param& p : params.Named().params) {
-      if (p.key == "path") where = p.where;
-    }
-    return Status(model.status().code(), (where.empty() ? "" : where + ": ") + params.Named().path +
-                                             ".path: " + model.status().message());
+    return Status(model.status().code(), params.Where("path") + ": " + model.status().message());
   }
   const bool split_kv = model->SplitKvDecode();
   if (split_kv && deployment.gpu.sm_count <= 0) {
@@ -343,11 +338,7 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
                                       ? params.GetInt("split_kv_length", 0, Bounds{0, 1 << 30})
                                       : 0;
   if (!split_kv && params.Has("split_kv_length")) {
-    std::string where = params.Named().where;
-    for (const Param& p : params.Named().params) {
-      if (p.key == "split_kv_length") where = p.where;
-    }
-    return InvalidArgument(where + ": " + params.Named().path + ".split_kv_length: " + path +
+    return InvalidArgument(params.Where("split_kv_length") + ": " + path +
                            " has no split_kv decode fit for it to apply to");
   }
   // Read (so known and recorded) for MoE models, or when given.

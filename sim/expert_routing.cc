@@ -55,13 +55,8 @@ StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params,
   o.routing_skew = params.GetDouble("routing_skew", o.routing_skew, Bounds{0, 4});
   o.routing_locality = params.GetDouble("routing_locality", o.routing_locality, Bounds{0, 1});
   o.routing_favourites = params.GetDouble("routing_favourites", o.routing_favourites, Bounds{1, 1024});
-  auto where = [&](const char* key) {
-    std::string at;
-    for (const Param& p : params.Named().params) at = p.key == key ? p.where : at;
-    return at + ": " + params.Named().path + "." + key;
-  };
   if (o.expert_imbalance > 0 && o.expert_imbalance < 1) {
-    return InvalidArgument(where("expert_imbalance") +
+    return InvalidArgument(params.Where("expert_imbalance") +
                            ": the busiest GPU carries at least the mean load: 0 "
                            "(derived from uniform routing) or >= 1");
   }
@@ -69,7 +64,7 @@ StatusOr<ExpertRoutingOptions> ReadExpertRoutingOptions(ParamReader& params,
   // MODEL.yaml's); and before the favourites form it meant n^(1 - locality) draws.
   if (params.Error().ok() && params.Has("routing_locality") && o.routing_locality > 0 &&
       !params.Has("routing_favourites")) {
-    return InvalidArgument(where("routing_locality") +
+    return InvalidArgument(params.Where("routing_locality") +
                            ": give routing_favourites beside it: a chunk's token routes, with "
                            "probability routing_locality, as one of its sequence's "
                            "routing_favourites shared draws (1 or more; 1 with locality 1: the "

@@ -115,16 +115,10 @@ carried_ok() {
   fi
   "$PRE/kernels_cuda_kernels_test" --gtest_list_tests >/dev/null 2>&1
 }
-# The sources' hash, as prepare.sh wrote it beside the binaries it built from them.
-sources_hash() {
-  (cd "$ROOT" && find cli core driver engine kernels policies sim tests bench -type f \
-     \( -name '*.cc' -o -name '*.cu' -o -name '*.h' -o -name '*.cuh' -o -name CMakeLists.txt \) \
-     -print0 | LC_ALL=C sort -z | xargs -0 sha1sum | sha1sum | cut -c1-16)
-}
 if [[ -d $PRE ]] && carried_ok; then
   # Built here for sm_90 by prepare.sh: no device time spent compiling.
   note "carried binaries: $(cat "$PRE/STAMP" 2>/dev/null)"
-  if [[ $(cat "$PRE/SOURCES" 2>/dev/null) != "$(sources_hash)" ]]; then
+  if [[ $(cat "$PRE/SOURCES" 2>/dev/null) != "$(bash "$ROOT/experiments/gpu/sources_hash.sh")" ]]; then
     note "STALE carried binaries: built from other sources than these (run prepare.sh before the device call)"
   fi
   TESTS=$PRE

@@ -25,10 +25,8 @@ if grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' "$ROOT/build/CMakeCache.txt" 2>/dev/nul
   dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no | wc -l)
   echo "built $(date -u +%FT%TZ) from $(git -C "$ROOT" rev-parse --short HEAD), $dirty files modified" \
     >"$DEPS/prebuilt/STAMP"
-  # The same hash check.sh computes there: binaries older than the sources get a warning.
-  (cd "$ROOT" && find cli core driver engine kernels policies sim tests bench -type f \
-     \( -name '*.cc' -o -name '*.cu' -o -name '*.h' -o -name '*.cuh' -o -name CMakeLists.txt \) \
-     -print0 | LC_ALL=C sort -z | xargs -0 sha1sum | sha1sum | cut -c1-16) >"$DEPS/prebuilt/SOURCES"
+  # The hash check.sh recomputes there: binaries older than the sources get a warning.
+  bash "$ROOT/experiments/gpu/sources_hash.sh" >"$DEPS/prebuilt/SOURCES"
 fi
 LIBS=$( [[ -x $ROOT/build/servelab ]] && ldd "$ROOT/build/servelab" || true)
 if [[ $LIBS == *libcudart* ]]; then
