@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/task_pool.h"
+#include "core/text.h"
 
 namespace {
 
@@ -69,7 +70,7 @@ int Dispatch(int argc, char** argv) {
   if (command == "calibrate") return servelab::CalibrateCommand(args);
   if (command == "profile") return servelab::ProfileCommand(args);
   if (command == "validate") return servelab::ValidateCommand(args);
-  std::fprintf(stderr, "servelab: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  std::fprintf(stderr, "servelab: unknown command '%s'\n\n%s", servelab::Printable(command).c_str(), kUsage);
   return servelab::kExitBadInput;
 }
 

@@ -9,10 +9,12 @@
 #include <optional>
 #include <thread>
 
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/run_experiment.h"
 #include "cli/task_pool.h"
 #include "core/read_file.h"
+#include "core/text.h"
 #include "driver/config_yaml.h"
 #include "driver/experiment.h"
 #include "driver/output_dir.h"
@@ -234,10 +236,7 @@ std::vector<PointOutcome> RunSweep(const Sweep& sweep, const std::string& dir, i
 int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool progress,
                    const std::string& command, const std::vector<std::string>& tables, bool resume,
                    std::vector<PointOutcome>& outcomes) {
-  auto report = [&command](const Status& status) {
-    std::fprintf(stderr, "servelab %s: %s\n", command.c_str(), status.message().c_str());
-    return status.IsBadInput() ? kExitBadInput : kExitRuntimeError;
-  };
+  auto report = [&command](const Status& status) { return ReportFailure(command, status); };
   if (Status valid = ValidateSweep(sweep, jobs); !valid.ok()) return report(valid);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -256,7 +255,7 @@ int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool pr
   for (size_t i = 0; i < outcomes.size(); ++i) {
     if (outcomes[i].ok()) continue;
     std::fprintf(stderr, "servelab %s: point %s failed: %s\n", command.c_str(),
-                 sweep.points[i].folder.c_str(), outcomes[i].status.message().c_str());
+                 Printable(sweep.points[i].folder).c_str(), Printable(outcomes[i].status.message()).c_str());
     exit_code = kExitRuntimeError;
   }
   return exit_code;

@@ -78,19 +78,67 @@ std::string WithCommas(int64_t value) {
   return value < 0 ? "-" + out : out;
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at text[i] (RFC 3629: no overlong forms,
+// no surrogates, nothing past U+10FFFF), or 0 when the bytes there are not one.
+size_t Utf8Length(std::string_view text, size_t i) {
+  const auto at = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = at(i);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    n = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    n = 3;
+    if (lead == 0xe0) lo = 0xa0;
+    if (lead == 0xed) hi = 0x9f;
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    n = 4;
+    if (lead == 0xf0) lo = 0x90;
+    if (lead == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (i + n > text.size() || at(i + 1) < lo || at(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (at(i + k) < 0x80 || at(i + k) > 0xbf) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
 std::string Printable(std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
-  for (const char c : text) {
+  const auto escape = [&](unsigned char byte) {
+    out += "\\x";
+    out += kHex[byte >> 4];
+    out += kHex[byte & 0xf];
+  };
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
     const auto byte = static_cast<unsigned char>(c);
-    if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0xf];
-    } else {
-      out += c;
+    if (byte < 0x80) {
+      if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
+        escape(byte);
+      } else {
+        out += c;
+      }
+      ++i;
+      continue;
     }
+    const size_t n = Utf8Length(text, i);
+    // U+0080..U+009F (C2 80..C2 9F) are the C1 controls: CSI among them.
+    if (n == 0 || (n == 2 && byte == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0)) {
+      escape(byte);
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, n));
+    i += n;
   }
   return out;
 }

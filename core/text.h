@@ -25,8 +25,9 @@ std::string UnknownNameMessage(std::string_view kind, std::string_view name,
 std::string WithCommas(int64_t value);
 
 // `text` safe to print on a terminal: control bytes (NUL, ESC, CR, ...; all but newline
-// and tab) become \xNN, so a message quoting a user's bytes is never cut short or
-// turned into terminal commands.
+// and tab; the C1 controls U+0080..U+009F too) and bytes that are not well-formed UTF-8
+// become \xNN, so a message quoting a user's bytes is never cut short, turned into
+// terminal commands, or made invalid text in a UTF-8 log.
 std::string Printable(std::string_view text);
 
 }  // namespace servelab

@@ -201,14 +201,35 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
   try {
     if (!root.IsMap()) Fail(path, root, "(top)", "expected a mapping");
     CheckKeys(path, root, "",
-              {"device", "fitted_from", "step_overhead_us", "routing", "gemm_corrections", "ops"});
+              {"device", "fitted_from", "step_overhead_us", "routing", "gemm_corrections", "ops",
+               "complete"});
+    // Written last by calibrate: a cut anywhere in the file takes it away.
+    if (root["complete"] && !Bool(path, root["complete"], "complete")) {
+      Fail(path, root["complete"], "complete", "false: the model was not written whole");
+    }
+    if (!root["complete"] && text.starts_with(kCalibratedModelHeader)) {
+      const auto lines = std::count(text.begin(), text.end(), '\n') + (text.ends_with('\n') ? 0 : 1);
+      throw YamlError{path + ":" + std::to_string(lines) +
+                      ": complete: missing: the file was cut short (`servelab calibrate` "
+                      "ends it with `complete: true`; before 2026-12-04 it did not: "
+                      "calibrate it again)"};
+    }
     if (!root["device"] || !root["device"].IsScalar()) Fail(path, root, "device", "missing");
     model.device = root["device"].Scalar();
     if (auto status = DeviceSpec(model.device); !status.ok()) {
       Fail(path, root["device"], "device", status.status().message());
     }
-    if (root["fitted_from"]) {
-      for (const auto& f : root["fitted_from"]) model.fitted_from.push_back(f.Scalar());
+    if (const YAML::Node from = root["fitted_from"]) {
+      // Null: a model fitted from nothing named (written "fitted_from:" before 2026-12-04).
+      if (!from.IsSequence() && !from.IsNull()) {
+        Fail(path, from, "fitted_from", "expected a list of profile files");
+      }
+      for (size_t i = 0; i < from.size(); ++i) {
+        if (!from[i].IsScalar()) {
+          Fail(path, from[i], "fitted_from[" + std::to_string(i) + "]", "expected a file name");
+        }
+        model.fitted_from.push_back(from[i].Scalar());
+      }
     }
     if (root["step_overhead_us"]) {
       model.has_step_overhead = true;
@@ -359,6 +380,10 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
             Number(path, n["single_row_expert_memory_efficiency"], at, 1e-9, kInf);
       }
       if (n["points"]) f.points = Whole(path, n["points"], where + ".points", 0, 1e15);
+      // Said, not used: still a percentage, so a hand edit that broke it shows.
+      if (n["in_sample_mape_pct"]) {
+        Number(path, n["in_sample_mape_pct"], where + ".in_sample_mape_pct", 0, 1e9);
+      }
       if (n["row_tile"]) {
         if (!IsGemm(*op)) Fail(path, n["row_tile"], where + ".row_tile", "only GEMMs have row tiles");
         f.row_tile = static_cast<int32_t>(Whole(path, n["row_tile"], where + ".row_tile", 1, 4096));

@@ -24,8 +24,8 @@ std::string Percent(double v) {
 std::string CalibratedModelYaml(const CalibratedModel& model,
                                 const std::map<std::string, ErrorStats>& in_sample) {
   std::ostringstream out;
-  out << "# servelab calibrated cost model, written by `servelab calibrate`.\n"
-         "# Per op, per layer (or per step) and per GPU:\n"
+  out << kCalibratedModelHeader
+      << "# Per op, per layer (or per step) and per GPU:\n"
          "#   roofline ops: fixed_us + max(bytes / (bandwidth x memory_efficiency),\n"
          "#                                flops / (peak x compute_efficiency))\n"
          "#   stream ops:   fixed_us + bytes / (bandwidth x memory_efficiency)\n"
@@ -49,9 +49,10 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "# cost_model.routing_skew (from decode batches), routing_locality and\n"
          "# routing_favourites (from prefill chunks, at that skew): the default for a\n"
          "# model of that shape; a skew given to calibrate (--routing-skew: a serving\n"
-         "# run's, from `validate`) says skew_given.\n";
+         "# run's, from `validate`) says skew_given.\n"
+         "# complete: the last line written; a file without it was cut short.\n";
   out << "device: " << model.device << "\n";
-  out << "fitted_from:\n";
+  out << "fitted_from:" << (model.fitted_from.empty() ? " []" : "") << "\n";
   for (const std::string& f : model.fitted_from) out << "  - " << YamlQuoted(f) << "\n";
   if (model.has_step_overhead) out << "step_overhead_us: " << FormatDouble(model.step_overhead_us) << "\n";
   if (!model.routing.empty()) out << "routing:\n";
@@ -134,8 +135,11 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
       out << "      points: " << f.single_row_points << "\n";
     }
     auto it = in_sample.find(std::string(info.name));
-    if (it != in_sample.end()) out << "    in_sample_mape_pct: " << Percent(it->second.mape) << "\n";
+    if (it != in_sample.end() && std::isfinite(it->second.mape)) {
+      out << "    in_sample_mape_pct: " << Percent(it->second.mape) << "\n";
+    }
   }
+  out << "complete: true\n";
   return out.str();
 }
 

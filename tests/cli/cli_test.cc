@@ -171,6 +171,12 @@ TEST_F(CliTest, BadInputExitsTwoAndLeavesEarlierResultsIntact) {
   const CliResult nul = Run("run " + replay.string() + " --out " + out.string());
   EXPECT_EQ(nul.exit_code, 2);
   EXPECT_THAT(nul.err, HasSubstr("got '37\\x00x\\x1b[2J', column 'ContextTokens'"));
+  // So is a byte that is not UTF-8 (a Latin-1 file's): the message stays valid text.
+  Write("trace.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                     "2023-11-16 18:15:46.6805900,37\xe9\xe2\x82\xac,20\n");
+  const CliResult latin1 = Run("run " + replay.string() + " --out " + out.string());
+  EXPECT_EQ(latin1.exit_code, 2);
+  EXPECT_THAT(latin1.err, HasSubstr("got '37\\xe9\xe2\x82\xac', column 'ContextTokens'"));
 
   const CliResult missing = Run("run " + (dir_ / "nope.yaml").string());
   EXPECT_EQ(missing.exit_code, 2);

@@ -21,6 +21,20 @@ TEST(TextTest, WithCommasGroupsThousands) {
   EXPECT_EQ(WithCommas(-1234567), "-1,234,567");
 }
 
+// A file's stray Latin-1 byte, a cut multi-byte sequence, an overlong '/', a surrogate,
+// a code point past U+10FFFF, a C1 CSI: each byte escaped; whole characters of every
+// length kept.
+TEST(TextTest, PrintableEscapesWhatIsNotUtf8) {
+  EXPECT_EQ(Printable("caf\xe9 key"), "caf\\xe9 key");
+  EXPECT_EQ(Printable("\xe2\x82"), "\\xe2\\x82");
+  EXPECT_EQ(Printable("\xc0\xaf"), "\\xc0\\xaf");
+  EXPECT_EQ(Printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");
+  EXPECT_EQ(Printable("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");
+  EXPECT_EQ(Printable("\xc2\x9b" "2J"), "\\xc2\\x9b" "2J");
+  EXPECT_EQ(Printable("\xc2\xa0\xe2\x82\xac\xf0\x9f\x99\x82"), "\xc2\xa0\xe2\x82\xac\xf0\x9f\x99\x82");
+  EXPECT_EQ(Printable("\xe2\x82\xac\xff"), "\xe2\x82\xac\\xff");
+}
+
 TEST(TextTest, PrintableEscapesControlBytesOnly) {
   EXPECT_EQ(Printable(std::string("a\0b", 3)), "a\\x00b");
   EXPECT_EQ(Printable("\x1b[2J\r\x7f"), "\\x1b[2J\\x0d\\x7f");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -33,7 +34,8 @@ class ModelFileTest : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
+// A model with every part MODEL.yaml has: fitted_from, routing, GEMM corrections, ops.
+CalibratedModel SampleModel() {
   OpFit prefill = Truth(Op::kAttentionPrefill, 14.0, 0.8, 0.45);
   prefill.causal_efficiency = 0.2;
   prefill.per_row_us = 0.07;
@@ -72,6 +74,11 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   correction.rows = {1, 64, 136};
   correction.factor = {0.945123, 1.186, 0.955};
   model.gemm_corrections = {correction};
+  return model;
+}
+
+TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
+  const CalibratedModel model = SampleModel();
   const std::string text = CalibratedModelYaml(model, {});
   auto back = ReadCalibratedModel(Write(text));
   ASSERT_TRUE(back.ok()) << back.status().message();
@@ -98,9 +105,44 @@ TEST_F(ModelFileTest, RoundTripsTheCoefficients) {
   ASSERT_EQ(back->gemm_corrections.size(), 1u);
   EXPECT_EQ(back->gemm_corrections[0].op, Op::kGateUpProj);
   EXPECT_EQ(back->gemm_corrections[0].n, 22016);
-  EXPECT_EQ(back->gemm_corrections[0].rows, correction.rows);
-  EXPECT_EQ(back->gemm_corrections[0].factor, correction.factor);
+  EXPECT_EQ(back->gemm_corrections[0].rows, model.gemm_corrections[0].rows);
+  EXPECT_EQ(back->gemm_corrections[0].factor, model.gemm_corrections[0].factor);
   EXPECT_EQ(CalibratedModelYaml(*back, {}), text);
+}
+
+// The standard's truncated model file: calibrate's MODEL.yaml cut anywhere (at a line's
+// end, or inside a line) is refused, where a cut between ops or inside an optional key's
+// line would otherwise read as a model with fewer terms.
+TEST_F(ModelFileTest, AFileCutShortIsRefused) {
+  const std::string text = CalibratedModelYaml(SampleModel(), {});
+  ASSERT_TRUE(text.ends_with("\ncomplete: true\n"));
+  int cuts = 0, missing = 0;
+  for (size_t end = 0; end + 1 < text.size(); end = text.find('\n', end + 1)) {
+    // At the line's end (its newline kept) and halfway into the next line.
+    const size_t next = std::min(text.find('\n', end + 1), text.size());
+    for (const size_t cut : {end + 1, end + 1 + (next - end) / 2}) {
+      if (cut >= text.size() - 1) continue;
+      auto read = ReadCalibratedModel(Write(text.substr(0, cut)));
+      ++cuts;
+      ASSERT_FALSE(read.ok()) << "cut at byte " << cut << " of " << text.size() << " was read";
+      EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument);
+      missing += read.status().message().find(": complete: missing: the file was cut short") !=
+                 std::string::npos;
+    }
+  }
+  EXPECT_GT(cuts, 80);
+  // Most cuts leave valid YAML: only the missing end says what is wrong.
+  EXPECT_GT(missing, cuts / 2);
+  const auto lines = std::count(text.begin(), text.end(), '\n');
+  const std::string before_end = text.substr(0, text.rfind("complete:"));
+  EXPECT_THAT(ReadCalibratedModel(Write(before_end)).status().message(),
+              HasSubstr("m.yaml:" + std::to_string(lines - 1) + ": complete: missing"));
+  // Its last newline alone may go; `complete: false` is refused; a hand-written model
+  // (no header) needs no end.
+  EXPECT_TRUE(ReadCalibratedModel(Write(text.substr(0, text.size() - 1))).ok());
+  EXPECT_THAT(ReadCalibratedModel(Write(before_end + "complete: false\n")).status().message(),
+              HasSubstr("m.yaml:" + std::to_string(lines) + ": complete: false"));
+  EXPECT_TRUE(ReadCalibratedModel(Write(before_end.substr(before_end.find('\n', 1) + 1))).ok());
 }
 
 TEST_F(ModelFileTest, BadFilesNameLineAndKey) {
@@ -190,6 +232,17 @@ TEST_F(ModelFileTest, BadFilesNameLineAndKey) {
   EXPECT_THAT(ReadCalibratedModel(Write("device: cpu\nops:\n  rope: {fixed_us: 1, memory_efficiency: 1, "
                                         "memory_fitted: maybe}\n")).status().message(),
               HasSubstr("m.yaml:3: ops.rope.memory_fitted: expected true or false"));
+  // What is said, not used, is still checked: the profiles as a list of names, the
+  // in-sample error as a percentage.
+  EXPECT_THAT(ReadCalibratedModel(Write("device: cpu\nfitted_from: a.csv\n" + ops)).status().message(),
+              HasSubstr("m.yaml:2: fitted_from: expected a list of profile files"));
+  EXPECT_THAT(ReadCalibratedModel(Write("device: cpu\nfitted_from:\n  - {a: 1}\n" + ops)).status().message(),
+              HasSubstr("m.yaml:3: fitted_from[0]: expected a file name"));
+  EXPECT_THAT(ReadCalibratedModel(Write("device: cpu\nops:\n  rope: {fixed_us: 1, memory_efficiency: 1, "
+                                        "in_sample_mape_pct: -3}\n")).status().message(),
+              HasSubstr("m.yaml:3: ops.rope.in_sample_mape_pct: value out of range"));
+  EXPECT_TRUE(ReadCalibratedModel(Write("device: cpu\nfitted_from: [a.csv]\nops:\n  rope: {fixed_us: 1, "
+                                        "memory_efficiency: 1, in_sample_mape_pct: 2.5}\n")).ok());
   auto syntax = ReadCalibratedModel(Write("device: [a100\n"));
   EXPECT_THAT(syntax.status().message(), HasSubstr("YAML syntax error"));
   EXPECT_EQ(ReadCalibratedModel((dir_ / "none.yaml").string()).status().code(), StatusCode::kNotFound);
