@@ -28,15 +28,18 @@ namespace fs = std::filesystem;
 
 int Report(const Status& status) { return ReportFailure("validate", status); }
 
-// steps_compared.csv: a row per step the engine executed; a mixture of experts' MoE
+// steps_compared.csv: a row per step the engine executed (its new tokens, sequences and
+// the tokens they had cached before it, in the engine's order); a mixture of experts' MoE
 // layers' experts run (the mean per layer) as the engine counted and as the simulator
 // expects them, empty when not counted.
 std::string StepsCsv(const LoadValidation& v) {
-  std::string csv = "tokens,seqs,decode_only,measured_ms,predicted_ms,experts_measured,experts_predicted\n";
+  std::string csv =
+      "tokens,seqs,context_tokens,decode_only,measured_ms,predicted_ms,experts_measured,experts_predicted\n";
   for (const StepComparison& s : v.steps) {
     char row[160];
-    std::snprintf(row, sizeof row, "%d,%d,%d,%.6f,%.6f,", s.tokens, s.seqs, s.decode_only ? 1 : 0,
-                  s.measured_s * 1e3, s.predicted_s * 1e3);
+    std::snprintf(row, sizeof row, "%d,%d,%lld,%d,%.6f,%.6f,", s.tokens, s.seqs,
+                  static_cast<long long>(s.context_tokens), s.decode_only ? 1 : 0, s.measured_s * 1e3,
+                  s.predicted_s * 1e3);
     csv += row;
     if (s.experts_measured && s.experts_predicted) {
       std::snprintf(row, sizeof row, "%.4f,%.4f", s.experts_measured->run, s.experts_predicted->run);
@@ -112,7 +115,8 @@ experiment's cost_model with {type: calibrated, path: MODEL.yaml}, before any --
 Writes DIR/<load>/engine/, DIR/<load>/sim/ and DIR/<load>/replay/ (the files of
 `servelab run`; the replay is the simulated run again with each step taking the time
 the engine measured for it, below),
-DIR/<load>/steps_compared.csv (each step the engine executed: measured and predicted, and
+DIR/<load>/steps_compared.csv (each step the engine executed, in order: its new tokens,
+sequences and the tokens they had cached before it; measured and predicted; and
 a mixture of experts' experts run, counted and expected),
 DIR/validation.csv (load,quantity,statistic,engine,sim,error_pct: the step-time MAPE,
 bias, worst error and error of the summed time over all, decode-only and mixed steps,

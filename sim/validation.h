@@ -39,6 +39,7 @@ struct StepComparison {
   // A mixture of experts whose engine counts its routing (Backend::Routing): what its MoE
   // layers ran, and what the simulator's cost model expects of the step.
   std::optional<ExpertsRun> experts_measured, experts_predicted;
+  int64_t context_tokens = 0;  // the tokens its sequences had cached before it, summed
 };
 
 // Which of a run's steps a figure is over: every step, the decode-only ones (every

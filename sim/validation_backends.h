@@ -111,6 +111,7 @@ class RecordingBackend final : public WrappingBackend {
     bool decode_only = true;
     for (const ScheduledRequest& seq : plan.seqs) {
       step.tokens += seq.num_new_tokens;
+      step.context_tokens += seq.num_computed_tokens;
       decode_only = decode_only && seq.IsDecode();
     }
     step.seqs = static_cast<int32_t>(plan.seqs.size());

@@ -595,7 +595,8 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
                 HasSubstr("calibrated on cpu"));
     const std::string steps = ReadFile(out / load / "steps_compared.csv");
     EXPECT_EQ(steps.substr(0, steps.find('\n')),
-              "tokens,seqs,decode_only,measured_ms,predicted_ms,experts_measured,experts_predicted");
+              "tokens,seqs,context_tokens,decode_only,measured_ms,predicted_ms,experts_measured,"
+              "experts_predicted");
     // A dense model: no routing to count.
     EXPECT_NE(steps.find(",,\n"), std::string::npos);
   }

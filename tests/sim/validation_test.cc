@@ -183,6 +183,18 @@ TEST_F(ValidationTest, TheReplayOnTheEnginesStepTimesIsTheEngineToTheNanosecond)
   const StepReplay& r = *v->replay;
   EXPECT_TRUE(r.Identical()) << r.Account();
   EXPECT_EQ(r.steps, static_cast<int64_t>(v->steps.size()));  // no swap-only steps here
+  // What each step had cached: nothing before the first request's first chunk; a decode's
+  // sequences at least their prompts (20 to 400 tokens) and less than prompt and output.
+  ASSERT_FALSE(v->steps.empty());
+  EXPECT_EQ(v->steps[0].context_tokens, 0);
+  int decodes = 0;
+  for (const StepComparison& s : v->steps) {
+    if (!s.decode_only) continue;
+    ++decodes;
+    EXPECT_GE(s.context_tokens, 20 * s.seqs);
+    EXPECT_LT(s.context_tokens, (400 + 80) * s.seqs);
+  }
+  EXPECT_GT(decodes, 100);
   EXPECT_EQ(r.replayed, r.steps);
   EXPECT_EQ(r.matched, r.steps);
   EXPECT_EQ(r.shifted, 0);
