@@ -156,6 +156,23 @@ int CalibrateCommand(const std::vector<std::string>& args) {
                                             "calibration.png"};
   std::vector<std::string> inputs = profiles;
   inputs.insert(inputs.end(), evaluate.begin(), evaluate.end());
+  // One file named twice (by another path too): its rows would weigh twice in the fit, or
+  // a fitted profile's "evaluation" would be its in-sample error under another name (but
+  // for its held-out rows).
+  for (size_t j = 1; j < inputs.size(); ++j) {
+    for (size_t i = 0; i < j; ++i) {
+      std::error_code ec;
+      if (!fs::equivalent(inputs[i], inputs[j], ec) || ec) continue;
+      const bool fitted = j < profiles.size(), evaluated = i >= profiles.size();
+      // With --hold-out, a fitted file evaluated whole is its held-out rows and the rest.
+      if (!fitted && !evaluated && !hold_outs.empty()) continue;
+      return Report(InvalidArgument(
+          inputs[j] + ": the same file as " + inputs[i] +
+          (fitted      ? ": its rows would weigh twice in the fit"
+           : evaluated ? ": given to --evaluate twice"
+                       : ": a fitted profile (its in-sample error is reported already)")));
+    }
+  }
   if (Status places = CheckOutputPlaces(dir, outputs, inputs); !places.ok()) return Report(places);
   auto folder = OutputDir::Open(dir);
   if (!folder.ok()) return Report(folder.status());

@@ -569,6 +569,15 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
       {profile.string() + " --out /dev/null", "/dev/null: is not a regular file"},
       {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --device zz",
        "--device: device 'zz'"},
+      // One file twice, by another path too: weighed twice, or its own rows "evaluated".
+      {profile.string() + " " + (profile.parent_path() / "." / profile.filename()).string() +
+           " --out " + (dir_ / "m" / "MODEL.yaml").string(),
+       "the same file as " + profile.string() + ": its rows would weigh twice in the fit"},
+      {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --evaluate " + profile.string(),
+       ": a fitted profile (its in-sample error is reported already)"},
+      {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --evaluate " + unknown_op +
+           " " + unknown_op,
+       ": given to --evaluate twice"},
   };
   const std::string profile_text = ReadFile(profile);
   for (const Bad& b : bads) {
