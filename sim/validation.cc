@@ -54,6 +54,43 @@ double SumOf(const std::vector<ReferenceStep>& steps, double ReferenceStep::*sec
 
 double RelativeChange(double from, double to) { return from > 0 ? (to - from) / from : 0.0; }
 
+StepRange StepRangeOf(const StepComparison& step) {
+  if (!step.decode_only) return StepRange{0, "mixed"};
+  int32_t top = 1;
+  while (top < step.seqs) top *= 2;
+  const int32_t bottom = top / 2 + 1;
+  return StepRange{top, "decode_" + (bottom >= top ? std::to_string(top)
+                                                   : std::to_string(bottom) + "-" + std::to_string(top))};
+}
+
+std::vector<StepRangeError> StepErrorsByRange(std::span<const StepComparison> steps) {
+  struct Range {
+    std::string name;
+    std::vector<double> errors;
+    double measured_s = 0, predicted_s = 0;
+  };
+  std::map<int32_t, Range> by_top;  // decode ranges by their top; the mixed steps at 0
+  for (const StepComparison& step : steps) {
+    if (!(step.measured_s > 0)) continue;
+    const StepRange range = StepRangeOf(step);
+    Range& r = by_top[range.top];
+    r.name = range.name;
+    r.errors.push_back((step.predicted_s - step.measured_s) / step.measured_s);
+    r.measured_s += step.measured_s;
+    r.predicted_s += step.predicted_s;
+  }
+  std::vector<StepRangeError> out;
+  auto add = [&out](int32_t top, const Range& r) {
+    const double n = static_cast<double>(r.errors.size());
+    out.push_back(StepRangeError{top, r.name, ErrorStats::Of(r.errors), r.measured_s / n, r.predicted_s / n});
+  };
+  for (const auto& [top, r] : by_top) {
+    if (top > 0) add(top, r);
+  }
+  if (auto mixed = by_top.find(0); mixed != by_top.end()) add(0, mixed->second);
+  return out;
+}
+
 double LoadValidation::MeanStepS(StepKind kind, bool predicted) const {
   double sum = 0;
   int64_t n = 0;

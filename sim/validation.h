@@ -46,6 +46,28 @@ struct StepComparison {
 // sequence brought one token), or the others (a prefill chunk in them).
 enum class StepKind { kAll, kDecodeOnly, kMixed };
 
+// A step's place among a run's kinds of step: decode-only steps by their batch's range
+// (1, 2, 3-4, 5-8, ...: `top` the range's top, a power of two; `name` "decode_1",
+// "decode_3-4"), or the steps with a prefill chunk (top 0, "mixed").
+struct StepRange {
+  int32_t top = 0;
+  std::string name;
+};
+StepRange StepRangeOf(const StepComparison& step);
+
+// The step-time error over each kind of step of a run (StepRangeOf: decode ranges in
+// order, then the mixed steps), with their mean measured and predicted times: a cost
+// model's residual by configuration. On this project's VM the memory-bound kinds
+// (one-sequence decodes: every weight streamed by a matrix-vector product) move with the
+// host's memory bandwidth while the others hold.
+struct StepRangeError {
+  int32_t top = 0;  // StepRange::top
+  std::string steps;
+  ErrorStats error;
+  double measured_s = 0, predicted_s = 0;
+};
+std::vector<StepRangeError> StepErrorsByRange(std::span<const StepComparison> steps);
+
 struct MetricComparison {
   std::string metric;     // ttft, tpot, itl, e2e, output_throughput, request_throughput
   std::string statistic;  // mean, p50, p90, p99 (throughputs: value)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -200,6 +201,43 @@ void MetricRows(std::string& csv, const std::string& label, const std::vector<Me
   }
 }
 
+// The step-time error by kind of step (StepErrorsByRange), a column a run.
+std::string ByRangeMarkdown(const std::vector<const LoadValidation*>& runs) {
+  std::map<std::pair<bool, int32_t>, std::string> kinds;  // decode ranges by top, then mixed
+  std::vector<std::vector<StepRangeError>> by_run;
+  for (const LoadValidation* v : runs) {
+    by_run.push_back(StepErrorsByRange(v->steps));
+    for (const StepRangeError& r : by_run.back()) kinds[{r.top == 0, r.top}] = r.steps;
+  }
+  if (kinds.empty()) return "";
+  std::string md =
+      "\nStep time by kind of step (decode_B: decode-only steps of B sequences; mixed: steps with "
+      "a prefill chunk), MAPE % / bias % (steps); a model's residual by configuration, or a host "
+      "whose memory-bound steps (few sequences: every weight streamed) move while the rest "
+      "hold:\n\n| steps |";
+  for (const LoadValidation* v : runs) md += " " + v->label + " |";
+  md += "\n|---|";
+  for (size_t i = 0; i < runs.size(); ++i) md += "---|";
+  md += "\n";
+  for (const auto& [key, name] : kinds) {
+    md += "| " + name + " |";
+    for (const std::vector<StepRangeError>& errors : by_run) {
+      const auto it = std::find_if(errors.begin(), errors.end(),
+                                   [&name](const StepRangeError& r) { return r.steps == name; });
+      if (it == errors.end()) {
+        md += " |";
+        continue;
+      }
+      char cell[96];
+      std::snprintf(cell, sizeof cell, " %.1f / %+.1f (%lld) |", it->error.mape, it->error.bias,
+                    static_cast<long long>(it->error.points));
+      md += cell;
+    }
+    md += "\n";
+  }
+  return md;
+}
+
 }  // namespace
 
 std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
@@ -223,6 +261,14 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
       csv += v.label + "," + q + ",bias," + e + "," + s + "," + Number(stats->bias) + "\n";
       csv += v.label + "," + q + ",max," + e + "," + s + "," + Number(stats->max_error) + "\n";
       csv += v.label + "," + q + ",time," + e + "," + s + "," + Number(v.TimeErrorPct(which)) + "\n";
+    }
+    // Each range of decode batches (the mixed steps are step_time_mixed, above).
+    for (const StepRangeError& r : StepErrorsByRange(v.steps)) {
+      if (r.top == 0) continue;
+      const std::string at = v.label + ",step_time_" + r.steps + ",";
+      const std::string times = Number(r.measured_s) + "," + Number(r.predicted_s) + ",";
+      csv += at + "mape," + times + Number(r.error.mape) + "\n";
+      csv += at + "bias," + times + Number(r.error.bias) + "\n";
     }
     if (const ErrorWander& w = v.decode_wander; w.windows > 0) {
       const std::string e = Number(v.MeanStepS(StepKind::kDecodeOnly, false));
@@ -310,6 +356,7 @@ std::string ValidationMarkdown(const std::string& experiment,
                   v.decode_step_error.mape, v.mixed_step_error.mape);
     md += "| " + v.label + row;
   }
+  md += ByRangeMarkdown(runs);
   std::string again;
   for (const LoadValidation& v : loads) {
     if (v.attempts > 1) again += (again.empty() ? " " : ", ") + v.label + " " + std::to_string(v.attempts);

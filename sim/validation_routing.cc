@@ -11,14 +11,9 @@ std::vector<RoutingRow> RoutingRows(std::span<const StepComparison> steps) {
     if (!step.experts_measured || !step.experts_predicted) continue;
     RoutingRow* row = &mixed;
     if (step.decode_only) {
-      int32_t top = 1;
-      while (top < step.seqs) top *= 2;
-      row = &decode[top];
-      if (row->count == 0) {
-        const int32_t bottom = top / 2 + 1;
-        row->steps = "decode_" + (bottom >= top ? std::to_string(top)
-                                                : std::to_string(bottom) + "-" + std::to_string(top));
-      }
+      const StepRange range = StepRangeOf(step);
+      row = &decode[range.top];
+      row->steps = range.name;
     }
     ++row->count;
     row->engine.run += step.experts_measured->run;

@@ -369,6 +369,52 @@ TEST(ValidationCsvTest, StepRowsCarryTheirOwnStepsMeans) {
   EXPECT_THAT(ValidationMarkdown("v", {v}), HasSubstr("| rate-1 | 0% | 3 | 0.00 | +0.00 | 0.0 | +0.00 | 0.00 | 0.00 |\n"));
 }
 
+// The step-time error by kind of step, by hand: decode-only steps by their batch's range
+// (1, 2, 3-4, 5-8, 9-16, ...), then the steps with a prefill chunk; a step with no
+// measured time in none; in validation.csv the decode ranges (mixed is step_time_mixed),
+// in validation.md a column a run.
+TEST(ValidationCsvTest, StepErrorsByKindOfStep) {
+  LoadValidation v;
+  v.label = "rate-1";
+  auto step = [](int32_t seqs, bool decode, double measured_ms, double predicted_ms) {
+    StepComparison s;
+    s.seqs = seqs;
+    s.tokens = decode ? seqs : 64;
+    s.decode_only = decode;
+    s.measured_s = measured_ms * 1e-3;
+    s.predicted_s = predicted_ms * 1e-3;
+    return s;
+  };
+  v.steps = {step(1, true, 2, 3),    step(9, true, 10, 9),    step(2, false, 20, 19),
+             step(1, true, 4, 3),    step(3, true, 10, 11),   step(2, true, 5, 4),
+             step(16, true, 8, 10),  step(1, true, 0, 5)};
+  const std::vector<StepRangeError> ranges = StepErrorsByRange(v.steps);
+  ASSERT_EQ(ranges.size(), 5u);
+  const char* names[] = {"decode_1", "decode_2", "decode_3-4", "decode_9-16", "mixed"};
+  for (size_t i = 0; i < ranges.size(); ++i) EXPECT_EQ(ranges[i].steps, names[i]);
+  // decode_1: +50% and -25%; the unmeasured one left out.
+  EXPECT_EQ(ranges[0].error.points, 2);
+  EXPECT_DOUBLE_EQ(ranges[0].error.mape, 37.5);
+  EXPECT_DOUBLE_EQ(ranges[0].error.bias, 12.5);
+  EXPECT_DOUBLE_EQ(ranges[0].measured_s, 3e-3);
+  EXPECT_DOUBLE_EQ(ranges[0].predicted_s, 3e-3);
+  EXPECT_DOUBLE_EQ(ranges[1].error.bias, -20.0);
+  EXPECT_NEAR(ranges[2].error.bias, 10.0, 1e-9);
+  // decode_9-16: -10% and +25%.
+  EXPECT_DOUBLE_EQ(ranges[3].error.mape, 17.5);
+  EXPECT_DOUBLE_EQ(ranges[3].error.bias, 7.5);
+  EXPECT_EQ(ranges[4].top, 0);
+  EXPECT_NEAR(ranges[4].error.bias, -5.0, 1e-9);
+  const std::string csv = ValidationCsv({v});
+  EXPECT_THAT(csv, HasSubstr("\nrate-1,step_time_decode_1,mape,0.003,0.003,37.5\n"));
+  EXPECT_THAT(csv, HasSubstr("\nrate-1,step_time_decode_9-16,bias,0.009,0.0095,7.5\n"));
+  EXPECT_THAT(csv, Not(HasSubstr("step_time_mixed,mape,0.02")));  // mixed: its own rows, from step_error
+  const std::string md = ValidationMarkdown("v", {v});
+  EXPECT_THAT(md, HasSubstr("| steps | rate-1 |\n|---|---|\n| decode_1 | 37.5 / +12.5 (2) |\n"
+                            "| decode_2 | 20.0 / -20.0 (1) |\n| decode_3-4 | 10.0 / +10.0 (1) |\n"
+                            "| decode_9-16 | 17.5 / +7.5 (2) |\n| mixed | 5.0 / -5.0 (1) |\n"));
+}
+
 // A load's label, however long, keeps its markdown rows whole.
 TEST(ValidationMarkdownTest, LongLabelsKeepTheirRows) {
   LoadValidation v;
