@@ -120,7 +120,8 @@ sequences and the tokens they had cached before it; measured and predicted; and
 a mixture of experts' experts run, counted and expected),
 DIR/validation.csv (load,quantity,statistic,engine,sim,error_pct: the step-time MAPE,
 bias, worst error and error of the summed time over all, decode-only and mixed steps,
-the decode-only steps'
+MAPE and bias by range of decode batch (step_time_decode_1, _2, _3-4, ...), the
+decode-only steps'
 errors' lag-one autocorrelation and lowest and highest mean over stretches of 100 in
 step order, then TTFT, TPOT, ITL and E2E at mean, p50, p90, p99 and the throughputs),
 DIR/validation.md, and
