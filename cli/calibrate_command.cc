@@ -93,7 +93,9 @@ constexpr const char* kCalibrateHelp =
     "kept where it predicts left-out rows better than the form. In sample the per-layer\n"
     "MAPE is then given leave-one-out (each GEMM row corrected from its shape's other\n"
     "rows) beside the form's alone; the corrections apply on the fitted device only.\n"
-    "Exit status: 0 success, 2 bad input (a malformed profile, too few points).\n";
+    "MODEL.yaml ends with `complete: true`: a model file cut short is refused where read.\n"
+    "Exit status: 0 success, 2 bad input (a malformed profile, too few points, one profile\n"
+    "named twice).\n";
 
 int CalibrateCommand(const std::vector<std::string>& args) {
   po::options_description options("servelab calibrate PROFILE.csv... --out MODEL.yaml [options]");
@@ -126,7 +128,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << "servelab calibrate: " << e.what() << "\n\n" << options;
+    std::cerr << "servelab calibrate: " << Printable(e.what()) << "\n\n" << options;
     return kExitBadInput;
   }
   if (vm.count("help")) {

@@ -33,7 +33,7 @@ std::optional<int> ParseExperimentsCommandLine(const std::string& command,
     po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << "servelab " << command << ": " << e.what() << "\n\n" << options;
+    std::cerr << "servelab " << command << ": " << Printable(e.what()) << "\n\n" << options;
     return kExitBadInput;
   }
   if (vm.count("help")) {

@@ -17,6 +17,7 @@
 #include "cli/sweep_report.h"
 #include "cli/sweep_runner.h"
 #include "cli/task_pool.h"
+#include "core/text.h"
 #include "driver/output_dir.h"
 #include "driver/sweep_config.h"
 
@@ -146,7 +147,7 @@ int CompareCommand(const std::vector<std::string>& args) {
   if (!sweep.ok()) return Report(sweep.status());
   if (sweep->ignored_sweep_line > 0) {
     std::fprintf(stderr, "servelab compare: note: %s:%d: the sweep block is ignored\n",
-                 experiment_path.c_str(), sweep->ignored_sweep_line);
+                 Printable(experiment_path).c_str(), sweep->ignored_sweep_line);
   }
   const ExperimentConfig& base = sweep->points[0].config;
   const std::string dir = out_dir.empty() ? "results/" + base.name + "-compare" : out_dir;

@@ -125,7 +125,7 @@ int MemoryCommand(const std::vector<std::string>& args) {
     po::store(po::command_line_parser(args).options(options).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << "servelab memory: " << e.what() << "\n\n" << options;
+    std::cerr << "servelab memory: " << Printable(e.what()) << "\n\n" << options;
     return kExitBadInput;
   }
   if (vm.count("help")) {

@@ -107,7 +107,7 @@ int MakeModelCommand(const std::vector<std::string>& args) {
     po::store(po::command_line_parser(args).options(options).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << "servelab make-model: " << e.what() << "\n\n" << options;
+    std::cerr << "servelab make-model: " << Printable(e.what()) << "\n\n" << options;
     return kExitBadInput;
   }
   if (vm.count("help")) {

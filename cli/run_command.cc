@@ -14,6 +14,7 @@
 #include "cli/sweep_report.h"
 #include "cli/sweep_runner.h"
 #include "core/confidence.h"
+#include "core/text.h"
 #include "driver/config_yaml.h"
 #include "driver/experiment.h"
 #include "driver/output_dir.h"
@@ -118,7 +119,7 @@ int RunCommand(const std::vector<std::string>& args) {
   if (notes.sweep_line > 0) {
     std::fprintf(stderr, "servelab run: note: %s:%d: the sweep block is ignored; this runs the "
                  "base experiment (`servelab sweep` runs the grid)\n",
-                 experiment_path.c_str(), notes.sweep_line);
+                 Printable(experiment_path).c_str(), notes.sweep_line);
   }
   if (!out_dir.empty()) config->output.dir = out_dir;
   if (config->replicates > 1) {  // their tables' places, before any replicate runs

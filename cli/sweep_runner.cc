@@ -249,7 +249,7 @@ int ValidateAndRun(const Sweep& sweep, const std::string& dir, int jobs, bool pr
   outcomes = RunSweep(sweep, dir, jobs, progress ? command : std::string(), resume, &resumed);
   if (resumed > 0) {
     std::fprintf(stderr, "servelab %s: note: %zu runs already complete in %s were not run again "
-                 "(--fresh runs every point)\n", command.c_str(), resumed, dir.c_str());
+                 "(--fresh runs every point)\n", command.c_str(), resumed, Printable(dir).c_str());
   }
   int exit_code = kExitOk;
   for (size_t i = 0; i < outcomes.size(); ++i) {

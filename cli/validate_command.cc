@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/plot_script.h"
 #include "cli/run_experiment.h"
+#include "core/text.h"
 #include "driver/config_yaml.h"
 #include "driver/output_dir.h"
 #include "driver/sweep_config.h"
@@ -29,14 +30,15 @@ namespace fs = std::filesystem;
 int Report(const Status& status) { return ReportFailure("validate", status); }
 
 // steps_compared.csv: a row per step the engine executed (its new tokens, sequences and
-// the tokens they had cached before it, in the engine's order); a mixture of experts' MoE
+// the tokens already in their KV cache before it, in the engine's order); a mixture of experts' MoE
 // layers' experts run (the mean per layer) as the engine counted and as the simulator
 // expects them, empty when not counted.
 std::string StepsCsv(const LoadValidation& v) {
   std::string csv =
       "tokens,seqs,context_tokens,decode_only,measured_ms,predicted_ms,experts_measured,experts_predicted\n";
   for (const StepComparison& s : v.steps) {
-    char row[160];
+    // %.6f of a double is at most 317 bytes (DBL_MAX): the row fits whatever its times.
+    char row[1024];
     std::snprintf(row, sizeof row, "%d,%d,%lld,%d,%.6f,%.6f,", s.tokens, s.seqs,
                   static_cast<long long>(s.context_tokens), s.decode_only ? 1 : 0, s.measured_s * 1e3,
                   s.predicted_s * 1e3);
@@ -82,7 +84,7 @@ Status WriteStepsCompared(const std::string& dir, const LoadValidation& v) {
 // rerun, how far its engine moved from the first run's).
 void PrintLoad(const LoadValidation& v) {
   std::printf("%s: %lld steps, step-time MAPE %.2f%% (bias %+.2f%%); TTFT p50 %+.2f%%, "
-              "E2E p50 %+.2f%%, p99 %+.2f%%", v.label.c_str(),
+              "E2E p50 %+.2f%%, p99 %+.2f%%", Printable(v.label).c_str(),
               static_cast<long long>(v.step_error.points), v.step_error.mape, v.step_error.bias,
               v.ErrorPct("ttft", "p50"), v.ErrorPct("e2e", "p50"), v.ErrorPct("e2e", "p99"));
   if (!v.host.steps.empty()) std::printf("; host drift %+.2f%%", v.host.DriftPct());
@@ -116,7 +118,7 @@ Writes DIR/<load>/engine/, DIR/<load>/sim/ and DIR/<load>/replay/ (the files of
 `servelab run`; the replay is the simulated run again with each step taking the time
 the engine measured for it, below),
 DIR/<load>/steps_compared.csv (each step the engine executed, in order: its new tokens,
-sequences and the tokens they had cached before it; measured and predicted; and
+sequences and the tokens already in their KV cache before it; measured and predicted; and
 a mixture of experts' experts run, counted and expected),
 DIR/validation.csv (load,quantity,statistic,engine,sim,error_pct: the step-time MAPE,
 bias, worst error and error of the summed time over all, decode-only and mixed steps,
@@ -300,7 +302,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
       if (wandered) {
         std::fprintf(stderr, "servelab validate: %s: the decode steps' error wandered during the run: "
                      "its means over %d stretches of %d steps span %+.1f%% to %+.1f%% (%.1f points, "
-                     "more than --max-wander %.1f)%s\n", label.c_str(), w.windows, w.window,
+                     "more than --max-wander %.1f)%s\n", Printable(label).c_str(), w.windows, w.window,
                      w.window_min_pct, w.window_max_pct, w.SpreadPct(), max_wander, next);
       }
       if (!host_check) {
@@ -330,7 +332,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
       }
       std::fprintf(stderr, "servelab validate: %s: the host drifted during the run: a reference "
                    "step by %.2f%%, on average %+.2f%% (their sum %.3f -> %.3f ms)%s\n",
-                   label.c_str(), host.MaxDriftPct(), host.DriftPct(), 1e3 * host.Before(),
+                   Printable(label).c_str(), host.MaxDriftPct(), host.DriftPct(), 1e3 * host.Before(),
                    1e3 * host.After(), next);
     }
     // Off the reference steps before the run already: the host is not the one the model
@@ -339,7 +341,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
       std::fprintf(stderr, "servelab validate: note: %s: before the run the simulator was %+.2f%% off the "
                    "engine's reference steps (more than --max-drift %.2f%%): the host differs from the one "
                    "profiled, or the model from this shape; the step errors carry that\n",
-                   label.c_str(), host.ErrorPct(false), max_drift);
+                   Printable(label).c_str(), host.ErrorPct(false), max_drift);
     }
     v->label = label;
     if (Status written = WriteStepsCompared(load_dir, *v); !written.ok()) return Report(written);

@@ -189,13 +189,33 @@ GemmCorrection ReadGemmCorrection(const std::string& path, const YAML::Node& n,
   return c;
 }
 
+// Whether `text` begins as calibrate writes a model (kCalibratedModelHeader), after a
+// byte-order mark an editor may have added and with either line ending.
+bool WrittenByCalibrate(std::string_view text) {
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
+  const std::string_view header(kCalibratedModelHeader, sizeof kCalibratedModelHeader - 2);  // no '\n'
+  return text.starts_with(header) && text.size() > header.size() &&
+         (text[header.size()] == '\n' || text[header.size()] == '\r');
+}
+
+constexpr char kCutShort[] =
+    "the file was cut short (`servelab calibrate` ends it with `complete: true`; before "
+    "2026-12-04 it did not: calibrate it again)";
+
 }  // namespace
 
 namespace {
 
 StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const std::string& text) {
+  const bool by_calibrate = WrittenByCalibrate(text);
   auto loaded = LoadYamlMapping(text, path, "calibrated model");
-  if (!loaded.ok()) return loaded.status();
+  if (!loaded.ok()) {
+    // A cut inside a quoted name or a mapping is a syntax error first: say what it looks like.
+    if (by_calibrate && text.find("complete: true") == std::string::npos) {
+      return Status(loaded.status().code(), loaded.status().message() + " (" + kCutShort + ")");
+    }
+    return loaded.status();
+  }
   const YAML::Node root = *loaded;
   CalibratedModel model;
   try {
@@ -207,12 +227,9 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
     if (root["complete"] && !Bool(path, root["complete"], "complete")) {
       Fail(path, root["complete"], "complete", "false: the model was not written whole");
     }
-    if (!root["complete"] && text.starts_with(kCalibratedModelHeader)) {
+    if (!root["complete"] && by_calibrate) {
       const auto lines = std::count(text.begin(), text.end(), '\n') + (text.ends_with('\n') ? 0 : 1);
-      throw YamlError{path + ":" + std::to_string(lines) +
-                      ": complete: missing: the file was cut short (`servelab calibrate` "
-                      "ends it with `complete: true`; before 2026-12-04 it did not: "
-                      "calibrate it again)"};
+      throw YamlError{path + ":" + std::to_string(lines) + ": complete: missing: " + kCutShort};
     }
     if (!root["device"] || !root["device"].IsScalar()) Fail(path, root, "device", "missing");
     model.device = root["device"].Scalar();
@@ -382,7 +399,7 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
       if (n["points"]) f.points = Whole(path, n["points"], where + ".points", 0, 1e15);
       // Said, not used: still a percentage, so a hand edit that broke it shows.
       if (n["in_sample_mape_pct"]) {
-        Number(path, n["in_sample_mape_pct"], where + ".in_sample_mape_pct", 0, 1e9);
+        Number(path, n["in_sample_mape_pct"], where + ".in_sample_mape_pct", 0, kInf);
       }
       if (n["row_tile"]) {
         if (!IsGemm(*op)) Fail(path, n["row_tile"], where + ".row_tile", "only GEMMs have row tiles");

@@ -56,9 +56,9 @@ double RelativeChange(double from, double to) { return from > 0 ? (to - from) / 
 
 StepRange StepRangeOf(const StepComparison& step) {
   if (!step.decode_only) return StepRange{0, "mixed"};
-  int32_t top = 1;
+  int64_t top = 1;  // 64 bits: doubling past 2^30 sequences stays defined
   while (top < step.seqs) top *= 2;
-  const int32_t bottom = top / 2 + 1;
+  const int64_t bottom = top / 2 + 1;
   return StepRange{top, "decode_" + (bottom >= top ? std::to_string(top)
                                                    : std::to_string(bottom) + "-" + std::to_string(top))};
 }
@@ -69,7 +69,7 @@ std::vector<StepRangeError> StepErrorsByRange(std::span<const StepComparison> st
     std::vector<double> errors;
     double measured_s = 0, predicted_s = 0;
   };
-  std::map<int32_t, Range> by_top;  // decode ranges by their top; the mixed steps at 0
+  std::map<int64_t, Range> by_top;  // decode ranges by their top; the mixed steps at 0
   for (const StepComparison& step : steps) {
     if (!(step.measured_s > 0)) continue;
     const StepRange range = StepRangeOf(step);
@@ -80,7 +80,7 @@ std::vector<StepRangeError> StepErrorsByRange(std::span<const StepComparison> st
     r.predicted_s += step.predicted_s;
   }
   std::vector<StepRangeError> out;
-  auto add = [&out](int32_t top, const Range& r) {
+  auto add = [&out](int64_t top, const Range& r) {
     const double n = static_cast<double>(r.errors.size());
     out.push_back(StepRangeError{top, r.name, ErrorStats::Of(r.errors), r.measured_s / n, r.predicted_s / n});
   };

@@ -39,7 +39,7 @@ struct StepComparison {
   // A mixture of experts whose engine counts its routing (Backend::Routing): what its MoE
   // layers ran, and what the simulator's cost model expects of the step.
   std::optional<ExpertsRun> experts_measured, experts_predicted;
-  int64_t context_tokens = 0;  // the tokens its sequences had cached before it, summed
+  int64_t context_tokens = 0;  // the tokens already in its sequences' KV cache before it, summed
 };
 
 // Which of a run's steps a figure is over: every step, the decode-only ones (every
@@ -50,7 +50,7 @@ enum class StepKind { kAll, kDecodeOnly, kMixed };
 // (1, 2, 3-4, 5-8, ...: `top` the range's top, a power of two; `name` "decode_1",
 // "decode_3-4"), or the steps with a prefill chunk (top 0, "mixed").
 struct StepRange {
-  int32_t top = 0;
+  int64_t top = 0;
   std::string name;
 };
 StepRange StepRangeOf(const StepComparison& step);
@@ -61,7 +61,7 @@ StepRange StepRangeOf(const StepComparison& step);
 // (one-sequence decodes: every weight streamed by a matrix-vector product) move with the
 // host's memory bandwidth while the others hold.
 struct StepRangeError {
-  int32_t top = 0;  // StepRange::top
+  int64_t top = 0;  // StepRange::top
   std::string steps;
   ErrorStats error;
   double measured_s = 0, predicted_s = 0;

@@ -203,7 +203,7 @@ void MetricRows(std::string& csv, const std::string& label, const std::vector<Me
 
 // The step-time error by kind of step (StepErrorsByRange), a column a run.
 std::string ByRangeMarkdown(const std::vector<const LoadValidation*>& runs) {
-  std::map<std::pair<bool, int32_t>, std::string> kinds;  // decode ranges by top, then mixed
+  std::map<std::pair<bool, int64_t>, std::string> kinds;  // decode ranges by top, then mixed
   std::vector<std::vector<StepRangeError>> by_run;
   for (const LoadValidation* v : runs) {
     by_run.push_back(StepErrorsByRange(v->steps));
@@ -211,8 +211,8 @@ std::string ByRangeMarkdown(const std::vector<const LoadValidation*>& runs) {
   }
   if (kinds.empty()) return "";
   std::string md =
-      "\nStep time by kind of step (decode_B: decode-only steps of B sequences; mixed: steps with "
-      "a prefill chunk), MAPE % / bias % (steps); a model's residual by configuration, or a host "
+      "\nStep time by kind of step (decode_B: decode-only steps of B sequences, decode_A-B of A "
+      "to B; mixed: steps with a prefill chunk), MAPE % / bias % (steps); a model's residual by configuration, or a host "
       "whose memory-bound steps (few sequences: every weight streamed) move while the rest "
       "hold:\n\n| steps |";
   for (const LoadValidation* v : runs) md += " " + v->label + " |";

@@ -5,7 +5,7 @@
 namespace servelab {
 
 std::vector<RoutingRow> RoutingRows(std::span<const StepComparison> steps) {
-  std::map<int32_t, RoutingRow> decode;  // by the range's top, a power of two
+  std::map<int64_t, RoutingRow> decode;  // by the range's top, a power of two
   RoutingRow mixed{"mixed", 0, {}, {}};
   for (const StepComparison& step : steps) {
     if (!step.experts_measured || !step.experts_predicted) continue;

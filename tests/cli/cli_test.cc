@@ -177,6 +177,10 @@ TEST_F(CliTest, BadInputExitsTwoAndLeavesEarlierResultsIntact) {
   const CliResult latin1 = Run("run " + replay.string() + " --out " + out.string());
   EXPECT_EQ(latin1.exit_code, 2);
   EXPECT_THAT(latin1.err, HasSubstr("got '37\\xe9\xe2\x82\xac', column 'ContextTokens'"));
+  // And an option the parser does not know, which it quotes.
+  const CliResult option = Run("calibrate '--x\x1b[2J\xe9'");
+  EXPECT_EQ(option.exit_code, 2);
+  EXPECT_THAT(option.err, HasSubstr("--x\\x1b[2J\\xe9"));
 
   const CliResult missing = Run("run " + (dir_ / "nope.yaml").string());
   EXPECT_EQ(missing.exit_code, 2);

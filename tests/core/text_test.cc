@@ -33,6 +33,16 @@ TEST(TextTest, PrintableEscapesWhatIsNotUtf8) {
   EXPECT_EQ(Printable("\xc2\x9b" "2J"), "\\xc2\\x9b" "2J");
   EXPECT_EQ(Printable("\xc2\xa0\xe2\x82\xac\xf0\x9f\x99\x82"), "\xc2\xa0\xe2\x82\xac\xf0\x9f\x99\x82");
   EXPECT_EQ(Printable("\xe2\x82\xac\xff"), "\xe2\x82\xac\\xff");
+  // The second byte's narrowed ranges: E0 80..9F and F0 80..8F overlong, a lone
+  // continuation byte; C2 9F the last C1 control, C2 A0 the first character after.
+  EXPECT_EQ(Printable("\xe0\x9f\xbf"), "\\xe0\\x9f\\xbf");
+  EXPECT_EQ(Printable("\xe0\xa0\x80"), "\xe0\xa0\x80");
+  EXPECT_EQ(Printable("\xf0\x8f\xbf\xbf"), "\\xf0\\x8f\\xbf\\xbf");
+  EXPECT_EQ(Printable("\xf0\x90\x80\x80"), "\xf0\x90\x80\x80");
+  EXPECT_EQ(Printable("\x80"), "\\x80");
+  EXPECT_EQ(Printable("\xc2\x9f"), "\\xc2\\x9f");
+  EXPECT_EQ(Printable("\xc2\xa0"), "\xc2\xa0");
+  EXPECT_EQ(Printable("\xed\x9f\xbf"), "\xed\x9f\xbf");  // U+D7FF, the last before the surrogates
 }
 
 TEST(TextTest, PrintableEscapesControlBytesOnly) {

@@ -143,6 +143,19 @@ TEST_F(ModelFileTest, AFileCutShortIsRefused) {
   EXPECT_THAT(ReadCalibratedModel(Write(before_end + "complete: false\n")).status().message(),
               HasSubstr("m.yaml:" + std::to_string(lines) + ": complete: false"));
   EXPECT_TRUE(ReadCalibratedModel(Write(before_end.substr(before_end.find('\n', 1) + 1))).ok());
+  // An editor's line endings or byte-order mark do not hide the cut.
+  std::string crlf;
+  for (const char c : before_end) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  EXPECT_THAT(ReadCalibratedModel(Write(crlf)).status().message(), HasSubstr(": complete: missing"));
+  EXPECT_THAT(ReadCalibratedModel(Write("\xEF\xBB\xBF" + before_end)).status().message(),
+              HasSubstr(": complete: missing"));
+  std::string whole_crlf;
+  for (const char c : text) whole_crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  EXPECT_TRUE(ReadCalibratedModel(Write(whole_crlf)).ok());
+  // A cut inside a quoted profile name is a YAML error first; it says what it looks like.
+  auto quoted = ReadCalibratedModel(Write(text.substr(0, text.find("runs/") + 3)));
+  EXPECT_THAT(quoted.status().message(), HasSubstr("YAML"));
+  EXPECT_THAT(quoted.status().message(), HasSubstr("the file was cut short"));
 }
 
 TEST_F(ModelFileTest, BadFilesNameLineAndKey) {
