@@ -10,6 +10,7 @@
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
+#include "core/text.h"
 #include "driver/config_yaml.h"
 #include "driver/output_dir.h"
 #include "engine/profiler.h"
@@ -40,7 +41,8 @@ constexpr const char* kProfileHelp =
     "steps settles into. With 5 repeats or more it prints how far each profile's whole\n"
     "steps moved within their rows (p10 to p90 over the median, the median and p90 of\n"
     "that over the rows), and a note when the median is above 15%: the host moved during\n"
-    "the profile, and a fit of it carries that.\n\n"
+    "the profile, and a fit of it carries that; with --max-spread P, a median above P\n"
+    "ends the command with exit status 1 once every profile is written.\n\n"
     "Several experiments (model shapes to fit together) are profiled together, every\n"
     "model loaded at once, each pass running over each experiment's grid in turn: a host\n"
     "whose speed changes during the profile changes every shape's rows alike, where\n"
@@ -55,6 +57,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
   std::vector<std::string> outs;
   ProfileOptions profile;
   const ProfileOptions defaults;
+  double max_spread = -1;  // off
   options.add_options()
       ("help,h", "show this help")
       ("set", po::value<std::vector<std::string>>(&sets)->composing(),
@@ -74,6 +77,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
       ("max-context", po::value<int32_t>(&profile.max_context)->default_value(0),
        "longest context (0: the one the engine serves)")
       ("contiguous", "each step's repeats back to back (default: in passes over the grid)")
+      ("max-spread", po::value<double>(&max_spread),
+       "exit 1 (every profile still written) when a profile's whole steps moved by a median "
+       "above this percent within their rows: a script's stop on a host too noisy to fit")
       ("no-progress", "never draw the progress line");
   std::vector<std::string> experiment_paths;
   po::variables_map vm;
@@ -84,6 +90,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
   // Every option, every experiment and every output's place are checked before anything
   // is measured.
   if (Status checked = CheckProfileOptions(profile); !checked.ok()) return Report(checked);
+  if (vm.count("max-spread") && !(max_spread >= 0 && max_spread <= 1000)) {
+    return Report(InvalidArgument("--max-spread " + FormatDouble(max_spread) + ": must be in [0, 1000] percent"));
+  }
   profile.interleave = vm.count("contiguous") == 0;
   if (!outs.empty() && outs.size() != experiment_paths.size()) {
     return Report(InvalidArgument("--out given " + std::to_string(outs.size()) + " times for " +
@@ -142,6 +151,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
   }
   auto profiles = ProfileEngines(configs, profile);
   if (!profiles.ok()) return Report(profiles.status());
+  std::vector<std::string> too_noisy;
   for (size_t i = 0; i < configs.size(); ++i) {
     const std::vector<ProfileRow>& rows = (*profiles)[i];
     *csvs[i] << ProfileCsvHeader();
@@ -156,9 +166,21 @@ int ProfileCommand(const std::vector<std::string>& args) {
         std::fprintf(stderr,
                      "servelab profile: note: %s: the host moved during the profile (a median spread "
                      "above %.0f%%); a fit of it carries that: profile again on a quiet host\n",
-                     outs[i].c_str(), kNoisyProfileSpreadPct);
+                     Printable(outs[i]).c_str(), kNoisyProfileSpreadPct);
+      }
+      if (max_spread >= 0 && spread.median_pct > max_spread) {
+        char said[64];
+        std::snprintf(said, sizeof said, " (%.1f%%)", spread.median_pct);
+        too_noisy.push_back(outs[i] + said);
       }
     }
+  }
+  if (!too_noisy.empty()) {
+    std::fprintf(stderr,
+                 "servelab profile: the whole steps moved by a median above --max-spread %.1f%% in %s: "
+                 "the host is too noisy to fit; the profiles are written, profile again later\n",
+                 max_spread, Printable(Join(too_noisy, ", ")).c_str());
+    return kExitRuntimeError;
   }
   return kExitOk;
 }

@@ -26,8 +26,12 @@ mkdir -p "$out"
 # in sample at whole-step bias +5.1% and -9.5%; together, +0.2% and +0.8%). Three dense
 # shapes, so the GEMMs see three weight sizes and the KV heads bracket the unseen shape's
 # (a and b alone: the unseen shape's qkv_proj predicted 15% fast, rope 28% slow).
+# A profile whose whole steps moved by a median above MAX_SPREAD percent within their
+# rows (quiet hours here: 3-8%; noisy ones 20-36%) stops the loop there, 7 minutes in
+# instead of 20, since a fit of it carries the host: MAX_SPREAD=1000 goes on regardless.
 "$servelab" profile experiments/validation/cpu_profiled_a.yaml experiments/validation/cpu_profiled_b.yaml \
   experiments/validation/cpu_profiled_c.yaml experiments/validation/cpu_moe.yaml --repeats 15 \
+  --max-spread "${MAX_SPREAD:-15}" \
   --out "$out/profile_a.csv" --out "$out/profile_b.csv" --out "$out/profile_c.csv" --out "$out/profile_moe.csv"
 dense=("$out/profile_a.csv" "$out/profile_b.csv" "$out/profile_c.csv")
 "$servelab" calibrate "${dense[@]}" --out "$out/cpu_model/MODEL.yaml"

@@ -419,6 +419,19 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_EQ(unsettled.exit_code, 2);
   EXPECT_THAT(unsettled.err, HasSubstr("--settle-ms -1: must be in [0, 60000]"));
   EXPECT_FALSE(fs::exists(dir_ / "bad.csv"));
+  const CliResult spread_range = Run("profile " + exp.string() + " --out " + (dir_ / "bad.csv").string() +
+                                     " --max-spread -3");
+  EXPECT_EQ(spread_range.exit_code, 2);
+  EXPECT_THAT(spread_range.err, HasSubstr("--max-spread -3.0: must be in [0, 1000] percent"));
+  EXPECT_FALSE(fs::exists(dir_ / "bad.csv"));
+  // --max-spread: a script's stop on a noisy host, the profile written all the same. No
+  // 5 repeats' whole steps are equal to the nanosecond, so 0 is always passed.
+  const fs::path noisy = dir_ / "noisy.csv";
+  const CliResult spread = Run("profile " + exp.string() + " --out " + noisy.string() +
+                               " --max-context 40 --max-tokens 4 --repeats 5 --warmup 1 --max-spread 0");
+  EXPECT_EQ(spread.exit_code, 1) << spread.err;
+  EXPECT_THAT(spread.err, HasSubstr("above --max-spread 0.0% in " + noisy.string() + " ("));
+  EXPECT_THAT(ReadFile(noisy), HasSubstr(",step,"));
   // Said before anything is measured: a batch past the scheduler's (which would size a
   // buffer), repeats past their range, an output where a folder stands.
   const CliResult wide = Run("profile " + exp.string() + " --out " + (dir_ / "bad.csv").string() +
