@@ -427,10 +427,10 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   // --max-spread: a script's stop on a noisy host, the profile written all the same. No
   // 5 repeats' whole steps are equal to the nanosecond, so 0 is always passed.
   const fs::path noisy = dir_ / "noisy.csv";
-  const CliResult spread = Run("profile " + exp.string() + " --out " + noisy.string() +
-                               " --max-context 40 --max-tokens 4 --repeats 5 --warmup 1 --max-spread 0");
-  EXPECT_EQ(spread.exit_code, 1) << spread.err;
-  EXPECT_THAT(spread.err, HasSubstr("above --max-spread 0.0% in " + noisy.string() + " ("));
+  const CliResult stopped = Run("profile " + exp.string() + " --out " + noisy.string() +
+                                " --max-context 40 --max-tokens 4 --repeats 5 --warmup 1 --max-spread 0");
+  EXPECT_EQ(stopped.exit_code, 1) << stopped.err;
+  EXPECT_THAT(stopped.err, HasSubstr("above --max-spread 0.0% in " + noisy.string() + " ("));
   EXPECT_THAT(ReadFile(noisy), HasSubstr(",step,"));
   // Said before anything is measured: a batch past the scheduler's (which would size a
   // buffer), repeats past their range, an output where a folder stands.
