@@ -219,7 +219,8 @@ std::string ByRangeMarkdown(const std::vector<const LoadValidation*>& runs) {
   md += "\n|---|";
   for (size_t i = 0; i < runs.size(); ++i) md += "---|";
   md += "\n";
-  for (const auto& [key, name] : kinds) {
+  for (const auto& kind : kinds) {
+    const std::string& name = kind.second;  // a lambda below captures it: not a structured binding
     md += "| " + name + " |";
     for (const std::vector<StepRangeError>& errors : by_run) {
       const auto it = std::find_if(errors.begin(), errors.end(),
