@@ -283,7 +283,13 @@ int ValidateCommand(const std::vector<std::string>& args) {
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
 
   std::vector<LoadValidation> results;
-  for (const auto& [label, config] : loads) {
+  // The first engine run's KV pool, for every later run of every load: a CUDA engine sizes
+  // its pool by what the device has free when it starts (memory_utilization), which moves
+  // by a few blocks from one runner to the next in one process; pinned, every run and its
+  // simulated twin serve with the same pool. A pool the YAML sets stays as set.
+  int64_t pinned_blocks = 0;
+  for (auto& [label, config] : loads) {
+    if (config.hardware.num_gpu_blocks == 0) config.hardware.num_gpu_blocks = pinned_blocks;
     auto engine = MakeEngineBackendFactory(config);
     if (!engine.ok()) return Report(engine.status());
     const std::string load_dir = (fs::path(dir) / label).string();
@@ -344,6 +350,12 @@ int ValidateCommand(const std::vector<std::string>& args) {
                    Printable(label).c_str(), host.ErrorPct(false), max_drift);
     }
     v->label = label;
+    if (config.hardware.num_gpu_blocks == 0) {  // the first load's first run: pin its pool
+      pinned_blocks = v->sim_config.hardware.num_gpu_blocks;
+      config.hardware.num_gpu_blocks = pinned_blocks;
+      engine = MakeEngineBackendFactory(config);  // for this load's further runs
+      if (!engine.ok()) return Report(engine.status());
+    }
     if (Status written = WriteStepsCompared(load_dir, *v); !written.ok()) return Report(written);
     PrintLoad(*v);
     // An earlier validation's further runs went with the engine/ this run has replaced:

@@ -176,6 +176,9 @@ StatusOr<std::unique_ptr<ModelRunner>> EngineModel::MakeRunner() const {
     options.max_num_batched_tokens = config_.scheduler.max_num_batched_tokens;
     options.max_model_len = max_model_len_;
     options.cuda_graphs = engine.cuda_graphs;
+    // Set: exactly this many blocks (what validate pins after its first engine run, so
+    // later runs do not size the pool by what the device has free at that moment).
+    options.num_blocks = static_cast<int32_t>(config_.hardware.num_gpu_blocks);
     auto runner = engine.weights == EngineWeights::kRandom
                       ? CudaModelRunner::CreateRandom(model_config_,
                                                       static_cast<uint64_t>(engine.model_seed),
@@ -188,12 +191,14 @@ StatusOr<std::unique_ptr<ModelRunner>> EngineModel::MakeRunner() const {
   CpuRunnerOptions options;
   options.block_size = config_.scheduler.block_size;
   options.kv_cache_bytes = static_cast<int64_t>(engine.kv_cache_gib * (1 << 30));
+  options.num_blocks = static_cast<int32_t>(config_.hardware.num_gpu_blocks);  // set: wins
   options.swap_space_bytes = SwapSpaceBytes(config_);
   auto runner = CpuModelRunner::Create(weights_, options);
   if (!runner.ok() && runner.status().IsBadInput()) {
     // What the runner refuses is the pool these settings size.
-    return InvalidArgument(config_.Where("engine.kv_cache_gib") + ": " +
-                           runner.status().message());
+    return InvalidArgument(config_.Where(options.num_blocks > 0 ? "hardware.num_gpu_blocks"
+                                                                : "engine.kv_cache_gib") +
+                           ": " + runner.status().message());
   }
   if (!runner.ok()) return runner.status();
   return std::unique_ptr<ModelRunner>(std::move(runner).value());

@@ -708,6 +708,17 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
     EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.csv"), HasSubstr("\n" + std::string(load) + "/mean,e2e,p99,"));
   }
   EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.md"), HasSubstr("| metric | rate-50/run-2 | rate-400/run-2 |"));
+  // The first engine run's pool, pinned for every later run: its block count in the
+  // resolved config of the first load's second run and of the second load.
+  const std::string first_summary = ReadFile(dir_ / "v3" / "rate-50" / "engine" / "summary.json");
+  const size_t blocks_at = first_summary.find("\"kv_blocks_per_replica\": ");
+  ASSERT_NE(blocks_at, std::string::npos);
+  const int64_t first_blocks = std::stoll(first_summary.substr(blocks_at + 25));
+  EXPECT_GT(first_blocks, 0);
+  for (const fs::path later : {dir_ / "v3" / "rate-50" / "run-2" / "engine", dir_ / "v3" / "rate-400" / "engine"}) {
+    EXPECT_THAT(ReadFile(later / "config.resolved.yaml"),
+                HasSubstr("num_gpu_blocks: " + std::to_string(first_blocks) + "\n")) << later;
+  }
   const CliResult once = Run(v3);
   ASSERT_EQ(once.exit_code, 0) << once.err;
   // On a wall clock the host's time between steps passes too: the replay's steps start

@@ -64,5 +64,35 @@ TEST(EngineSetupTest, WarmUpWritesTheWidestChunkBeforeServingUnlessTurnedOff) {
   fs::remove_all(dir);
 }
 
+// hardware.num_gpu_blocks, when set, is the engine's pool whatever engine.kv_cache_gib
+// holds (validate pins it so that every run serves with the first one's pool).
+TEST(EngineSetupTest, NumGpuBlocksSetsTheEnginePool) {
+  const fs::path dir = fs::temp_directory_path() / ("servelab_engine_blocks_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto pool = [&](const std::string& hardware) -> int32_t {
+    auto config = ParseExperiment(
+        "name: blocks\nbackend: engine\n"
+        "engine: {model_path: m, create_model: true, kv_cache_gib: 0.001}\n"
+        "model: {base: llama-2-7b, name: m, hidden_size: 32, num_hidden_layers: 1,\n"
+        "        num_attention_heads: 2, num_key_value_heads: 2, intermediate_size: 64,\n"
+        "        vocab_size: 61, max_position_embeddings: 256}\n"
+        "hardware: {gpu: a10" + hardware + "}\nscheduler: {max_num_seqs: 4, max_num_batched_tokens: 40}\n",
+        (dir / "exp.yaml").string(), dir.string());
+    EXPECT_TRUE(config.ok()) << config.status().message();
+    if (!config.ok()) return -1;
+    auto factory = MakeEngineBackendFactory(*config);
+    if (!factory.ok()) return -1;
+    auto backend = (*factory)(0);
+    EXPECT_TRUE(backend.ok()) << backend.status().message();
+    return backend.ok() ? (*backend)->Capacity().num_gpu_blocks : -1;
+  };
+  // 0.001 GiB in blocks of 16 tokens x 32 K and 32 V floats (4 KiB): 262 blocks.
+  EXPECT_EQ(pool(""), 262);
+  EXPECT_EQ(pool(", num_gpu_blocks: 7"), 7);
+  EXPECT_EQ(pool(", num_gpu_blocks: 1000"), 1000);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace servelab
