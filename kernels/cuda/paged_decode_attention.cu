@@ -21,6 +21,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/decode_partition.h"
 
 namespace servelab::kernels::cuda {
 namespace {
@@ -31,10 +32,18 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int32_t kPartition = 512;  // tokens per chunk; the longest split partition
 constexpr int32_t kMaxGroup = 8;
-constexpr int32_t kPartitionLens[] = {512, 256, 128};  // the split lengths, longest first
+// Token rows each thread loads before it uses the first: its reads in flight at once.
+constexpr int kUnroll = 4;
+
+__device__ __forceinline__ Bf16x8 ZeroBf16x8() {
+  Bf16x8 z;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) z.h[i] = __floats2bfloat162_rn(0.0f, 0.0f);
+  return z;
+}
 
 int32_t NumPartitions(int32_t max_context_len, int32_t partition_len) {
-  return (max_context_len + partition_len - 1) / partition_len;
+  return DecodePartitions(max_context_len, partition_len);
 }
 
 // The current device's SM count, queried once per device (every decode launch asks).
@@ -57,15 +66,11 @@ int32_t SmCount() {
   return count;
 }
 
-// The longest partition that still gives two blocks per SM; the shortest otherwise.
+// The longest partition that still gives two blocks per SM; the shortest otherwise
+// (kernels/decode_partition.h, which the cost model counts too).
 int32_t AutoPartitionLen(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context_len,
                          int32_t sm_count) {
-  for (const int32_t len : kPartitionLens) {
-    if (int64_t{num_seqs} * num_kv_heads * NumPartitions(max_context_len, len) >= 2 * sm_count) {
-      return len;
-    }
-  }
-  return kPartitionLens[2];
+  return DecodePartitionLen(num_seqs, num_kv_heads, max_context_len, sm_count);
 }
 
 size_t SplitBytes(int32_t num_seqs, int32_t num_heads, int32_t parts, int32_t head_dim) {
@@ -170,26 +175,33 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int32_t chunk = begin; chunk < end; chunk += kPartition) {
     const int32_t n = min(kPartition, end - chunk);
-    // (1) scores.
-    for (int32_t j0 = 0; j0 < n; j0 += kTokensPerStep) {
-      const int32_t j = j0 + sub;
-      float k[8];
-      if (j < n) {
-        detail::ToFloat8(*Row<kHeadDim>(p.k_cache, block_table, chunk + j, kv_head, unit, p), k);
-      } else {
+    // (1) scores. Each thread first issues the loads of kUnroll token rows, then uses them:
+    // kUnroll 16-byte reads in flight per thread rather than one, which is what keeps the
+    // memory system busy at the occupancy this kernel's registers allow.
+    for (int32_t j0 = 0; j0 < n; j0 += kTokensPerStep * kUnroll) {
+      Bf16x8 rows[kUnroll];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) k[e] = 0.0f;
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t j = j0 + u * kTokensPerStep + sub;
+        rows[u] = j < n ? *Row<kHeadDim>(p.k_cache, block_table, chunk + j, kv_head, unit, p)
+                        : ZeroBf16x8();
       }
 #pragma unroll
-      for (int g = 0; g < kGroupTile; ++g) {
-        float dot = 0.0f;
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t j = j0 + u * kTokensPerStep + sub;
+        float k[8];
+        detail::ToFloat8(rows[u], k);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) dot = fmaf(q[g][e], k[e], dot);
+        for (int g = 0; g < kGroupTile; ++g) {
+          float dot = 0.0f;
 #pragma unroll
-        for (int o = kLanesPerToken / 2; o > 0; o >>= 1) {
-          dot += __shfl_xor_sync(detail::kFullMask, dot, o);
+          for (int e = 0; e < 8; ++e) dot = fmaf(q[g][e], k[e], dot);
+#pragma unroll
+          for (int o = kLanesPerToken / 2; o > 0; o >>= 1) {
+            dot += __shfl_xor_sync(detail::kFullMask, dot, o);
+          }
+          if (unit == 0 && j < n) scores[g * kPartition + j] = dot;
         }
-        if (unit == 0 && j < n) scores[g * kPartition + j] = dot;
       }
     }
     __syncthreads();
@@ -223,16 +235,26 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[g][e] *= c;
     }
-    for (int32_t j0 = 0; j0 < n; j0 += kTokensPerStep) {
-      const int32_t j = j0 + sub;
-      if (j >= n) continue;
-      float v[8];
-      detail::ToFloat8(*Row<kHeadDim>(p.v_cache, block_table, chunk + j, kv_head, unit, p), v);
+    for (int32_t j0 = 0; j0 < n; j0 += kTokensPerStep * kUnroll) {
+      Bf16x8 rows[kUnroll];  // the loads first, as in (1)
 #pragma unroll
-      for (int g = 0; g < kGroupTile; ++g) {
-        const float w = g < p.group ? scores[g * kPartition + j] : 0.0f;
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t j = j0 + u * kTokensPerStep + sub;
+        rows[u] = j < n ? *Row<kHeadDim>(p.v_cache, block_table, chunk + j, kv_head, unit, p)
+                        : ZeroBf16x8();
+      }
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(w, v[e], acc[g][e]);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t j = j0 + u * kTokensPerStep + sub;
+        if (j >= n) continue;
+        float v[8];
+        detail::ToFloat8(rows[u], v);
+#pragma unroll
+        for (int g = 0; g < kGroupTile; ++g) {
+          const float w = g < p.group ? scores[g * kPartition + j] : 0.0f;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(w, v[e], acc[g][e]);
+        }
       }
     }
     __syncthreads();  // scores are overwritten by the next chunk
@@ -375,7 +397,7 @@ void PagedDecodeAttention(bf16* out, const bf16* q, const bf16* k_cache, const b
   size_t needed = SplitBytes(num_seqs, num_heads, NumPartitions(max_context_len, len),
                              cache.head_dim);
   if (partition_len == 0 && needed > workspace_bytes) {  // a short workspace: longer ones
-    len = kPartitionLens[0];
+    len = kDecodePartitionLens[0];
     needed = SplitBytes(num_seqs, num_heads, NumPartitions(max_context_len, len), cache.head_dim);
   }
   const bool split = needed > 0 && workspace != nullptr && workspace_bytes >= needed;
