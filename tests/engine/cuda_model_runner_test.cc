@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <numeric>
 #include <tuple>
 
@@ -33,6 +35,15 @@ constexpr int32_t kVocab = 512;
 // magnitude above what two layers accumulate and far below what a wrong position, head or
 // block produces (those change logits by their whole scale).
 constexpr double kBf16Rel = 0.03;
+// Over the 40 greedy decode steps the bf16 cache and activations drift further from the f32
+// reference (each step attends over every earlier rounding): one row of a step may pass
+// kBf16Rel by itself. Measured on an H200 over the 126 rows of each shape: medians 1.19 to
+// 1.68%, maxima 1.78 to 3.13% (hidden 512 with GQA 8 the largest), the same with prefill on
+// CUDA cores, so rounding rather than a kernel. Each row within 5%, far below what a wrong
+// position, head or block does (the logits' whole scale); their median within 2.5%, so
+// that an error spread over every row is not let through by the looser bound.
+constexpr double kBf16RowRelDecode = 0.05;
+constexpr double kBf16MedianRel = 0.025;
 
 ModelConfig CudaTinyConfig(int32_t heads, int32_t kv_heads,
                            ModelFamily family = ModelFamily::kLlama) {
@@ -115,15 +126,16 @@ TEST_P(CudaRunnerVsCpuTest, LogitsMatchTheCpuRunnerStepByStep) {
   Request c = MakeRequest(3, 33, Blocks(2, 12, 3));
   Request done = MakeRequest(4, 5, {});
   ScheduledRequest padding{&done, 1, 9, false, true};
-  auto both = [&](std::vector<ScheduledRequest> seqs, const std::string& what) {
+  std::vector<double> errors;  // every row's max |diff| over its scale
+  auto both = [&](std::vector<ScheduledRequest> seqs, const std::string& what, double rel = kBf16Rel) {
     const std::vector<float> want = RunStep(*cpu, tokens, seqs);
     const std::vector<float> got = RunStep(*gpu, tokens, seqs);
     EXPECT_EQ(got.size(), want.size()) << what;
     const size_t rows = want.size() / kVocab;
     for (size_t r = 0; r < rows; ++r) {
-      EXPECT_TRUE(LogitsNear(Row(got, kVocab, static_cast<int32_t>(r)),
-                             Row(want, kVocab, static_cast<int32_t>(r)), kBf16Rel))
-          << what << ", row " << r;
+      const auto row = static_cast<int32_t>(r);
+      EXPECT_TRUE(LogitsNear(Row(got, kVocab, row), Row(want, kVocab, row), rel)) << what << ", row " << r;
+      errors.push_back(testing::LogitsRelError(Row(got, kVocab, row), Row(want, kVocab, row)));
     }
     return want;
   };
@@ -149,9 +161,16 @@ TEST_P(CudaRunnerVsCpuTest, LogitsMatchTheCpuRunnerStepByStep) {
       r.num_generated += 1;
       seqs.push_back(Seq(r, r.NumTokens() - 1, 1, true));
     }
-    last = both(seqs, "decode step " + std::to_string(step));
+    last = both(seqs, "decode step " + std::to_string(step), kBf16RowRelDecode);
     EXPECT_TRUE(gpu->LastStepUsedGraph()) << step;
   }
+  std::vector<double> sorted = errors;
+  std::sort(sorted.begin(), sorted.end());
+  ASSERT_FALSE(sorted.empty());
+  const double median = sorted[sorted.size() / 2];
+  std::printf("logits vs the CPU runner over %zu rows: median %.3f%%, p90 %.3f%%, max %.3f%% of the row's scale\n",
+              sorted.size(), 100 * median, 100 * sorted[sorted.size() * 9 / 10], 100 * sorted.back());
+  EXPECT_LE(median, kBf16MedianRel);
   // Batches 1, 2, 4, 8, 16 x context buckets 512, 1024, 2048, all captured at creation:
   // no step captured another.
   EXPECT_EQ(gpu->NumCapturedGraphs(), 15);

@@ -111,6 +111,17 @@ template <class A, class B>
                                        << a[worst] << " vs " << b[worst] << "), scale " << scale;
 }
 
+// max |a - b| over max |b|: LogitsNear's measure, as a number.
+template <typename A, typename B>
+double LogitsRelError(const std::vector<A>& a, const std::vector<B>& b) {
+  double max_diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return scale > 0 ? max_diff / scale : max_diff;
+}
+
 inline int32_t Argmax(const std::vector<float>& row) {
   return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
