@@ -90,6 +90,10 @@ class ModelRunner {
   // layer), by runners that count it; none otherwise.
   virtual std::optional<ExpertsRun> LastRouting() const { return std::nullopt; }
   virtual bool ProfilesOps() const { return false; }
+  // The first step of a new shape pays once for what later ones reuse (the CUDA runner:
+  // CUDA's lazy module loading and cuBLAS's kernel choice, each new token count's GEMMs):
+  // the engine's warm-up then runs a ladder of shapes before serving.
+  virtual bool FirstShapesCostMore() const { return false; }
   // Whether a step runs differently while timed (the CUDA runner's decode graphs are then
   // off): the profiler times whole steps in runs of their own.
   virtual bool OpTimerAltersSteps() const { return false; }

@@ -77,6 +77,7 @@ class CudaModelRunner final : public ModelRunner {
   ~CudaModelRunner() override;
 
   std::string_view Name() const override { return "cuda"; }
+  bool FirstShapesCostMore() const override { return true; }
   const ModelConfig& Config() const override;
   KvCapacity Capacity() const override;
   void SwapOut(std::span<const BlockCopy> copies) override;

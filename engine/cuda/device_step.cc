@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -41,6 +42,17 @@ struct MetaLayout {
 template <typename T>
 void Put(unsigned char* base, size_t offset, const std::vector<T>& values) {
   if (!values.empty()) std::memcpy(base + offset, values.data(), values.size() * sizeof(T));
+}
+
+// SERVELAB_MIXED_ATTENTION=prefill keeps every row of a mixed step on the prefill kernel,
+// the decode rows too (to tell a fault of the split from another on a device; read once;
+// the calibrated cost model counts the split). Anything else: the split.
+bool PrefillAttentionOnly() {
+  static const bool only = [] {
+    const char* value = std::getenv("SERVELAB_MIXED_ATTENTION");
+    return value != nullptr && std::strcmp(value, "prefill") == 0;
+  }();
+  return only;
 }
 
 }  // namespace
@@ -186,10 +198,20 @@ void DeviceStep::Forward(const ForwardShape& f, OpEvents* events) {
                                   f.seqs, heads, f.block_table_stride, f.max_context_len, scale,
                                   shape, decode_workspace_, decode_workspace_bytes_, stream);
     } else {
-      kcuda::PagedPrefillAttention(attn_, q_, kv_.K(i), kv_.V(i), f.block_tables,
-                                   f.query_start_loc, f.context_lens, f.seqs, T, heads,
-                                   f.block_table_stride, f.max_query_len, f.max_context_len, scale,
-                                   shape, stream);
+      // The decode rows first, one token each at packed rows 0..d-1 (the decode kernel's
+      // row of seq i is i); the prefill kernel takes the rest by their query offsets.
+      const int32_t d = f.decode_prefix;
+      if (d > 0) {
+        kcuda::PagedDecodeAttention(attn_, q_, kv_.K(i), kv_.V(i), f.block_tables, f.context_lens,
+                                    d, heads, f.block_table_stride, f.decode_prefix_max_context,
+                                    scale, shape, decode_workspace_, decode_workspace_bytes_, stream);
+      }
+      if (d < f.seqs) {
+        kcuda::PagedPrefillAttention(
+            attn_, q_, kv_.K(i), kv_.V(i), f.block_tables + int64_t{d} * f.block_table_stride,
+            f.query_start_loc + d, f.context_lens + d, f.seqs - d, T - d, heads,
+            f.block_table_stride, f.max_query_len, f.max_context_len, scale, shape, stream);
+      }
     }
     mark(f.decode_attention ? Op::kAttentionDecode : Op::kAttentionPrefill);
     Gemm(attn_, T, w.o_proj, h, qd, hidden_, CUDA_R_16BF);
@@ -278,6 +300,16 @@ Status DeviceStep::Stage(const StepPack& pack, int32_t rows, int32_t seqs, int32
   f.max_context_len = pack.max_context_len;
   f.block_table_stride = stride;
   f.decode_attention = pack.AllSingleToken();
+  f.decode_prefix = 0;
+  f.decode_prefix_max_context = 0;
+  if (!f.decode_attention && !PrefillAttentionOnly()) {
+    while (f.decode_prefix < pack.num_seqs &&
+           pack.query_start_loc[f.decode_prefix + 1] - pack.query_start_loc[f.decode_prefix] == 1) {
+      f.decode_prefix_max_context =
+          std::max(f.decode_prefix_max_context, pack.context_lens[f.decode_prefix]);
+      ++f.decode_prefix;
+    }
+  }
   f.token_ids = reinterpret_cast<const int32_t*>(meta_ + layout.token_ids);
   f.positions = reinterpret_cast<const int32_t*>(meta_ + layout.positions);
   f.slot_mapping = reinterpret_cast<const int64_t*>(meta_ + layout.slot_mapping);

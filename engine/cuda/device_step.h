@@ -37,6 +37,11 @@ struct ForwardShape {
   int32_t tokens = 0, seqs = 0, emitting = 0;
   int32_t max_query_len = 0, max_context_len = 0, block_table_stride = 0;
   bool decode_attention = false;  // every seq brings one token
+  // A mixed step's leading seqs of one token each (the scheduler puts its running decodes
+  // first): the decode kernel attends them, the prefill kernel the rest, as vLLM's split
+  // of decode and prefill metadata does; their longest context.
+  int32_t decode_prefix = 0;
+  int32_t decode_prefix_max_context = 0;
   bool emit_all_rows = false;     // emitting rows are exactly rows 0..tokens-1: no gather
   bool sample_greedy = false;     // append GreedySample into the sampled-ids buffer
   const int32_t* token_ids = nullptr;

@@ -210,8 +210,10 @@ class RecordingRunner final : public ModelRunner {
     int32_t emitting = 0;
     bool prompts_known = true;  // the token store held every seq's ids
   };
-  explicit RecordingRunner(std::unique_ptr<ModelRunner> inner) : inner_(std::move(inner)) {}
+  explicit RecordingRunner(std::unique_ptr<ModelRunner> inner, bool first_shapes_cost_more = false)
+      : inner_(std::move(inner)), first_shapes_cost_more_(first_shapes_cost_more) {}
   std::string_view Name() const override { return inner_->Name(); }
+  bool FirstShapesCostMore() const override { return first_shapes_cost_more_; }
   const ModelConfig& Config() const override { return inner_->Config(); }
   KvCapacity Capacity() const override { return inner_->Capacity(); }
   void SwapOut(std::span<const BlockCopy> copies) override { inner_->SwapOut(copies); }
@@ -232,6 +234,7 @@ class RecordingRunner final : public ModelRunner {
 
  private:
   std::unique_ptr<ModelRunner> inner_;
+  bool first_shapes_cost_more_ = false;
 };
 
 std::vector<int32_t> Blocks(int32_t first, int32_t count) {
@@ -242,8 +245,9 @@ std::vector<int32_t> Blocks(int32_t first, int32_t count) {
 
 // The steps EngineBackend::WarmUp(24, 6) executes on `runner`; nothing is left in the
 // token store after.
-std::vector<RecordingRunner::Step> WarmUpSteps(std::unique_ptr<ModelRunner> runner) {
-  auto recording = std::make_unique<RecordingRunner>(std::move(runner));
+std::vector<RecordingRunner::Step> WarmUpSteps(std::unique_ptr<ModelRunner> runner,
+                                               bool first_shapes_cost_more = false) {
+  auto recording = std::make_unique<RecordingRunner>(std::move(runner), first_shapes_cost_more);
   const auto steps = recording->steps;
   EngineBackend backend(std::move(recording), EngineBackendOptions{});
   const Status warmed = backend.WarmUp(24, 6);
@@ -270,6 +274,24 @@ TEST_F(EngineBackendTest, WarmUpRunsTheWidestStepsAndForgetsThem) {
   for (int32_t i = 0; i < 6; ++i) EXPECT_EQ(many.blocks[static_cast<size_t>(i)], Blocks(i, 1));
   EXPECT_EQ(many.emitting, 6);
   EXPECT_TRUE(many.prompts_known);
+}
+
+// A runner whose first steps of a shape cost more (the CUDA runner's) is also given a
+// ladder after the widest steps, each about 1/8 above the last: one sequence's chunks of
+// 2 to 16 tokens, then 18, 20, 22, 24 (the budget); then 2 to 6 sequences (max_num_seqs)
+// of 2 tokens each.
+TEST_F(EngineBackendTest, WarmUpClimbsALadderOfShapesWhereFirstShapesCostMore) {
+  const auto steps = WarmUpSteps(testing::MakeRunner(weights_, 200, 4), /*first_shapes_cost_more=*/true);
+  std::vector<std::vector<int32_t>> chunks;
+  for (const RecordingRunner::Step& s : steps) chunks.push_back(s.chunks);
+  std::vector<std::vector<int32_t>> want = {{24}, std::vector<int32_t>(6, 4)};
+  for (int32_t c : {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24}) want.push_back({c});
+  for (int32_t seqs = 2; seqs <= 6; ++seqs) want.push_back(std::vector<int32_t>(static_cast<size_t>(seqs), 2));
+  EXPECT_EQ(chunks, want);
+  for (const RecordingRunner::Step& s : steps) {
+    for (int64_t id : s.ids) EXPECT_LT(id, 0);
+    EXPECT_EQ(s.emitting, static_cast<int32_t>(s.ids.size()));
+  }
 }
 
 // A pool of 5 blocks of 4 holds a chunk of 20, and 5 sequences of 4; a model whose
