@@ -284,6 +284,10 @@ void PrintCalibration(const CalibratedModel& model, const Evaluation& in_sample,
     std::printf("step overhead (whole steps beyond their ops, median): %.2f us\n",
                 model.step_overhead_us);
   }
+  if (model.has_decode_step_overhead) {
+    std::printf("decode step overhead (decode steps beyond their ops, median; replayed as CUDA "
+                "graphs): %.2f us\n", model.decode_step_overhead_us);
+  }
 }
 
 }  // namespace servelab

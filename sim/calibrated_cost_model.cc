@@ -5,6 +5,7 @@
 #include "core/params.h"
 #include "core/text.h"
 #include "sim/model_file.h"
+#include "sim/paged_decode_grid.h"
 #include "sim/roofline_cost_model.h"
 #include "sim/split_kv_grid.h"
 
@@ -64,7 +65,12 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
     }
   }
   if (model.SplitKvDecode()) split_kv_sms_ = d.gpu.sm_count;
+  if (auto it = model.ops.find(Op::kAttentionDecode); it != model.ops.end() && it->second.resident_ctas > 0) {
+    paged_grid_sms_ = d.gpu.sm_count;
+    paged_grid_resident_ = it->second.resident_ctas;
+  }
   overhead_s_ = step_overhead_ms * 1e-3;
+  decode_overhead_s_ = model.has_decode_step_overhead ? model.decode_step_overhead_us * 1e-6 : overhead_s_;
   description_ = "calibrated on " + model.device + " (" + path + "); fitted: " +
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
                  "; roofline: " + (roofline.empty() ? std::string("none") : Join(roofline, ", "));
@@ -290,6 +296,38 @@ void CalibratedCostModel::StageTimes(const StepPlan& plan, std::span<TimeNs> sta
 }
 
 double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool all_single) const {
+  const auto seqs = static_cast<int64_t>(plan.seqs.size());
+  const auto attended = [&](int64_t i) { return CostedContextLen(plan.seqs[static_cast<size_t>(i)]); };
+  // servelab's CUDA engine (a decode fit on its own kernel's grid) attends a mixed step's
+  // leading one-token seqs with the decode kernel and the rest with the prefill kernel
+  // (engine/cuda/device_step.h; padding, which it does not run there, skipped): two
+  // launches, each its own op's time.
+  if (!all_single && paged_grid_resident_ > 0) {
+    std::vector<int64_t> prefix_attended;
+    size_t i = 0;
+    for (; i < plan.seqs.size(); ++i) {
+      const ScheduledRequest& seq = plan.seqs[i];
+      if (seq.is_padding) continue;
+      if (seq.num_new_tokens != 1) break;
+      prefix_attended.push_back(CostedContextLen(seq));
+    }
+    if (!prefix_attended.empty()) {
+      OpWork decode;
+      for (const int64_t a : prefix_attended) decode += DecodeWork(shape_, static_cast<double>(a - 1));
+      AddPagedDecodeGridWork(decode, shape_, paged_grid_sms_, paged_grid_resident_,
+                             static_cast<int64_t>(prefix_attended.size()),
+                             [&](int64_t k) { return prefix_attended[static_cast<size_t>(k)]; });
+      OpWork prefill;
+      for (size_t j = i; j < plan.seqs.size(); ++j) {
+        const ScheduledRequest& seq = plan.seqs[j];
+        if (seq.is_padding) continue;
+        prefill += PrefillWork(shape_, seq.num_new_tokens, seq.num_computed_tokens);
+        prefill.cta_tokens = std::max(prefill.cta_tokens, static_cast<double>(CostedContextLen(seq)));
+      }
+      return OpSeconds(Of(Op::kAttentionDecode), decode) +
+             (prefill.rows > 0 ? OpSeconds(Of(Op::kAttentionPrefill), prefill) : 0.0);
+    }
+  }
   OpWork attention;
   for (const ScheduledRequest& seq : plan.seqs) {
     const double n = CostedNewTokens(seq);
@@ -297,15 +335,33 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
     attention += all_single ? DecodeWork(shape_, cached) : PrefillWork(shape_, n, cached);
   }
   if (all_single && split_kv_sms_ > 0) {
-    AddSplitKvWork(attention, shape_, split_kv_sms_, split_kv_length_,
-                   static_cast<int64_t>(plan.seqs.size()),
-                   [&](int64_t i) { return CostedContextLen(plan.seqs[static_cast<size_t>(i)]); });
+    AddSplitKvWork(attention, shape_, split_kv_sms_, split_kv_length_, seqs, attended);
+  }
+  // servelab's own kernels (a fit with per_cta_token_us): a decode launch's grid, or the
+  // prefill kernel's longest walk, its longest sequence's context and chunk (its blocks
+  // run side by side; the rows' bytes and FLOPs are the terms above).
+  if (all_single) {
+    AddPagedDecodeGridWork(attention, shape_, paged_grid_sms_, paged_grid_resident_, seqs, attended);
+  } else {
+    for (int64_t i = 0; i < seqs; ++i) {
+      attention.cta_tokens = std::max(attention.cta_tokens, static_cast<double>(attended(i)));
+    }
   }
   return OpSeconds(Of(all_single ? Op::kAttentionDecode : Op::kAttentionPrefill), attention);
 }
 
 TimeNs CalibratedCostModel::StepTime(const StepPlan& plan) const {
-  return FromSeconds(OpsSeconds(plan) + overhead_s_);
+  const double ops = OpsSeconds(plan);
+  if (ops <= 0) return FromSeconds(overhead_s_);
+  // A decode step's own overhead (negative where graphs save launches): never below 0.
+  return FromSeconds(std::max(0.0, ops + (DecodeOnly(plan) ? decode_overhead_s_ : overhead_s_)));
+}
+
+bool CalibratedCostModel::DecodeOnly(const StepPlan& plan) {
+  for (const ScheduledRequest& seq : plan.seqs) {
+    if (CostedNewTokens(seq) != 1) return false;
+  }
+  return !plan.seqs.empty();
 }
 
 StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params,
@@ -328,11 +384,27 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
                            "which needs the GPU's SMs: hardware.gpu.sm_count (" +
                            deployment.gpu.name + " has none)");
   }
-  // The default depends on the model file, so the resolved config records the value used.
+  if (model->ops.count(Op::kAttentionDecode) > 0 &&
+      model->ops.at(Op::kAttentionDecode).resident_ctas > 0 && deployment.gpu.sm_count <= 0) {
+    return InvalidArgument("cost_model: " + path + " fits attention_decode on servelab's decode "
+                           "kernel's grid, which needs the GPU's SMs: hardware.gpu.sm_count (" +
+                           deployment.gpu.name + " has none)");
+  }
+  // The defaults depend on the model file, so the resolved config records the values used.
   const double step_overhead_ms = params.GetDouble(
       "step_overhead_ms",
       model->has_step_overhead ? model->step_overhead_us * 1e-3 : RooflineOptions{}.step_overhead_ms,
       Bounds{0, 1e6});  // the roofline's bounds: up to 1,000 s a step
+  // Decode-only steps: the model's own decode overhead (signed: graphs save launches), else
+  // the step overhead. Read (so known and recorded) when the model has one or it was given.
+  if (model->has_decode_step_overhead || params.Has("decode_step_overhead_ms")) {
+    model->decode_step_overhead_us =
+        1e3 * params.GetDouble("decode_step_overhead_ms",
+                               model->has_decode_step_overhead ? model->decode_step_overhead_us * 1e-3
+                                                               : step_overhead_ms,
+                               Bounds{-1e6, 1e6});
+    model->has_decode_step_overhead = true;
+  }
   // Read (so known) when it applies or was given; recorded in the resolved config only then.
   const int64_t split_kv_length = split_kv || params.Has("split_kv_length")
                                       ? params.GetInt("split_kv_length", 0, Bounds{0, 1 << 30})

@@ -59,6 +59,9 @@
 //   path              MODEL.yaml, relative to the experiment's folder (required)
 //   step_overhead_ms  >= 0; default the model's fitted step overhead, else the
 //                     roofline's 0.5 ms
+//   decode_step_overhead_ms  a decode-only step's, in [-1e6, 1e6] (negative: a step
+//                     replayed as a CUDA graph takes less than its ops timed one by one);
+//                     default the model's decode_step_overhead_us, else step_overhead_ms
 //   split_kv_length   tokens; with a split_kv decode fit, the KV length FlashAttention
 //                     splits: 0 (default) the batch's longest sequence (vLLM's
 //                     max_seqlen_k), or a fixed allocation (Vidur's profiler gave it
@@ -133,6 +136,8 @@ class CalibratedCostModel final : public CostModel {
     double last_s = 0;   // final_norm, lm_head, sampling
   };
   StepParts PartsOf(const StepPlan& plan) const;
+  // Every seq brings one token (padding costed as one): a decode step.
+  static bool DecodeOnly(const StepPlan& plan);
   // `dense` dense layers' and `moe` MoE layers' time (a dense model's layers all dense).
   static double LayersSeconds(const StepParts& p, double dense, double moe);
   // One all-reduce over the TP group: its fit (or the roofline's form on the link), or
@@ -151,6 +156,10 @@ class CalibratedCostModel final : public CostModel {
   OpShape shape_;
   int32_t layers_ = 0;
   int32_t split_kv_sms_ = 0;  // > 0: decode attention counts the split-KV grid on these SMs
+  // > 0: decode attention counts servelab's decode kernel's grid (paged_decode_grid.h) on
+  // these SMs, this many blocks an SM at once.
+  int32_t paged_grid_sms_ = 0;
+  int32_t paged_grid_resident_ = 0;
   int64_t split_kv_length_ = 0;  // the KV length it splits; 0: the longest sequence's
   std::vector<OpCoefficients> coefficients_;  // by Op
   std::vector<GemmCorrection> corrections_;  // by Op, at shape_; no rows: none
@@ -180,6 +189,7 @@ class CalibratedCostModel final : public CostModel {
   bool mla_ = false;
   std::vector<std::pair<double, double>> latent_gemms_;
   double overhead_s_ = 0;
+  double decode_overhead_s_ = 0;  // a decode-only step's (the model's decode_step_overhead_us)
   std::string description_;
 };
 

@@ -100,6 +100,15 @@ struct OpFit {
   // are collinear with one and told apart by two points with two: a fit on fewer than three
   // may fold weight reads into its fixed cost, which does not carry to another shape.
   int64_t weight_sizes = 0;
+  // Attention on servelab's own CUDA kernels (a GPU profile whose rows name no attention
+  // backend, op_model.h's OpWork::cta_tokens): per token the busiest SM's blocks walk in
+  // turn, and for decode the partitions' reduce kernel and its cost a partition, with
+  // resident_ctas, the blocks an SM runs at once in paged_decode_grid.h's count (chosen by
+  // the fit). 0: not counted.
+  double per_cta_token_us = 0;
+  double reduce_us = 0;
+  double per_partition_us = 0;
+  int32_t resident_ctas = 0;
   // GEMMs: the matrix-vector kernel of single-row products, when the profile measured
   // enough of them (op_model.h's OpCoefficients::has_single_row).
   bool single_row_fitted = false;
@@ -119,6 +128,15 @@ struct CalibratedModel {
   std::map<Op, OpFit> ops;
   bool has_step_overhead = false;
   double step_overhead_us = 0;  // a whole step beyond its ops, from "step" rows
+  // A decode step (one new token a sequence) beyond its ops, when it differs from the
+  // others: servelab's CUDA engine replays its decode steps as CUDA graphs, which launch
+  // none of the ops the profile timed one by one, so its decode steps take less than
+  // their ops' sum (a negative overhead), its other steps not.
+  bool has_decode_step_overhead = false;
+  double decode_step_overhead_us = 0;
+  double StepOverheadUs(bool decode_only) const {
+    return decode_only && has_decode_step_overhead ? decode_step_overhead_us : step_overhead_us;
+  }
   // The routing MoE profiles counted, one entry per MoE shape (sim/counted_routing.h).
   std::vector<CountedRouting> routing;
   // The GEMMs' measured / fitted time at the weight shapes the profiles measured, on
@@ -157,7 +175,9 @@ struct FitOptions {
 // The step overhead: with "step" rows from a profile that gives `layers`, the median over
 // them of the measured step minus the fitted ops' sum (every per-layer op times the
 // layers, the per-step ops once), clamped at 0; has_step_overhead says whether it was
-// fitted.
+// fitted. On servelab's own CUDA kernels (ServelabGpuKernels) the decode steps' median is
+// their own (decode_step_overhead_us, not clamped: replayed as graphs, they can take less
+// than their ops timed one by one), the step overhead the other steps'.
 //
 // The routing: what MoE rows counted (CountedRoutingOf), per MoE shape.
 //
@@ -168,11 +188,17 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
 
 // A profile row's work as the fit and the evaluation count it: ProfiledWork, and for
 // decode attention the split-KV grid on `gpu` (split_kv_grid.h; none when its SMs are unknown).
+// On a row of servelab's own CUDA kernels (ServelabGpuKernels), attention's cta_tokens
+// too: for prefill its context and chunk, for decode paged_decode_grid.h's grid with
+// `resident_ctas` blocks an SM (none when 0).
 // A moe_mlp row's routing is what it counted; without counts, `routing`'s entry for its
 // MoE shape (the simulator's routing model: a decode row `batch` one-token draws, a chunk
 // one sequence's), else uniform routing over independent tokens.
 OpWork ProfileRowWork(Op op, const ProfileRow& row, const GpuSpec& gpu,
-                      std::span<const CountedRouting> routing = {});
+                      std::span<const CountedRouting> routing = {}, int32_t resident_ctas = 0);
+// Whether `row` was measured on servelab's own CUDA kernels: a GPU profile (SMs known)
+// whose rows name no attention backend (Vidur's name FlashAttention's).
+bool ServelabGpuKernels(const ProfileRow& row, const GpuSpec& gpu);
 // A profile row's model shape and TP degree, at OpShape's dtypes (what profiles run).
 OpShape ProfileRowShape(const ProfileRow& row);
 

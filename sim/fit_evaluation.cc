@@ -10,8 +10,9 @@ namespace servelab {
 
 double PredictRow(const CalibratedModel& model, const GpuSpec& gpu, Op op, const ProfileRow& row,
                   GemmCorrectionUse use) {
-  const OpWork work = ProfileRowWork(op, row, gpu, model.routing);
-  const double form = OpSeconds(model.ops.at(op).On(gpu, ProfileRowShape(row)), work);
+  const OpFit& fit = model.ops.at(op);
+  const OpWork work = ProfileRowWork(op, row, gpu, model.routing, fit.resident_ctas);
+  const double form = OpSeconds(fit.On(gpu, ProfileRowShape(row)), work);
   if (use == GemmCorrectionUse::kNone || !IsGemm(op) || gpu.name != model.device ||
       (work.single_row && model.ops.at(op).single_row_fitted)) {
     return form;
@@ -113,7 +114,7 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
     }
     if (row.op == "step" && row.shape.num_hidden_layers > 0 && row.median_ms > 0) {
       const double predicted_ms =
-          1e3 * PredictOps(model, *gpu, row) + 1e-3 * model.step_overhead_us;
+          1e3 * PredictOps(model, *gpu, row) + 1e-3 * model.StepOverheadUs(row.tokens == row.batch);
       step_rel.push_back((predicted_ms - row.median_ms) / row.median_ms);
       e.points.push_back(PointPrediction{row.op, row.tokens, row.batch, row.context, row.tp,
                                          row.median_ms, predicted_ms, predicted_ms, predicted_ms});

@@ -17,6 +17,7 @@
 #include "core/text.h"
 #include "driver/config_yaml.h"
 #include "driver/yaml_document.h"
+#include "sim/paged_decode_grid.h"
 
 namespace servelab {
 namespace {
@@ -221,7 +222,7 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
   try {
     if (!root.IsMap()) Fail(path, root, "(top)", "expected a mapping");
     CheckKeys(path, root, "",
-              {"device", "fitted_from", "step_overhead_us", "routing", "gemm_corrections", "ops",
+              {"device", "fitted_from", "step_overhead_us", "decode_step_overhead_us", "routing", "gemm_corrections", "ops",
                "complete"});
     // Written last by calibrate: a cut anywhere in the file takes it away.
     if (root["complete"] && !Bool(path, root["complete"], "complete")) {
@@ -251,6 +252,11 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
     if (root["step_overhead_us"]) {
       model.has_step_overhead = true;
       model.step_overhead_us = Number(path, root["step_overhead_us"], "step_overhead_us", 0, 1e9);
+    }
+    if (root["decode_step_overhead_us"]) {  // signed: graphs can save what ops cost alone
+      model.has_decode_step_overhead = true;
+      model.decode_step_overhead_us =
+          Number(path, root["decode_step_overhead_us"], "decode_step_overhead_us", -1e9, 1e9);
     }
     if (const YAML::Node routing = root["routing"]) {
       if (!routing.IsSequence()) Fail(path, routing, "routing", "expected a list");
@@ -299,7 +305,8 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
                  "single_row", "row_tile", "cache_bytes", "beyond_cache_memory_efficiency",
                  "cta_memory_efficiency", "pair_memory_efficiency", "wave_us", "combine_us",
                  "combine_per_split_us", "pair_ramp_tokens", "pair_ramp_memory_efficiency",
-                 "per_expert_us", "single_row_expert_memory_efficiency", "in_sample_mape_pct"});
+                 "per_expert_us", "single_row_expert_memory_efficiency", "in_sample_mape_pct",
+                 "per_cta_token_us", "reduce_us", "per_partition_us", "resident_ctas"});
       const OpInfo& info = InfoOf(*op);
       OpFit f;
       f.op = *op;
@@ -381,6 +388,32 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
           Fail(path, n["per_row_us"], where + ".per_row_us", "only attention has rows");
         }
         f.per_row_us = Number(path, n["per_row_us"], where + ".per_row_us", 0, 1e9);
+      }
+      // servelab's own attention kernels (OpFit::per_cta_token_us): the tokens the busiest
+      // SM walks in turn; for decode, the partitions' reduce kernel and the grid's count.
+      for (const char* key : {"per_cta_token_us", "reduce_us", "per_partition_us", "resident_ctas"}) {
+        if (!n[key]) continue;
+        const bool decode_only = std::string_view(key) != "per_cta_token_us";
+        if (decode_only ? *op != Op::kAttentionDecode
+                        : *op != Op::kAttentionPrefill && *op != Op::kAttentionDecode) {
+          Fail(path, n[key], where + "." + key,
+               decode_only ? "only attention_decode has it" : "only attention has it");
+        }
+      }
+      if (n["per_cta_token_us"]) {
+        f.per_cta_token_us = Number(path, n["per_cta_token_us"], where + ".per_cta_token_us", 0, 1e9);
+      }
+      if (n["reduce_us"]) f.reduce_us = Number(path, n["reduce_us"], where + ".reduce_us", 0, 1e9);
+      if (n["per_partition_us"]) {
+        f.per_partition_us = Number(path, n["per_partition_us"], where + ".per_partition_us", 0, 1e9);
+      }
+      if (n["resident_ctas"]) {
+        f.resident_ctas = static_cast<int32_t>(
+            Whole(path, n["resident_ctas"], where + ".resident_ctas", 1, kMaxResidentCtas));
+      }
+      if ((f.per_cta_token_us > 0 || f.reduce_us > 0 || f.per_partition_us > 0) &&
+          *op == Op::kAttentionDecode && f.resident_ctas == 0) {
+        Fail(path, n, where + ".resident_ctas", "missing (the decode grid's terms count with it)");
       }
       if (n["per_expert_us"]) {
         if (*op != Op::kMoeMlp) {

@@ -39,6 +39,15 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "#                 alone; each later wave's longest), +\n"
          "#                 combine_us + combine_per_split_us x splits when split, +\n"
          "#                 per_row_us a sequence (sim/op_model.h)\n"
+         "#   servelab's own CUDA attention kernels, beside the form's terms:\n"
+         "#                 per_cta_token_us a token the busiest SM's blocks walk in\n"
+         "#                 turn (decode: the kernel's partitions, resident_ctas\n"
+         "#                 blocks an SM; prefill: the longest context and chunk), and\n"
+         "#                 for decode reduce_us + per_partition_us a partition merged\n"
+         "#                 (sim/paged_decode_grid.h); a mixed step's leading decode\n"
+         "#                 rows on attention_decode, the rest on attention_prefill\n"
+         "#   decode_step_overhead_us: a decode-only step's own (negative: replayed as\n"
+         "#                 CUDA graphs, it launches none of the ops timed one by one)\n"
          "#   moe_mlp:      a MoE layer's MLP, its form + per_expert_us an expert run +\n"
          "#                 its one-row experts' bytes / (bandwidth x\n"
          "#                 single_row_expert_memory_efficiency)\n"
@@ -55,6 +64,9 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
   out << "fitted_from:" << (model.fitted_from.empty() ? " []" : "") << "\n";
   for (const std::string& f : model.fitted_from) out << "  - " << YamlQuoted(f) << "\n";
   if (model.has_step_overhead) out << "step_overhead_us: " << FormatDouble(model.step_overhead_us) << "\n";
+  if (model.has_decode_step_overhead) {
+    out << "decode_step_overhead_us: " << FormatDouble(model.decode_step_overhead_us) << "\n";
+  }
   if (!model.routing.empty()) out << "routing:\n";
   for (const CountedRouting& r : model.routing) {
     out << "  - num_experts: " << r.num_experts << "\n";
@@ -101,6 +113,14 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
     }
     if (op == Op::kAttentionPrefill || op == Op::kAttentionDecode) {
       out << "    per_row_us: " << FormatDouble(f.per_row_us) << "\n";
+    }
+    if (f.per_cta_token_us > 0) {
+      out << "    per_cta_token_us: " << FormatDouble(f.per_cta_token_us) << "\n";
+    }
+    if (f.resident_ctas > 0) {
+      out << "    reduce_us: " << FormatDouble(f.reduce_us) << "\n";
+      out << "    per_partition_us: " << FormatDouble(f.per_partition_us) << "\n";
+      out << "    resident_ctas: " << f.resident_ctas << "\n";
     }
     if (f.row_tile > 1) out << "    row_tile: " << f.row_tile << "\n";
     if (op == Op::kMoeMlp) {

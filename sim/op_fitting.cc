@@ -48,9 +48,9 @@ std::vector<double> SolveNonNegative(const std::vector<std::vector<double>>& col
 // The terms every form charges whatever bounds a row, after fixed, bytes, FLOPs and causal
 // FLOPs (columns 0-3): per query row (attention), per expert run and the one-row experts'
 // bytes (moe_mlp); which of them the samples have; their fitted values, 0 where absent.
-constexpr size_t kRowTerms = 3;
+constexpr size_t kRowTerms = 6;
 std::array<double, kRowTerms> RowTerms(const OpWork& w) {
-  return {w.rows, w.experts, w.single_row_expert_bytes};
+  return {w.rows, w.experts, w.single_row_expert_bytes, w.cta_tokens, w.reduce, w.partitions};
 }
 std::array<bool, kRowTerms> RowTermsPresent(const std::vector<Sample>& samples) {
   std::array<bool, kRowTerms> present{};
@@ -66,6 +66,9 @@ void SetRowTerms(OpCoefficients& c, const std::array<bool, kRowTerms>& present,
   c.s_per_row = value(0);
   c.s_per_expert = value(1);
   c.s_per_single_row_expert_byte = value(2);
+  c.s_per_cta_token = value(3);
+  c.reduce_s = value(4);
+  c.s_per_partition = value(5);
 }
 
 // Alternates from `memory_bound` (the first assignment of rows to terms) between

@@ -296,7 +296,8 @@ double OpSeconds(const OpCoefficients& c, const OpWork& raw) {
                         work.single_bytes * c.s_per_cta_byte + work.waves * c.s_per_wave +
                         work.combine * c.combine_s +
                         work.combine_splits * c.combine_s_per_split +
-                        work.experts * c.s_per_expert +
+                        work.cta_tokens * c.s_per_cta_token + work.reduce * c.reduce_s +
+                        work.partitions * c.s_per_partition + work.experts * c.s_per_expert +
                         work.single_row_expert_bytes * c.s_per_single_row_expert_byte;
   if (c.additive) {
     return c.fixed_s + c.MemorySeconds(work.bytes) + work.flops * c.s_per_flop +

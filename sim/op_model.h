@@ -99,6 +99,16 @@ struct OpWork {
   double waves = 0;
   double combine = 0;
   double combine_splits = 0;
+  // Attention as servelab's CUDA kernels run it, one thread block walking its tokens one
+  // chunk after another (latency-bound, not bandwidth-bound, until the device is full):
+  // cta_tokens, the tokens walked in turn on the busiest SM (decode: its waves x the
+  // longest partition, sim/paged_decode_grid.h; prefill: the longest sequence's context
+  // and chunk, its last query tile's walk); reduce, 1 when a decode launch is split into
+  // partitions (the kernel that merges them runs), and partitions, the partitions each
+  // sequence is split into then. 0 for every other kernel.
+  double cta_tokens = 0;
+  double reduce = 0;
+  double partitions = 0;
   // moe_mlp: the experts it runs (touched, on the busiest GPU), each a kernel or a GEMM
   // call of its own where the engine runs them one by one. 0 for every other op.
   double experts = 0;
@@ -201,6 +211,11 @@ struct OpCoefficients {
   double s_per_wave = 0;
   double combine_s = 0;
   double combine_s_per_split = 0;
+  // servelab's attention kernels: per token walked on the busiest SM (OpWork::cta_tokens),
+  // the partitions' reduce kernel, and per partition it merges.
+  double s_per_cta_token = 0;
+  double reduce_s = 0;
+  double s_per_partition = 0;
   // moe_mlp: per expert run (OpWork::experts) and per byte of its one-row experts
   // (OpWork::single_row_expert_bytes), beside the terms above.
   double s_per_expert = 0;

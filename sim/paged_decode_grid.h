@@ -1,0 +1,71 @@
+#pragma once
+// Decode attention as servelab's own CUDA kernel launches it, the work of the calibrated
+// form's grid terms (OpWork::cta_tokens, reduce, partitions; op_model.h).
+//
+// The kernel (kernels/cuda/paged_decode_attention.cu) runs one thread block a (sequence,
+// KV head, partition), the partition length by kernels/decode_partition.h's rule, and a
+// block walks its partition's tokens chunk by chunk, each chunk's loads waiting on the
+// last: measured on an H200 (Llama-3-8B, 8 KV heads), one sequence's decode takes about
+// as long at 1k tokens as at 4k, and the time steps with the partition length and with
+// each round of blocks the SMs take, not with the bytes. Counted here:
+//   partition   the rule's length L for the launch (its sequences, KV heads, longest
+//               context, the device's SMs)
+//   blocks      each sequence's KV heads x ceil(attended / L): the blocks with tokens to
+//               walk (the rest of the grid exits at once)
+//   waves       ceil(blocks / (SMs x resident_ctas)): resident_ctas blocks run on an SM
+//               at once (what the kernel's registers allow; calibrate fits it, 4 for the
+//               group of 4 query heads a KV head on the H200)
+//   cta_tokens  waves x the blocks' mean walk (with alike sequences, min(L, context)), at
+//               least the longest block's walk: the tokens the busiest SM's blocks walk
+//               one after another
+//   reduce      1 when the longest context spans more than one partition: the kernel
+//               that merges the partitions runs; partitions, the partitions it merges a
+//               sequence (the longest's count: the reduce grid is sized by it)
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "kernels/decode_partition.h"
+#include "sim/memory.h"
+#include "sim/op_model.h"
+
+namespace servelab {
+
+// The most blocks of the decode kernel an SM is counted to run at once (calibrate tries
+// each count up to it).
+inline constexpr int32_t kMaxResidentCtas = 8;
+
+// Adds the grid terms of a decode launch of `seqs` sequences, sequence i attending
+// `attended(i)` tokens (its cached ones and the new one), on `sms` SMs running
+// `resident_ctas` blocks each at once. Nothing when any of the three is < 1.
+template <class Attended>
+void AddPagedDecodeGridWork(OpWork& work, const OpShape& shape, int32_t sms, int32_t resident_ctas,
+                            int64_t seqs, Attended attended) {
+  if (sms < 1 || resident_ctas < 1 || seqs < 1) return;
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  const int64_t kv_heads = std::max<int64_t>(1, KvHeadsPerGpu(shape.model, shape.tensor_parallel));
+  int64_t longest = 1;
+  for (int64_t i = 0; i < seqs; ++i) longest = std::max<int64_t>(longest, attended(i));
+  const int32_t len = kernels::DecodePartitionLen(
+      static_cast<int32_t>(std::min(seqs, kMax)), static_cast<int32_t>(std::min(kv_heads, kMax)),
+      static_cast<int32_t>(std::min(longest, kMax)), sms);
+  double blocks = 0, tokens = 0;
+  for (int64_t i = 0; i < seqs; ++i) {
+    const int64_t a = std::clamp<int64_t>(attended(i), 1, kMax);
+    blocks += static_cast<double>(kv_heads * kernels::DecodePartitions(static_cast<int32_t>(a), len));
+    tokens += static_cast<double>(kv_heads * a);
+  }
+  const double waves = std::ceil(blocks / (static_cast<double>(sms) * resident_ctas));
+  // Each wave as long as its blocks' mean walk, but never shorter than the longest block:
+  // with alike sequences, waves x the partition; with a few long ones among short ones,
+  // their partitions, not a wave of them each.
+  work.cta_tokens += std::max(static_cast<double>(std::min<int64_t>(len, longest)), waves * tokens / blocks);
+  const int32_t parts = kernels::DecodePartitions(static_cast<int32_t>(std::min(longest, kMax)), len);
+  if (parts > 1) {
+    work.reduce += 1;
+    work.partitions += parts;
+  }
+}
+
+}  // namespace servelab
