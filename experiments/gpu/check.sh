@@ -26,8 +26,9 @@
 # Run: the device tool's `run`, carrying .gpu_deps, command `bash experiments/gpu/check.sh`,
 # timeout about 540 s (leaves room for a rerun in the 15-minute budget); with less device
 # time, BUDGET_S=330 STEPS="tests bench engine" and a timeout near 360 s.
-# STEPS (default "tests bench engine calibration") picks which of steps 2-5 run, for a rerun
-# that repeats only what failed or was cut.
+# STEPS (default "tests bench engine calibration validate") picks which of steps 2-5 run
+# (step 5 is "calibration", the profile and its fit, then "validate"), for a rerun that
+# repeats only what failed or was cut.
 # Every step's timeout is cut to what is left of BUDGET_S (default 500 s) so the summary is
 # always written and printed, whatever step runs long.
 set -uo pipefail
@@ -38,7 +39,7 @@ OUT=$WORK_DIR/h200-results
 BUILD=${BUILD:-/tmp/servelab-gpu-build}
 JOBS=${JOBS:-$(nproc)}
 DEADLINE=$(( $(date +%s) + ${BUDGET_S:-500} ))
-STEPS=" ${STEPS:-tests bench engine calibration} "
+STEPS=" ${STEPS:-tests bench engine calibration validate} "
 want() { [[ $STEPS == *" $1 "* ]]; }
 rm -rf "$OUT"
 mkdir -p "$OUT" "$DEST"
@@ -199,6 +200,31 @@ if want bench; then
   run_bench cuda_engine_benchmark "$BENCH/cuda_engine_benchmark" 150
 fi
 
+# Engine vs simulator side by side: summary.json of $1 (the engine) and $2, the second
+# column titled $3, with the relative errors; appended to the summary.
+compare() {
+  [[ -f $1/summary.json && -f $2/summary.json ]] || return 0
+  python3 - "$1/summary.json" "$2/summary.json" "$3" >>"$SUMMARY" 2>&1 <<'PY' || true
+import json, sys
+engine, sim = (json.load(open(p)) for p in sys.argv[1:3])
+rows = [("throughput req/s", lambda d: d["request_throughput"]),
+        ("output tok/s", lambda d: d["output_throughput"]),
+        ("TTFT p50 ms", lambda d: 1e3 * d["ttft_s"]["p50"]),
+        ("TTFT p99 ms", lambda d: 1e3 * d["ttft_s"]["p99"]),
+        ("TPOT p50 ms", lambda d: 1e3 * d["tpot_s"]["p50"]),
+        ("TPOT p99 ms", lambda d: 1e3 * d["tpot_s"]["p99"]),
+        ("ITL p50 ms", lambda d: 1e3 * d["itl_s"]["p50"]),
+        ("E2E p50 ms", lambda d: 1e3 * d["e2e_s"]["p50"]),
+        ("E2E p99 ms", lambda d: 1e3 * d["e2e_s"]["p99"]),
+        ("mean batch", lambda d: d["mean_batch_size"]),
+        ("steps", lambda d: d["num_steps"]),
+        ("KV blocks", lambda d: d["kv_blocks_per_replica"])]
+print(f"\nengine_cuda.yaml       engine   {sys.argv[3]}   error")
+for name, get in rows:
+    e, s = get(engine), get(sim)
+    print(f"{name:18s} {e:10.2f} {s:11.2f} {100 * (s - e) / e if e else float('nan'):+8.1f}%")
+PY
+}
 SERVELAB=$ROOT/.gpu_deps/bin/servelab
 if want engine && [[ -x $SERVELAB ]] && has_time "engine vs simulator"; then
   SECONDS=0
@@ -208,26 +234,7 @@ if want engine && [[ -x $SERVELAB ]] && has_time "engine vs simulator"; then
       --out "$OUT/engine_cuda_sim" >"$OUT/engine_cuda_sim.log" 2>&1 ||
     { note "engine_cuda sim run FAILED (engine_cuda_sim.log)"; status=1; }
   note "engine vs simulator: ${SECONDS}s"
-  [[ -f $OUT/engine_cuda/summary.json && -f $OUT/engine_cuda_sim/summary.json ]] &&
-  python3 - "$OUT/engine_cuda/summary.json" "$OUT/engine_cuda_sim/summary.json" \
-      >>"$SUMMARY" 2>&1 <<'PY' || true
-import json, sys
-engine, sim = (json.load(open(p)) for p in sys.argv[1:3])
-rows = [("throughput req/s", lambda d: d["request_throughput"]),
-        ("output tok/s", lambda d: d["output_throughput"]),
-        ("TTFT p50 ms", lambda d: 1e3 * d["ttft_s"]["p50"]),
-        ("TTFT p99 ms", lambda d: 1e3 * d["ttft_s"]["p99"]),
-        ("TPOT p50 ms", lambda d: 1e3 * d["tpot_s"]["p50"]),
-        ("TPOT p99 ms", lambda d: 1e3 * d["tpot_s"]["p99"]),
-        ("E2E p50 ms", lambda d: 1e3 * d["e2e_s"]["p50"]),
-        ("mean batch", lambda d: d["mean_batch_size"]),
-        ("steps", lambda d: d["num_steps"]),
-        ("KV blocks", lambda d: d["kv_blocks_per_replica"])]
-print("\nengine_cuda.yaml       engine   simulator   sim/engine")
-for name, get in rows:
-    e, s = get(engine), get(sim)
-    print(f"{name:18s} {e:10.2f} {s:11.2f} {s / e if e else float('nan'):12.3f}")
-PY
+  compare "$OUT/engine_cuda" "$OUT/engine_cuda_sim" "simulator (roofline)"
 elif [[ ! -x $SERVELAB ]]; then
   note "no servelab CLI carried (.gpu_deps/bin): engine vs simulator skipped"
 fi
@@ -243,7 +250,20 @@ if want calibration && [[ -x $SERVELAB ]] && has_time "profile -> calibrate -> v
   timeout "$(limit 30)" "$SERVELAB" calibrate "$OUT/calibration/profile_cuda.csv" \
       --out "$OUT/calibration/MODEL.yaml" --no-plots >"$OUT/calibrate.log" 2>&1 ||
     { note "calibrate FAILED (calibrate.log)"; status=1; }
-  grep -E "in sample|step overhead" "$OUT/calibrate.log" | tee -a "$SUMMARY"
+  grep -E "in sample|whole steps|step overhead" "$OUT/calibrate.log" | tee -a "$SUMMARY"
+  # engine_cuda.yaml again on the simulator, now on the fitted model and the engine's own
+  # KV pool: the engine-vs-simulator comparison the calibration is for.
+  if [[ -f $OUT/calibration/MODEL.yaml && -f $OUT/engine_cuda/summary.json ]]; then
+    blocks=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kv_blocks_per_replica"])' \
+             "$OUT/engine_cuda/summary.json")
+    timeout "$(limit 60)" "$SERVELAB" run "$ROOT/experiments/engine_cuda.yaml" --set backend=sim \
+        --set "cost_model={type: calibrated, path: $OUT/calibration/MODEL.yaml}" \
+        --set "hardware.num_gpu_blocks=$blocks" --out "$OUT/engine_cuda_calibrated" \
+        >"$OUT/engine_cuda_calibrated.log" 2>&1 || note "calibrated sim run FAILED (engine_cuda_calibrated.log)"
+    compare "$OUT/engine_cuda" "$OUT/engine_cuda_calibrated" "simulator (calibrated)"
+  fi
+fi
+if want validate && [[ -x $SERVELAB && -f $OUT/calibration/MODEL.yaml ]] && has_time "validate"; then
   # --no-host-check: the check loads the 8B model twice more per load, which this
   # script's few minutes of device time do not leave room for. A second engine run per
   # load (the same requests again: the GPU's own run-to-run change, the floor under the
