@@ -21,6 +21,8 @@ TEST(ShippedExperimentsTest, EveryExperimentYamlChecksOut) {
   int checked = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
     if (entry.path().extension() != ".yaml") continue;
+    // What device runs brought back (model files, resolved configs): not experiments.
+    if (entry.path().string().find("/experiments/results/") != std::string::npos) continue;
     SCOPED_TRACE(entry.path().string());
     auto config = LoadExperiment(entry.path().string());
     ASSERT_TRUE(config.ok()) << config.status().message();
