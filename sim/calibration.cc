@@ -225,13 +225,13 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     };
     FitResult fit = fit_form(samples);
     // Decode attention on servelab's own kernel: its grid's count needs the blocks an SM
-    // runs at once, which its registers decide; each count from 1 to 8 is tried, the one
-    // that explains the rows best kept (a tie: the fewest).
+    // runs at once, which its registers decide; each count from 1 to 8 is tried against
+    // none (no grid: rows whose times show none keep the plain form), the one that
+    // explains the rows best kept (a tie: the fewest).
     int32_t resident_ctas = 0;
     const auto own_kernel = [&](const ProfileRow* r) { return ServelabGpuKernels(*r, *gpu); };
     if (op == Op::kAttentionDecode && std::all_of(rows.begin(), rows.end(), own_kernel)) {
-      double best_objective = std::numeric_limits<double>::infinity();
-      std::vector<Sample> best_samples;
+      double best_objective = Objective(fit.c, samples);
       for (int32_t resident = 1; resident <= kMaxResidentCtas; ++resident) {
         std::vector<Sample> counted;
         for (const ProfileRow* r : rows) {
@@ -243,10 +243,9 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
           best_objective = objective;
           fit = candidate;
           resident_ctas = resident;
-          best_samples = std::move(counted);
+          samples = std::move(counted);
         }
       }
-      samples = std::move(best_samples);
     }
     if (info.form == OpForm::kStream) {
       const ScoredFit two_tier = FitCached(samples);

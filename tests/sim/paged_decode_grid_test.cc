@@ -150,6 +150,14 @@ TEST(PagedDecodeGridTest, TheFitRecoversAKnownGridModel) {
   auto other = FitProfiles({Generate(two)});
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(other->ops.at(Op::kAttentionDecode).resident_ctas, 2);
+  // Times with no grid in them (a fixed cost, bytes and rows): the fit counts none.
+  OpFit plain = GridTruth();
+  plain.per_cta_token_us = plain.reduce_us = plain.per_partition_us = 0;
+  plain.resident_ctas = 0;
+  auto flat = FitProfiles({Generate(plain)});
+  ASSERT_TRUE(flat.ok());
+  EXPECT_EQ(flat->ops.at(Op::kAttentionDecode).resident_ctas, 0);
+  EXPECT_EQ(flat->ops.at(Op::kAttentionDecode).per_cta_token_us, 0);
   // The model file keeps the grid's terms.
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("servelab_paged_grid_" + std::to_string(::getpid()) + ".yaml"))
