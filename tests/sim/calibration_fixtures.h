@@ -1,9 +1,16 @@
 #pragma once
 // What the calibration tests share: a known op fit to generate and recover, and small
 // mixture-of-experts shapes.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
 #include "core/model_spec.h"
 #include "driver/model_catalog.h"
 #include "sim/calibration.h"
+#include "sim/model_file.h"
 
 namespace servelab::testing {
 
@@ -24,6 +31,17 @@ inline ModelSpec SmallMixtral() {
   m.num_attention_heads = 4;
   m.num_key_value_heads = 2;
   return m;
+}
+
+// `text` written to a temporary MODEL.yaml (named after `tag`) and read back.
+inline StatusOr<CalibratedModel> ReadModelText(const std::string& text, const std::string& tag) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("servelab_" + tag + "_" + std::to_string(::getpid()) + ".yaml"))
+                               .string();
+  std::ofstream(path) << text;
+  auto model = ReadCalibratedModel(path);
+  std::filesystem::remove(path);
+  return model;
 }
 
 }  // namespace servelab::testing

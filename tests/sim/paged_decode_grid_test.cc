@@ -5,10 +5,6 @@
 // leading decode rows on the decode kernel, the rest on the prefill kernel.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <vector>
 
@@ -21,6 +17,7 @@
 #include "sim/model_file.h"
 #include "sim/op_model.h"
 #include "sim/paged_decode_grid.h"
+#include "tests/sim/calibration_fixtures.h"
 
 namespace servelab {
 namespace {
@@ -159,14 +156,9 @@ TEST(PagedDecodeGridTest, TheFitRecoversAKnownGridModel) {
   EXPECT_EQ(flat->ops.at(Op::kAttentionDecode).resident_ctas, 0);
   EXPECT_EQ(flat->ops.at(Op::kAttentionDecode).per_cta_token_us, 0);
   // The model file keeps the grid's terms.
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("servelab_paged_grid_" + std::to_string(::getpid()) + ".yaml"))
-                               .string();
   const std::string yaml = CalibratedModelYaml(*model, {});
   EXPECT_THAT(yaml, HasSubstr("    resident_ctas: 4\n"));
-  std::ofstream(path) << yaml;
-  auto back = ReadCalibratedModel(path);
-  std::filesystem::remove(path);
+  auto back = testing::ReadModelText(yaml, "paged_grid");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->ops.at(Op::kAttentionDecode).resident_ctas, 4);
   EXPECT_EQ(back->ops.at(Op::kAttentionDecode).per_cta_token_us, fit.per_cta_token_us);
@@ -182,12 +174,7 @@ TEST(PagedDecodeGridTest, TheFitRecoversAKnownGridModel) {
 
 // The message reading a model file of `ops` on an H200 gives ("" when it reads).
 std::string ReadError(const std::string& ops) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("servelab_paged_grid_bad_" + std::to_string(::getpid()) + ".yaml"))
-                               .string();
-  std::ofstream(path) << "device: h200-141gb\nops:\n" + ops;
-  auto read = ReadCalibratedModel(path);
-  std::filesystem::remove(path);
+  auto read = testing::ReadModelText("device: h200-141gb\nops:\n" + ops, "paged_grid_bad");
   return read.ok() ? "" : read.status().message();
 }
 

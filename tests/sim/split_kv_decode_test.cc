@@ -22,6 +22,7 @@
 #include "sim/model_file.h"
 #include "sim/op_model.h"
 #include "sim/split_kv_grid.h"
+#include "tests/sim/calibration_fixtures.h"
 
 namespace servelab {
 namespace {
@@ -369,12 +370,7 @@ TEST(SplitKvDecodeTest, TheFitRecoversAKnownSplitKvModel) {
   ASSERT_TRUE(e.ok());
   EXPECT_LT(e->ops.at("attention_decode").max_error, 1e-6);
   // The model file keeps the form and its coefficients.
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("servelab_split_kv_" + std::to_string(::getpid()) + ".yaml"))
-                               .string();
-  std::ofstream(path) << CalibratedModelYaml(*model, {});
-  auto back = ReadCalibratedModel(path);
-  std::filesystem::remove(path);
+  auto back = testing::ReadModelText(CalibratedModelYaml(*model, {}), "split_kv");
   ASSERT_TRUE(back.ok()) << back.status().message();
   const OpFit& b = back->ops.at(Op::kAttentionDecode);
   EXPECT_TRUE(b.split_kv && b.additive);
@@ -419,14 +415,9 @@ TEST(SplitKvDecodeTest, TheFitRecoversAPairedRamp) {
   ASSERT_TRUE(e.ok());
   EXPECT_LT(e->ops.at("attention_decode").max_error, 1e-6);
   // The model file keeps the ramp.
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("servelab_split_kv_ramp_" + std::to_string(::getpid()) + ".yaml"))
-                               .string();
   const std::string yaml = CalibratedModelYaml(*model, {});
   EXPECT_THAT(yaml, HasSubstr("    pair_ramp_tokens: 512\n"));
-  std::ofstream(path) << yaml;
-  auto back = ReadCalibratedModel(path);
-  std::filesystem::remove(path);
+  auto back = testing::ReadModelText(yaml, "split_kv_ramp");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->ops.at(Op::kAttentionDecode).pair_ramp_tokens, 512);
   EXPECT_EQ(back->ops.at(Op::kAttentionDecode).pair_ramp_memory_efficiency,
@@ -435,12 +426,7 @@ TEST(SplitKvDecodeTest, TheFitRecoversAPairedRamp) {
 
 // The message reading a model file of `ops` gives.
 std::string ReadError(const std::string& ops) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("servelab_split_kv_bad_" + std::to_string(::getpid()) + ".yaml"))
-                               .string();
-  std::ofstream(path) << "device: a100-80gb\nops:\n" + ops;
-  auto model = ReadCalibratedModel(path);
-  std::filesystem::remove(path);
+  auto model = testing::ReadModelText("device: a100-80gb\nops:\n" + ops, "split_kv_bad");
   return model.ok() ? "(read)" : model.status().message();
 }
 
