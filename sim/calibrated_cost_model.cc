@@ -300,32 +300,25 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
   const auto attended = [&](int64_t i) { return CostedContextLen(plan.seqs[static_cast<size_t>(i)]); };
   // servelab's CUDA engine (a decode fit on its own kernel's grid) attends a mixed step's
   // leading one-token seqs with the decode kernel and the rest with the prefill kernel
-  // (engine/cuda/device_step.h; padding, which it does not run there, skipped): two
-  // launches, each its own op's time.
+  // (engine/cuda/device_step.h): two launches, each its own op's time.
   if (!all_single && paged_grid_resident_ > 0) {
-    std::vector<int64_t> prefix_attended;
-    size_t i = 0;
-    for (; i < plan.seqs.size(); ++i) {
-      const ScheduledRequest& seq = plan.seqs[i];
-      if (seq.is_padding) continue;
-      if (seq.num_new_tokens != 1) break;
-      prefix_attended.push_back(CostedContextLen(seq));
+    // The decode prefix: seqs [0, end) of one new token each (padding costs one, as
+    // everywhere in this model).
+    size_t end = 0;
+    OpWork decode;
+    for (; end < plan.seqs.size() && CostedNewTokens(plan.seqs[end]) == 1; ++end) {
+      decode += DecodeWork(shape_, plan.seqs[end].num_computed_tokens);
     }
-    if (!prefix_attended.empty()) {
-      OpWork decode;
-      for (const int64_t a : prefix_attended) decode += DecodeWork(shape_, static_cast<double>(a - 1));
+    if (end > 0) {
       AddPagedDecodeGridWork(decode, shape_, paged_grid_sms_, paged_grid_resident_,
-                             static_cast<int64_t>(prefix_attended.size()),
-                             [&](int64_t k) { return prefix_attended[static_cast<size_t>(k)]; });
+                             static_cast<int64_t>(end), attended);
       OpWork prefill;
-      for (size_t j = i; j < plan.seqs.size(); ++j) {
+      for (size_t j = end; j < plan.seqs.size(); ++j) {
         const ScheduledRequest& seq = plan.seqs[j];
-        if (seq.is_padding) continue;
-        prefill += PrefillWork(shape_, seq.num_new_tokens, seq.num_computed_tokens);
+        prefill += PrefillWork(shape_, CostedNewTokens(seq), seq.num_computed_tokens);
         prefill.cta_tokens = std::max(prefill.cta_tokens, static_cast<double>(CostedContextLen(seq)));
       }
-      return OpSeconds(Of(Op::kAttentionDecode), decode) +
-             (prefill.rows > 0 ? OpSeconds(Of(Op::kAttentionPrefill), prefill) : 0.0);
+      return OpSeconds(Of(Op::kAttentionDecode), decode) + OpSeconds(Of(Op::kAttentionPrefill), prefill);
     }
   }
   OpWork attention;

@@ -235,6 +235,16 @@ TEST(PagedDecodeGridTest, TheCostModelPricesAMixedStepAsTheEngineRunsIt) {
   const double decode_us = 7 + 128 * 0.08 + 4 + 8 * 0.1 + 2 * 0.03;
   const double prefill_us = 12 + 100 * 0.09;
   EXPECT_NEAR(cost.OpsSeconds(plan), 32 * (decode_us + prefill_us) * 1e-6, 1e-12);
+  // Padding among the decode rows (a static batch's finished member) costs a decode token
+  // at its context, as a running decode there would, on the decode kernel.
+  Request held;
+  held.prompt_len = 2000;
+  held.target_output_len = 1;
+  StepPlan padded, running;
+  padded.seqs = {plan.seqs[0], ScheduledRequest{&held, 1, 2000, false, true}, plan.seqs[1], plan.seqs[2]};
+  running.seqs = {plan.seqs[0], ScheduledRequest{&held, 1, 2000, true, false}, plan.seqs[1], plan.seqs[2]};
+  EXPECT_EQ(cost.OpsSeconds(padded), cost.OpsSeconds(running));
+  EXPECT_GT(cost.OpsSeconds(padded), cost.OpsSeconds(plan));
   // A decode after the chunk is the prefill kernel's: its walk, 1,001, is the longest.
   StepPlan after;
   after.seqs = {plan.seqs[0], plan.seqs[2], plan.seqs[1]};
