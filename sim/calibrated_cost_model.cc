@@ -206,6 +206,7 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
     if (seq.emits_token || seq.is_padding) emitting += 1;
     all_single = all_single && n == 1;
   }
+  p.decode_only = all_single && !plan.seqs.empty();
   const double tokens = p.tokens;
   if (tokens <= 0) return p;  // swaps only: the backend times the copies
   double layer = mla_ ? roofline_->AttentionLayerSeconds(plan)
@@ -261,8 +262,9 @@ double CalibratedCostModel::AllReduceSeconds(double tokens) const {
   return OpSeconds(Of(Op::kAllReduce), RowsWork(Op::kAllReduce, shape_, tokens));
 }
 
-double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const {
-  const StepParts p = PartsOf(plan);
+double CalibratedCostModel::OpsSeconds(const StepPlan& plan) const { return OpsSeconds(PartsOf(plan)); }
+
+double CalibratedCostModel::OpsSeconds(const StepParts& p) const {
   if (p.tokens <= 0) return 0;
   double step = LayersSeconds(p, dense_layers_, moe_layers_);
   step += p.first_s + p.last_s;
@@ -321,40 +323,32 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
       return OpSeconds(Of(Op::kAttentionDecode), decode) + OpSeconds(Of(Op::kAttentionPrefill), prefill);
     }
   }
+  // servelab's own prefill kernel (a fit with per_cta_token_us) is bound by its longest
+  // walk, the longest sequence's context and chunk (its blocks run side by side; the rows'
+  // bytes and FLOPs are the other terms); priced at 0 by other fits.
   OpWork attention;
   for (const ScheduledRequest& seq : plan.seqs) {
     const double n = CostedNewTokens(seq);
     const double cached = seq.num_computed_tokens;
     attention += all_single ? DecodeWork(shape_, cached) : PrefillWork(shape_, n, cached);
+    if (!all_single) attention.cta_tokens = std::max(attention.cta_tokens, n + cached);
   }
   if (all_single && split_kv_sms_ > 0) {
     AddSplitKvWork(attention, shape_, split_kv_sms_, split_kv_length_, seqs, attended);
   }
-  // servelab's own kernels (a fit with per_cta_token_us): a decode launch's grid, or the
-  // prefill kernel's longest walk, its longest sequence's context and chunk (its blocks
-  // run side by side; the rows' bytes and FLOPs are the terms above).
+  // servelab's own decode kernel: its launch's grid (nothing without a fit on it).
   if (all_single) {
     AddPagedDecodeGridWork(attention, shape_, paged_grid_sms_, paged_grid_resident_, seqs, attended);
-  } else {
-    for (int64_t i = 0; i < seqs; ++i) {
-      attention.cta_tokens = std::max(attention.cta_tokens, static_cast<double>(attended(i)));
-    }
   }
   return OpSeconds(Of(all_single ? Op::kAttentionDecode : Op::kAttentionPrefill), attention);
 }
 
 TimeNs CalibratedCostModel::StepTime(const StepPlan& plan) const {
-  const double ops = OpsSeconds(plan);
+  const StepParts p = PartsOf(plan);
+  const double ops = OpsSeconds(p);
   if (ops <= 0) return FromSeconds(overhead_s_);
   // A decode step's own overhead (negative where graphs save launches): never below 0.
-  return FromSeconds(std::max(0.0, ops + (DecodeOnly(plan) ? decode_overhead_s_ : overhead_s_)));
-}
-
-bool CalibratedCostModel::DecodeOnly(const StepPlan& plan) {
-  for (const ScheduledRequest& seq : plan.seqs) {
-    if (CostedNewTokens(seq) != 1) return false;
-  }
-  return !plan.seqs.empty();
+  return FromSeconds(std::max(0.0, ops + (p.decode_only ? decode_overhead_s_ : overhead_s_)));
 }
 
 StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params,

@@ -134,10 +134,10 @@ class CalibratedCostModel final : public CostModel {
     double moe_mlp_s = 0;
     double first_s = 0;  // embedding
     double last_s = 0;   // final_norm, lm_head, sampling
+    bool decode_only = false;  // every seq brings one token (padding costed as one)
   };
   StepParts PartsOf(const StepPlan& plan) const;
-  // Every seq brings one token (padding costed as one): a decode step.
-  static bool DecodeOnly(const StepPlan& plan);
+  double OpsSeconds(const StepParts& p) const;
   // `dense` dense layers' and `moe` MoE layers' time (a dense model's layers all dense).
   static double LayersSeconds(const StepParts& p, double dense, double moe);
   // One all-reduce over the TP group: its fit (or the roofline's form on the link), or
