@@ -6,6 +6,7 @@
 #include "core/text.h"
 #include "sim/model_file.h"
 #include "sim/paged_decode_grid.h"
+#include "sim/paged_prefill_grid.h"
 #include "sim/roofline_cost_model.h"
 #include "sim/split_kv_grid.h"
 
@@ -68,6 +69,10 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   if (auto it = model.ops.find(Op::kAttentionDecode); it != model.ops.end() && it->second.resident_ctas > 0) {
     paged_grid_sms_ = d.gpu.sm_count;
     paged_grid_resident_ = it->second.resident_ctas;
+  }
+  if (auto it = model.ops.find(Op::kAttentionPrefill); it != model.ops.end() && it->second.resident_ctas > 0) {
+    paged_grid_sms_ = d.gpu.sm_count;
+    prefill_grid_resident_ = it->second.resident_ctas;
   }
   overhead_s_ = step_overhead_ms * 1e-3;
   decode_overhead_s_ = model.has_decode_step_overhead ? model.decode_step_overhead_us * 1e-6 : overhead_s_;
@@ -297,6 +302,15 @@ void CalibratedCostModel::StageTimes(const StepPlan& plan, std::span<TimeNs> sta
   }
 }
 
+namespace {
+
+// A sequence's chunk as the prefill kernel takes it (padding: one token, as everywhere).
+PrefillChunk ChunkOf(const ScheduledRequest& seq) {
+  return PrefillChunk{CostedNewTokens(seq), seq.num_computed_tokens};
+}
+
+}  // namespace
+
 double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool all_single) const {
   const auto seqs = static_cast<int64_t>(plan.seqs.size());
   const auto attended = [&](int64_t i) { return CostedContextLen(plan.seqs[static_cast<size_t>(i)]); };
@@ -318,20 +332,26 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
       for (size_t j = end; j < plan.seqs.size(); ++j) {
         const ScheduledRequest& seq = plan.seqs[j];
         prefill += PrefillWork(shape_, CostedNewTokens(seq), seq.num_computed_tokens);
-        prefill.cta_tokens = std::max(prefill.cta_tokens, static_cast<double>(CostedContextLen(seq)));
       }
+      AddPagedPrefillGridWork(prefill, shape_, paged_grid_sms_, prefill_grid_resident_,
+                              static_cast<int64_t>(plan.seqs.size() - end), [&](int64_t i) {
+                                return ChunkOf(plan.seqs[end + static_cast<size_t>(i)]);
+                              });
       return OpSeconds(Of(Op::kAttentionDecode), decode) + OpSeconds(Of(Op::kAttentionPrefill), prefill);
     }
   }
-  // servelab's own prefill kernel (a fit with per_cta_token_us) is bound by its longest
-  // walk, the longest sequence's context and chunk (its blocks run side by side; the rows'
-  // bytes and FLOPs are the other terms); priced at 0 by other fits.
+  // servelab's own prefill kernel (a fit with per_cta_token_us) is bound by its grid's
+  // walks, the blocks as the SMs take them (or its longest walk: paged_prefill_grid.h);
+  // the rows' bytes and FLOPs are the other terms. Priced at 0 by other fits.
   OpWork attention;
   for (const ScheduledRequest& seq : plan.seqs) {
     const double n = CostedNewTokens(seq);
     const double cached = seq.num_computed_tokens;
     attention += all_single ? DecodeWork(shape_, cached) : PrefillWork(shape_, n, cached);
-    if (!all_single) attention.cta_tokens = std::max(attention.cta_tokens, n + cached);
+  }
+  if (!all_single && Of(Op::kAttentionPrefill).s_per_cta_token > 0) {
+    AddPagedPrefillGridWork(attention, shape_, paged_grid_sms_, prefill_grid_resident_, seqs,
+                            [&](int64_t i) { return ChunkOf(plan.seqs[static_cast<size_t>(i)]); });
   }
   if (all_single && split_kv_sms_ > 0) {
     AddSplitKvWork(attention, shape_, split_kv_sms_, split_kv_length_, seqs, attended);
@@ -371,11 +391,12 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
                            "which needs the GPU's SMs: hardware.gpu.sm_count (" +
                            deployment.gpu.name + " has none)");
   }
-  if (model->ops.count(Op::kAttentionDecode) > 0 &&
-      model->ops.at(Op::kAttentionDecode).resident_ctas > 0 && deployment.gpu.sm_count <= 0) {
-    return InvalidArgument("cost_model: " + path + " fits attention_decode on servelab's decode "
-                           "kernel's grid, which needs the GPU's SMs: hardware.gpu.sm_count (" +
-                           deployment.gpu.name + " has none)");
+  for (const Op op : {Op::kAttentionDecode, Op::kAttentionPrefill}) {
+    if (model->ops.count(op) > 0 && model->ops.at(op).resident_ctas > 0 && deployment.gpu.sm_count <= 0) {
+      return InvalidArgument("cost_model: " + path + " fits " + std::string(InfoOf(op).name) +
+                             " on servelab's kernel's grid, which needs the GPU's SMs: "
+                             "hardware.gpu.sm_count (" + deployment.gpu.name + " has none)");
+    }
   }
   // The defaults depend on the model file, so the resolved config records the values used.
   const double step_overhead_ms = params.GetDouble(

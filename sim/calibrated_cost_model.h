@@ -156,10 +156,12 @@ class CalibratedCostModel final : public CostModel {
   OpShape shape_;
   int32_t layers_ = 0;
   int32_t split_kv_sms_ = 0;  // > 0: decode attention counts the split-KV grid on these SMs
-  // > 0: decode attention counts servelab's decode kernel's grid (paged_decode_grid.h) on
-  // these SMs, this many blocks an SM at once.
+  // The GPU's SMs when a fit counts servelab's attention kernels' grids; the blocks an SM
+  // runs at once in each: decode (paged_decode_grid.h; > 0: a mixed step's leading decode
+  // rows go to the decode kernel) and prefill (paged_prefill_grid.h; 0: its longest walk).
   int32_t paged_grid_sms_ = 0;
   int32_t paged_grid_resident_ = 0;
+  int32_t prefill_grid_resident_ = 0;
   int64_t split_kv_length_ = 0;  // the KV length it splits; 0: the longest sequence's
   std::vector<OpCoefficients> coefficients_;  // by Op
   std::vector<GemmCorrection> corrections_;  // by Op, at shape_; no rows: none

@@ -11,6 +11,7 @@
 #include "sim/fit_evaluation.h"
 #include "sim/op_fitting.h"
 #include "sim/paged_decode_grid.h"
+#include "sim/paged_prefill_grid.h"
 #include "sim/split_kv_grid.h"
 
 namespace servelab {
@@ -74,7 +75,10 @@ OpWork ProfileRowWork(Op op, const ProfileRow& row, const GpuSpec& gpu,
                    [&](int64_t) { return row.context + 1; });
   }
   if (ServelabGpuKernels(row, gpu)) {
-    if (op == Op::kAttentionPrefill) work.cta_tokens = static_cast<double>(row.context + row.tokens);
+    if (op == Op::kAttentionPrefill) {
+      AddPagedPrefillGridWork(work, shape, gpu.sm_count, resident_ctas, 1,
+                              [&](int64_t) { return PrefillChunk{row.tokens, row.context}; });
+    }
     if (op == Op::kAttentionDecode) {
       AddPagedDecodeGridWork(work, shape, gpu.sm_count, resident_ctas, row.batch,
                              [&](int64_t) { return row.context + 1; });
@@ -224,13 +228,15 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
       return best;
     };
     FitResult fit = fit_form(samples);
-    // Decode attention on servelab's own kernel: its grid's count needs the blocks an SM
-    // runs at once, which its registers decide; each count from 1 to 8 is tried against
-    // none (no grid: rows whose times show none keep the plain form), the one that
-    // explains the rows best kept (a tie: the fewest).
+    // Attention on servelab's own kernels: their grids' count needs the blocks an SM runs
+    // at once, which registers (decode) or shared memory (prefill) decide; each count from
+    // 1 to 8 is tried against none (decode: no grid, rows whose times show none keep the
+    // plain form; prefill: its longest walk, no waiting for slots), the one that explains
+    // the rows best kept (a tie: none, else the fewest).
     int32_t resident_ctas = 0;
     const auto own_kernel = [&](const ProfileRow* r) { return ServelabGpuKernels(*r, *gpu); };
-    if (op == Op::kAttentionDecode && std::all_of(rows.begin(), rows.end(), own_kernel)) {
+    if ((op == Op::kAttentionDecode || op == Op::kAttentionPrefill) &&
+        std::all_of(rows.begin(), rows.end(), own_kernel)) {
       double best_objective = Objective(fit.c, samples);
       for (int32_t resident = 1; resident <= kMaxResidentCtas; ++resident) {
         std::vector<Sample> counted;

@@ -103,8 +103,9 @@ struct OpFit {
   // Attention on servelab's own CUDA kernels (a GPU profile whose rows name no attention
   // backend, op_model.h's OpWork::cta_tokens): per token the busiest SM's blocks walk in
   // turn, and for decode the partitions' reduce kernel and its cost a partition, with
-  // resident_ctas, the blocks an SM runs at once in paged_decode_grid.h's count (chosen by
-  // the fit). 0: not counted.
+  // resident_ctas, the blocks an SM runs at once in paged_decode_grid.h's and
+  // paged_prefill_grid.h's counts (chosen by the fit). 0: not counted (prefill: its
+  // longest walk).
   double per_cta_token_us = 0;
   double reduce_us = 0;
   double per_partition_us = 0;
@@ -189,8 +190,8 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
 // A profile row's work as the fit and the evaluation count it: ProfiledWork, and for
 // decode attention the split-KV grid on `gpu` (split_kv_grid.h; none when its SMs are unknown).
 // On a row of servelab's own CUDA kernels (ServelabGpuKernels), attention's cta_tokens
-// too: for prefill its context and chunk, for decode paged_decode_grid.h's grid with
-// `resident_ctas` blocks an SM (none when 0).
+// too, with `resident_ctas` blocks an SM: for prefill paged_prefill_grid.h's (its context
+// and chunk when 0), for decode paged_decode_grid.h's (none when 0).
 // A moe_mlp row's routing is what it counted; without counts, `routing`'s entry for its
 // MoE shape (the simulator's routing model: a decode row `batch` one-token draws, a chunk
 // one sequence's), else uniform routing over independent tokens.

@@ -390,10 +390,12 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
         f.per_row_us = Number(path, n["per_row_us"], where + ".per_row_us", 0, 1e9);
       }
       // servelab's own attention kernels (OpFit::per_cta_token_us): the tokens the busiest
-      // SM walks in turn; for decode, the partitions' reduce kernel and the grid's count.
+      // SM walks in turn and the blocks an SM runs at once; for decode, the partitions'
+      // reduce kernel.
       for (const char* key : {"per_cta_token_us", "reduce_us", "per_partition_us", "resident_ctas"}) {
         if (!n[key]) continue;
-        const bool decode_only = std::string_view(key) != "per_cta_token_us";
+        const std::string_view name(key);
+        const bool decode_only = name == "reduce_us" || name == "per_partition_us";
         if (decode_only ? *op != Op::kAttentionDecode
                         : *op != Op::kAttentionPrefill && *op != Op::kAttentionDecode) {
           Fail(path, n[key], where + "." + key,

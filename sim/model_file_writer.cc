@@ -41,10 +41,12 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "#                 per_row_us a sequence (sim/op_model.h)\n"
          "#   servelab's own CUDA attention kernels, beside the form's terms:\n"
          "#                 per_cta_token_us a token the busiest SM's blocks walk in\n"
-         "#                 turn (decode: the kernel's partitions, resident_ctas\n"
-         "#                 blocks an SM; prefill: the longest context and chunk), and\n"
-         "#                 for decode reduce_us + per_partition_us a partition merged\n"
-         "#                 (sim/paged_decode_grid.h); a mixed step's leading decode\n"
+         "#                 turn, resident_ctas blocks an SM (decode: the kernel's\n"
+         "#                 partitions in waves, sim/paged_decode_grid.h; prefill: its\n"
+         "#                 blocks as the SMs free, sim/paged_prefill_grid.h, or without\n"
+         "#                 resident_ctas the longest context and chunk), and for decode\n"
+         "#                 reduce_us + per_partition_us a partition merged; a mixed\n"
+         "#                 step's leading decode\n"
          "#                 rows on attention_decode, the rest on attention_prefill\n"
          "#   decode_step_overhead_us: a decode-only step's own (negative: replayed as\n"
          "#                 CUDA graphs, it launches none of the ops timed one by one)\n"
@@ -117,11 +119,11 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
     if (f.per_cta_token_us > 0) {
       out << "    per_cta_token_us: " << FormatDouble(f.per_cta_token_us) << "\n";
     }
-    if (f.resident_ctas > 0) {
+    if (f.resident_ctas > 0 && op == Op::kAttentionDecode) {
       out << "    reduce_us: " << FormatDouble(f.reduce_us) << "\n";
       out << "    per_partition_us: " << FormatDouble(f.per_partition_us) << "\n";
-      out << "    resident_ctas: " << f.resident_ctas << "\n";
     }
+    if (f.resident_ctas > 0) out << "    resident_ctas: " << f.resident_ctas << "\n";
     if (f.row_tile > 1) out << "    row_tile: " << f.row_tile << "\n";
     if (op == Op::kMoeMlp) {
       out << "    per_expert_us: " << FormatDouble(f.per_expert_us) << "\n";

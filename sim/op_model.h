@@ -102,8 +102,8 @@ struct OpWork {
   // Attention as servelab's CUDA kernels run it, one thread block walking its tokens one
   // chunk after another (latency-bound, not bandwidth-bound, until the device is full):
   // cta_tokens, the tokens walked in turn on the busiest SM (decode: its waves x the
-  // longest partition, sim/paged_decode_grid.h; prefill: the longest sequence's context
-  // and chunk, its last query tile's walk); reduce, 1 when a decode launch is split into
+  // longest partition, sim/paged_decode_grid.h; prefill: the blocks' walks as the SMs
+  // take them, sim/paged_prefill_grid.h); reduce, 1 when a decode launch is split into
   // partitions (the kernel that merges them runs), and partitions, the partitions each
   // sequence is split into then. 0 for every other kernel.
   double cta_tokens = 0;

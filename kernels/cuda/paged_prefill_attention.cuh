@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/kv_cache_shape.h"
+#include "kernels/prefill_grid.h"
 
 namespace servelab::kernels::cuda::detail {
 
@@ -60,7 +61,7 @@ struct PrefillParams {
 void LaunchPrefillTensorCores(PrefillParams p, int32_t num_seqs, cudaStream_t stream);
 void LaunchPrefillCudaCores(PrefillParams p, int32_t num_seqs, cudaStream_t stream);
 
-// Query rows (token x head of one GQA group) per thread block, both kernels.
-constexpr int32_t kPrefillRowsPerBlock = 64;
+// Query rows per thread block, both kernels: kernels/prefill_grid.h's
+// kPrefillRowsPerBlock (the cost model counts the grid by it).
 
 }  // namespace servelab::kernels::cuda::detail

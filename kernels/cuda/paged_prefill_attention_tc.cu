@@ -61,6 +61,7 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kFrag = 16;                  // WMMA tile edge: m = n = k = 16
 constexpr int kRows = kWarps * kFrag;      // query rows per block, 16 per warp
 constexpr int kTile = 64;                  // K/V positions per tile
+static_assert(kTile == kPrefillKvTile);    // kernels/prefill_grid.h: the cost model's count
 constexpr int kScoreStride = kTile + 8;    // f32 row of the S / output scratch (+32 bytes)
 constexpr int kProbStride = kTile + 8;     // bf16 row of the P scratch (+16 bytes)
 constexpr float kLog2e = 1.4426950408889634f;

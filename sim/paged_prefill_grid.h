@@ -1,0 +1,56 @@
+#pragma once
+// Prefill attention as servelab's own CUDA kernel launches it, the work of the calibrated
+// form's grid term (OpWork::cta_tokens; op_model.h).
+//
+// The tensor-core kernel (kernels/cuda/paged_prefill_attention_tc.cu) runs one thread
+// block a (KV head, sequence, query tile), and a block walks every K/V position up to its
+// last query token's, a tile at a time (kernels/prefill_grid.h). Measured on an H200
+// (Llama-3-8B, 8 KV heads), the time is not the longest block's walk: a chunk of 2,048
+// after none takes 1.9 times a chunk of 1,536, where the longest walk grows by a third,
+// because 1,024 blocks no longer fit the SMs at once (3 an SM, what its 62 KiB of shared
+// memory allow) and the first blocks to finish take the rest. Counted here as the device's
+// block scheduler runs them: blocks in launch order (KV head fastest, then sequence, then
+// query tile, latest first), each to whichever of the SMs x resident_ctas slots frees
+// first; cta_tokens is the last to finish, in K/V tiles x kPrefillKvTile tokens.
+// resident_ctas 0 (a model fitted before the count, or on other kernels): no slots to wait
+// for, the longest sequence's walk (its cached and new tokens).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/op_model.h"
+
+namespace servelab {
+
+// One sequence of a prefill launch: its chunk's new tokens after `cached` in the cache.
+struct PrefillChunk {
+  int64_t new_tokens = 0;
+  int64_t cached = 0;
+};
+
+// The K/V tiles the busiest of `slots` block slots walks: the kernel's blocks for `chunks`
+// (`kv_heads` KV heads, a GQA group of `group` query heads a KV head) placed in launch
+// order, each on the slot that frees first. 0 without chunks, slots or a group the kernel
+// takes (kernels::PrefillTokensPerBlock > 0).
+int64_t PagedPrefillMakespanTiles(std::span<const PrefillChunk> chunks, int64_t kv_heads,
+                                  int32_t group, int64_t slots);
+
+// The tokens a prefill launch of `chunks` on `shape` walks on its busiest SM, `sms` SMs
+// running `resident_ctas` blocks each at once: the makespan above in tokens, or (no
+// slots, or a group no kernel takes) the longest chunk's cached and new tokens.
+double PagedPrefillGridTokens(std::span<const PrefillChunk> chunks, const OpShape& shape,
+                              int32_t sms, int32_t resident_ctas);
+
+// Adds the grid term of a prefill launch of `seqs` sequences, sequence i `chunk(i)` (a
+// PrefillChunk).
+template <class ChunkOf>
+void AddPagedPrefillGridWork(OpWork& work, const OpShape& shape, int32_t sms, int32_t resident_ctas,
+                             int64_t seqs, ChunkOf chunk) {
+  if (seqs < 1) return;
+  std::vector<PrefillChunk> chunks;
+  chunks.reserve(static_cast<size_t>(seqs));
+  for (int64_t i = 0; i < seqs; ++i) chunks.push_back(chunk(i));
+  work.cta_tokens += PagedPrefillGridTokens(chunks, shape, sms, resident_ctas);
+}
+
+}  // namespace servelab
