@@ -20,37 +20,27 @@ int64_t PagedPrefillMakespanTiles(std::span<const PrefillChunk> chunks, int64_t 
   };
   // Every block at once (the common chunk of a few hundred tokens): the longest walk, its
   // last query tile's.
-  int64_t blocks = 0, longest = 0;
+  int64_t blocks = 0, longest = 0, launch_tiles = 0;
   for (const PrefillChunk& c : chunks) {
     const int64_t tiles = query_tiles(c);
     if (tiles < 1) continue;
     blocks += kv_heads * tiles;
     longest = std::max(longest, kernels::PrefillBlockKvTiles(c.cached, c.new_tokens, tiles - 1, per_block));
+    launch_tiles = std::max(launch_tiles, tiles);
   }
   if (blocks <= slots) return longest;
-  // The sequences a query tile has blocks with work in, in launch order: each joins once
-  // the reversed z reaches its last tile (longest chunks first) and stays.
-  std::vector<size_t> by_tiles(chunks.size());
-  for (size_t i = 0; i < chunks.size(); ++i) by_tiles[i] = i;
-  std::stable_sort(by_tiles.begin(), by_tiles.end(), [&](size_t a, size_t b) {
-    return query_tiles(chunks[a]) > query_tiles(chunks[b]);
-  });
-  const int64_t launch_tiles = query_tiles(chunks[by_tiles.front()]);
-  std::vector<size_t> active;  // in sequence order
-  size_t joined = 0;
   // Slots as (time they free, in K/V tiles walked; how many free then), a min-heap: the
-  // same time may sit in two entries, which takes them in turn as one.
+  // same time may sit in two entries, which takes them in turn as one. This thread's,
+  // kept between calls (no allocation once grown).
   using Slots = std::pair<int64_t, int64_t>;
-  std::vector<Slots> free_at = {{0, slots}};
+  thread_local std::vector<Slots> free_at;
+  free_at.assign(1, Slots{0, slots});
   constexpr auto later = std::greater<Slots>();
   int64_t makespan = 0;
   for (int64_t query_tile = launch_tiles - 1; query_tile >= 0; --query_tile) {
-    for (; joined < by_tiles.size() && query_tiles(chunks[by_tiles[joined]]) > query_tile; ++joined) {
-      active.insert(std::upper_bound(active.begin(), active.end(), by_tiles[joined]), by_tiles[joined]);
-    }
-    for (const size_t i : active) {
-      const int64_t walk =
-          kernels::PrefillBlockKvTiles(chunks[i].cached, chunks[i].new_tokens, query_tile, per_block);
+    for (const PrefillChunk& c : chunks) {  // launch order: sequence after sequence
+      const int64_t walk = kernels::PrefillBlockKvTiles(c.cached, c.new_tokens, query_tile, per_block);
+      if (walk == 0) continue;  // past its chunk: the block exits at once
       // The KV heads' blocks of this (sequence, query tile), alike: onto the earliest slots.
       for (int64_t left = kv_heads; left > 0;) {
         std::pop_heap(free_at.begin(), free_at.end(), later);
@@ -82,6 +72,11 @@ double PagedPrefillGridTokens(std::span<const PrefillChunk> chunks, const OpShap
   int64_t longest = 0;
   for (const PrefillChunk& c : chunks) longest = std::max(longest, c.cached + c.new_tokens);
   return static_cast<double>(longest);
+}
+
+std::vector<PrefillChunk>& PrefillChunkScratch() {
+  thread_local std::vector<PrefillChunk> chunks;
+  return chunks;
 }
 
 }  // namespace servelab

@@ -41,14 +41,18 @@ int64_t PagedPrefillMakespanTiles(std::span<const PrefillChunk> chunks, int64_t 
 double PagedPrefillGridTokens(std::span<const PrefillChunk> chunks, const OpShape& shape,
                               int32_t sms, int32_t resident_ctas);
 
+// This thread's list of chunks for AddPagedPrefillGridWork, kept between calls: a cost
+// model allocates nothing per step once it has grown.
+std::vector<PrefillChunk>& PrefillChunkScratch();
+
 // Adds the grid term of a prefill launch of `seqs` sequences, sequence i `chunk(i)` (a
 // PrefillChunk).
 template <class ChunkOf>
 void AddPagedPrefillGridWork(OpWork& work, const OpShape& shape, int32_t sms, int32_t resident_ctas,
                              int64_t seqs, ChunkOf chunk) {
   if (seqs < 1) return;
-  std::vector<PrefillChunk> chunks;
-  chunks.reserve(static_cast<size_t>(seqs));
+  std::vector<PrefillChunk>& chunks = PrefillChunkScratch();
+  chunks.clear();
   for (int64_t i = 0; i < seqs; ++i) chunks.push_back(chunk(i));
   work.cta_tokens += PagedPrefillGridTokens(chunks, shape, sms, resident_ctas);
 }
