@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
@@ -18,6 +20,7 @@
 #include "driver/sweep_config.h"
 #include "engine/engine_setup.h"
 #include "engine/profiler.h"
+#include "sim/recorded_engine.h"
 #include "sim/validation.h"
 #include "sim/validation_report.h"
 
@@ -172,6 +175,15 @@ at p50 and p99 the simulator's error is within it; rows <load>/mean and a table 
 simulated run against the mean of the engine's runs, and the CDF plot draws each run.
 An earlier validation's run-K/ folders are removed once a load's first run is in place.
 
+With --recorded REC (an earlier validation's folder), no engine runs: each load's engine
+is the recording in REC/<load> (its steps_compared.csv, and engine/summary.json or
+engine_summary.json for its KV pool and context) played back, the simulator making the
+engine's plans again on the recorded step times, each checked against the recorded step
+(sim/recorded_engine.h): a cost model validated again, on another machine and without
+the device, against the very steps the engine measured. The engine must have run on
+`clock: virtual`, the experiment and its --set be the recording's, and --out another
+folder; no host check, one engine run a load.
+
 Exit status: 0 success, 2 bad input, 1 a runtime failure (the folders of loads that
 finished before either stay written).
 )";
@@ -179,7 +191,7 @@ finished before either stay written).
 int ValidateCommand(const std::vector<std::string>& args) {
   po::options_description options("servelab validate EXPERIMENT.yaml [options]");
   std::vector<std::string> sets;
-  std::string out_dir, cost_model;
+  std::string out_dir, cost_model, recorded;
   int32_t retries = 0, engine_runs = 1;
   double max_drift = 5.0, max_wander = -1;  // -1: no limit
   int32_t wander_window = ErrorWander().window;
@@ -192,6 +204,9 @@ int ValidateCommand(const std::vector<std::string>& args) {
        "MODEL.yaml from `servelab calibrate` for the simulator")
       ("out", po::value<std::string>(&out_dir),
        "validation folder (default results/<name>-validation)")
+      ("recorded", po::value<std::string>(&recorded),
+       "play back the engine runs an earlier validation recorded in this folder instead of "
+       "running the engine (no device needed)")
       ("no-host-check", "skip timing the reference steps before and after each load")
       ("retries", po::value<int32_t>(&retries)->default_value(0),
        "re-run a load whose reference steps drifted more than --max-drift, up to N times (0-10)")
@@ -237,7 +252,17 @@ int ValidateCommand(const std::vector<std::string>& args) {
   ProfileOptions settling;  // the host check's: its range, as the profile's flag
   settling.settle_ms = settle_ms;
   if (Status checked = CheckProfileOptions(settling); !checked.ok()) return Report(checked);
-  const bool host_check = !vm.count("no-host-check");
+  if (!recorded.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(recorded, ec)) {
+      return Report(InvalidArgument("--recorded " + recorded + ": not a folder (a validation's --out)"));
+    }
+    if (engine_runs > 1 || retries > 0) {
+      return Report(InvalidArgument("--recorded plays back one engine run a load: it cannot go with "
+                                    "--engine-runs or --retries, which run the engine again"));
+    }
+  }
+  const bool host_check = !vm.count("no-host-check") && recorded.empty();
   if (!host_check && !wander_limit && retries > 0) {
     return Report(InvalidArgument("--retries re-runs a load the host check found drifting, or "
                                   "whose errors wandered past --max-wander; without either it "
@@ -280,6 +305,17 @@ int ValidateCommand(const std::vector<std::string>& args) {
                  loads.size() == 1 ? "" : "s");
   }
   const std::string dir = out_dir.empty() ? "results/" + base->name + "-validation" : out_dir;
+  if (!recorded.empty()) {
+    // The recording is read as each load starts: writing over it would lose it.
+    std::error_code ec;
+    const fs::path from = fs::weakly_canonical(recorded, ec);
+    const fs::path to = fs::weakly_canonical(dir, ec);
+    const auto [end, at] = std::mismatch(from.begin(), from.end(), to.begin(), to.end());
+    if (end == from.end() || at == to.end()) {
+      return Report(InvalidArgument("--out " + dir + ": the recording's folder, or one within or around "
+                                    "it (--recorded " + recorded + "): write the new validation elsewhere"));
+    }
+  }
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
 
   std::vector<LoadValidation> results;
@@ -290,7 +326,13 @@ int ValidateCommand(const std::vector<std::string>& args) {
   int64_t pinned_blocks = 0;
   for (auto& [label, config] : loads) {
     if (config.hardware.num_gpu_blocks == 0) config.hardware.num_gpu_blocks = pinned_blocks;
-    auto engine = MakeEngineBackendFactory(config);
+    const auto make_engine = [&]() -> StatusOr<BackendFactory> {
+      if (recorded.empty()) return MakeEngineBackendFactory(config);
+      auto recording = ReadEngineRecording((fs::path(recorded) / label).string());
+      if (!recording.ok()) return Status(recording.status().code(), label + ": " + recording.status().message());
+      return MakeRecordedEngineFactory(config, std::make_shared<const EngineRecording>(std::move(recording).value()));
+    };
+    auto engine = make_engine();
     if (!engine.ok()) return Report(engine.status());
     const std::string load_dir = (fs::path(dir) / label).string();
     StatusOr<LoadValidation> v = Internal("validate: no run");
@@ -350,10 +392,11 @@ int ValidateCommand(const std::vector<std::string>& args) {
                    Printable(label).c_str(), host.ErrorPct(false), max_drift);
     }
     v->label = label;
+    if (!recorded.empty()) v->recorded_from = (fs::path(recorded) / label).string();
     if (config.hardware.num_gpu_blocks == 0) {  // the first load's first run: pin its pool
       pinned_blocks = v->sim_config.hardware.num_gpu_blocks;
       config.hardware.num_gpu_blocks = pinned_blocks;
-      engine = MakeEngineBackendFactory(config);  // for this load's further runs
+      engine = make_engine();  // for this load's further runs
       if (!engine.ok()) return Report(engine.status());
     }
     if (Status written = WriteStepsCompared(load_dir, *v); !written.ok()) return Report(written);

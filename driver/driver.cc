@@ -200,7 +200,9 @@ Status Driver::StartStep(int32_t index, TimeNs now) {
   }
   StatusOr<StepResult> result = replica.backend->Execute(plan);
   if (!result.ok()) {
-    return Internal("replica " + std::to_string(index) + ", step " +
+    // The backend's kind of error kept: bad input it finds (a prompt token past the
+    // vocabulary, a recording of other steps) exits 2, a device's failure 1.
+    return Status(result.status().code(), "replica " + std::to_string(index) + ", step " +
                     std::to_string(replica.steps) + " (t = " + std::to_string(ToSeconds(now)) +
                     " s): " + std::string(replica.backend->Name()) + ": " +
                     result.status().message());

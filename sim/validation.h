@@ -186,6 +186,8 @@ struct LoadValidation {
   ErrorWander decode_wander;
   std::vector<MetricComparison> metrics;
   std::string sim_cost_model;  // what the simulated backend describes itself as
+  // The recording the engine was played back from (validate --recorded), else empty.
+  std::string recorded_from;
   ExperimentConfig sim_config;  // the simulated run's experiment (SimulatedTwin)
   std::optional<StepReplay> replay;  // a first run's (ValidateLoad); none for reruns
   HostCheck host;

@@ -2,7 +2,7 @@
 // The backends a validation wraps around the engine's and the simulator's (validation.h):
 // RecordingBackend costs each step the engine executes on the simulator too, and keeps it
 // for ReplayBackend, which runs the simulator on the engine's own step times. Only
-// validation.cc and its tests include this.
+// validation.cc, recorded_engine.cc (WrappingBackend) and their tests include this.
 #include <algorithm>
 #include <cstdio>
 #include <map>

@@ -341,6 +341,11 @@ std::string ValidationMarkdown(const std::string& experiment,
   const std::vector<const LoadValidation*> runs = EveryRun(loads);
   std::string md = "# Validation: " + experiment + "\n\n";
   if (!loads.empty()) md += "Simulator: " + loads.front().sim_cost_model + "\n\n";
+  if (!loads.empty() && !loads.front().recorded_from.empty()) {
+    md += "Engine: played back from its recording (`servelab validate --recorded`; " +
+          loads.front().recorded_from + " and the other loads' folders beside it): its plans "
+          "made again on its measured step times, each checked against the recorded step.\n\n";
+  }
   md += "Errors are (simulated - measured) / measured. Step time: the simulator's cost of "
         "each step plan the engine executed.\n\n";
   md += "Time error: of the steps' summed time, what the end-to-end figures move with (a step "

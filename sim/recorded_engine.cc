@@ -1,0 +1,195 @@
+#include "sim/recorded_engine.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+
+#include "core/read_file.h"
+#include "driver/trace_reader.h"
+#include "sim/sim_backend.h"
+#include "sim/validation.h"
+#include "sim/validation_backends.h"
+
+namespace servelab {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A step of 10^7 ms (near three hours) is longer than any engine step: a bound that keeps
+// the nanoseconds within TimeNs.
+constexpr double kMaxStepMs = 1e7;
+
+// "12 sequences (140 new tokens, 3,000 cached)"
+std::string Said(int32_t seqs, int64_t tokens, int64_t context) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%d sequence%s (%lld new token%s, %lld cached)", seqs, seqs == 1 ? "" : "s",
+                static_cast<long long>(tokens), tokens == 1 ? "" : "s", static_cast<long long>(context));
+  return buf;
+}
+
+StatusOr<std::vector<RecordedStep>> ReadSteps(const std::string& path) {
+  auto file = LineFile::Open(path);
+  if (!file.ok()) return file.status();
+  std::string line;
+  if (!file->Next(line)) return InvalidArgument(path + ": empty (no header)");
+  std::vector<std::string_view> header;
+  SplitCsvLine(line, header);
+  size_t at[4];
+  const char* names[4] = {"tokens", "seqs", "context_tokens", "measured_ms"};
+  for (size_t c = 0; c < 4; ++c) {
+    auto column = FindColumn(header, names[c], path, 1);
+    if (!column.ok()) return column.status();
+    at[c] = *column;
+  }
+  std::vector<RecordedStep> steps;
+  std::vector<std::string_view> fields;
+  while (file->Next(line)) {
+    if (line.empty()) continue;
+    SplitCsvLine(line, fields);
+    const int64_t n = file->line_number();
+    if (fields.size() > header.size()) {
+      return LineError(path, n, std::to_string(fields.size()) + " fields, more than the header's " +
+                                    std::to_string(header.size()));
+    }
+    RecordedStep s;
+    int32_t counts[3] = {0, 0, 0};
+    for (size_t c = 0; c < 3; ++c) {
+      if (at[c] >= fields.size()) return LineError(path, n, "missing field", names[c]);
+      if (!ParseCount(fields[at[c]], counts[c]) || (c < 2 && counts[c] < 1)) {
+        return LineError(path, n, std::string("expected a whole number ") + (c < 2 ? ">= 1" : ">= 0") +
+                                      ", got '" + std::string(fields[at[c]]) + "'", names[c]);
+      }
+    }
+    s.tokens = counts[0];
+    s.seqs = counts[1];
+    s.context_tokens = counts[2];
+    double ms = 0;
+    if (at[3] >= fields.size()) return LineError(path, n, "missing field", names[3]);
+    if (!ParseDouble(fields[at[3]], ms) || !(ms > 0) || ms > kMaxStepMs) {
+      return LineError(path, n, "expected a time in (0, 10000000] ms, got '" + std::string(fields[at[3]]) + "'",
+                       names[3]);
+    }
+    s.elapsed = static_cast<TimeNs>(std::llround(ms * 1e6));
+    steps.push_back(s);
+  }
+  if (steps.empty()) return InvalidArgument(path + ": no steps recorded");
+  return steps;
+}
+
+// A whole number in [1, INT32_MAX] at `key` of the summary.
+StatusOr<int32_t> PositiveInt(const nlohmann::json& summary, const char* key, const std::string& path) {
+  const auto it = summary.find(key);
+  if (it == summary.end() || !it->is_number_integer() || it->get<int64_t>() < 1 ||
+      it->get<int64_t>() > INT32_MAX) {
+    return InvalidArgument(path + ": " + key + ": expected a whole number in [1, 2147483647]");
+  }
+  return static_cast<int32_t>(it->get<int64_t>());
+}
+
+// The recording as the engine: the simulator's backend, every compute step's time the
+// recording's next one (WrappingBackend forwards the rest but prediction: the engine
+// predicts nothing).
+class RecordedEngineBackend final : public validation_internal::WrappingBackend {
+ public:
+  RecordedEngineBackend(std::unique_ptr<Backend> sim, std::shared_ptr<const EngineRecording> recording)
+      : WrappingBackend(std::move(sim)), recording_(std::move(recording)) {}
+
+  std::string_view Name() const override { return "engine-recorded"; }
+  std::optional<TimeNs> PredictPrefillTime(int32_t) const override { return std::nullopt; }
+
+  StatusOr<StepResult> Execute(const StepPlan& plan) override {
+    int64_t tokens = 0, context = 0;
+    for (const ScheduledRequest& seq : plan.seqs) {
+      tokens += seq.num_new_tokens;
+      context += seq.num_computed_tokens;
+    }
+    auto result = inner().Execute(plan);
+    if (!result.ok() || tokens == 0) return result;  // swap copies alone: never recorded
+    const auto seqs = static_cast<int32_t>(plan.seqs.size());
+    const std::vector<RecordedStep>& steps = recording_->steps;
+    if (next_ >= steps.size()) {
+      return InvalidArgument(recording_->steps_path + ": the recording ends after " +
+                             std::to_string(steps.size()) + " steps; this run goes on with " +
+                             Said(seqs, tokens, context) + ": not the recorded requests or schedule");
+    }
+    const RecordedStep& r = steps[next_];
+    if (r.seqs != seqs || r.tokens != tokens || r.context_tokens != context) {
+      // The data line of step k is line k + 1 (after the header) when the file has no blank lines.
+      return InvalidArgument(recording_->steps_path + ": step " + std::to_string(next_ + 1) + " recorded " +
+                             Said(r.seqs, r.tokens, r.context_tokens) + ", this run scheduled " +
+                             Said(seqs, tokens, context) +
+                             ": not the recorded requests or schedule (the experiment, its seed, "
+                             "policy or KV pool differ, or the engine ran on a wall clock or "
+                             "stopped on a stop token)");
+    }
+    ++next_;
+    result->elapsed = r.elapsed;
+    result->stages.clear();
+    return result;
+  }
+
+ private:
+  std::shared_ptr<const EngineRecording> recording_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+StatusOr<EngineRecording> ReadEngineRecording(const std::string& load_dir) {
+  EngineRecording recording;
+  recording.steps_path = (fs::path(load_dir) / "steps_compared.csv").string();
+  auto steps = ReadSteps(recording.steps_path);
+  if (!steps.ok()) return steps.status();
+  recording.steps = std::move(steps).value();
+  std::string summary_path = (fs::path(load_dir) / "engine" / "summary.json").string();
+  std::error_code ec;
+  if (!fs::exists(summary_path, ec)) {
+    const std::string beside = (fs::path(load_dir) / "engine_summary.json").string();
+    if (fs::exists(beside, ec)) summary_path = beside;
+  }
+  auto text = ReadRegularFile(summary_path, kMaxConfigFileBytes, "engine's summary");
+  if (!text.ok()) return text.status();
+  const nlohmann::json summary = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!summary.is_object()) return InvalidArgument(summary_path + ": not a JSON object (a run's summary.json)");
+  if (const auto b = summary.find("backend"); b == summary.end() || !b->is_string() || *b != "engine") {
+    return InvalidArgument(summary_path + ": backend: expected \"engine\" (the engine's run of the load)");
+  }
+  if (const auto r = summary.find("replicas"); r != summary.end() && (!r->is_number_integer() || *r != 1)) {
+    return InvalidArgument(summary_path + ": replicas: a recording plays back one replica's steps "
+                           "(steps_compared.csv does not say which replica ran a step)");
+  }
+  auto blocks = PositiveInt(summary, "kv_blocks_per_replica", summary_path);
+  if (!blocks.ok()) return blocks.status();
+  auto context = PositiveInt(summary, "max_model_len", summary_path);
+  if (!context.ok()) return context.status();
+  recording.num_gpu_blocks = *blocks;
+  recording.max_model_len = *context;
+  return recording;
+}
+
+StatusOr<BackendFactory> MakeRecordedEngineFactory(const ExperimentConfig& config,
+                                                   std::shared_ptr<const EngineRecording> recording) {
+  if (config.cluster.replicas != 1) {
+    return InvalidArgument(config.Where("cluster.replicas") + ": a recording plays back one replica's steps");
+  }
+  if (config.hardware.pipeline_parallel != 1) {
+    return InvalidArgument(config.Where("hardware.pipeline_parallel") +
+                           ": a recording keeps no pipeline stages' times");
+  }
+  KvCapacity capacity;
+  capacity.num_gpu_blocks = recording->num_gpu_blocks;
+  capacity.block_size = config.scheduler.block_size;
+  ExperimentConfig sim_config = SimulatedTwin(config, capacity, recording->max_model_len);
+  auto sims = MakeSimBackendFactory(sim_config);
+  if (!sims.ok()) return sims.status();
+  return BackendFactory([sims = *sims, recording](int32_t replica) -> StatusOr<std::unique_ptr<Backend>> {
+    auto sim = sims(replica);
+    if (!sim.ok()) return sim.status();
+    return std::unique_ptr<Backend>(std::make_unique<RecordedEngineBackend>(std::move(sim).value(), recording));
+  });
+}
+
+}  // namespace servelab

@@ -1,0 +1,139 @@
+// `servelab validate --recorded`: an engine run validate recorded, played back as the
+// engine. Validated again on the same cost model, every figure of the engine side is the
+// recording's to the byte and every step's prediction the same; a recording of other
+// requests, a broken or missing recording, or an --out over it are errors that name them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/cli/cli_fixture.h"
+
+namespace servelab {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::CliResult;
+using testing::ReadFile;
+
+class ValidateRecordedTest : public testing::CliFixture {};
+
+// The rows of validation.csv whose quantity is one of the engine's (the load's own and
+// its replay's: every column), and each load's engine summary.
+std::string EngineSide(const fs::path& dir) {
+  std::string kept;
+  const std::string csv = ReadFile(dir / "validation.csv");
+  for (size_t at = 0; at < csv.size();) {
+    const size_t end = csv.find('\n', at);
+    const std::string line = csv.substr(at, end - at);
+    at = end == std::string::npos ? csv.size() : end + 1;
+    // load,quantity,statistic,engine,...: the engine's figure, the 4th field.
+    size_t field = 0, start = 0;
+    for (int k = 0; k < 3 && start != std::string::npos; ++k) start = line.find(',', start) + 1;
+    field = line.find(',', start);
+    if (start == 0 || field == std::string::npos) continue;
+    kept += line.substr(0, field) + "\n";
+  }
+  return kept;
+}
+
+TEST_F(ValidateRecordedTest, PlaysTheEngineRunBackStepForStep) {
+  const fs::path exp = Write("engine.yaml",
+                             "name: rec\nseed: 3\nbackend: engine\n"
+                             "engine: {model_path: model, create_model: true, kv_cache_gib: 0.02, ignore_eos: true}\n"
+                             "model: {base: llama-3-8b, name: t, hidden_size: 64, num_hidden_layers: 2,\n"
+                             "        num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 128,\n"
+                             "        vocab_size: 97, max_position_embeddings: 512}\n"
+                             "hardware: {gpu: a10}\n"
+                             "scheduler: {max_num_seqs: 4, max_num_batched_tokens: 16}\n"
+                             "workload:\n"
+                             "  num_requests: 12\n"
+                             "  arrival: {process: poisson, rate: 100}\n"
+                             "  input_tokens: {dist: uniform, min: 5, max: 40}\n"
+                             "  output_tokens: {dist: uniform, min: 2, max: 12}\n"
+                             "sweep:\n  workload.arrival.rate: [100, 400]\n");
+  const std::string common = "validate " + exp.string() + " --no-plots --no-host-check";
+  const CliResult first = Run(common + " --out " + (dir_ / "v").string());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const CliResult played = Run(common + " --recorded " + (dir_ / "v").string() + " --out " + (dir_ / "p").string());
+  ASSERT_EQ(played.exit_code, 0) << played.err;
+  for (const char* load : {"rate-100", "rate-400"}) {
+    // The engine's requests, their times to the nanosecond, and each step's measured and
+    // predicted time (the same cost model) as recorded.
+    EXPECT_EQ(ReadFile(dir_ / "p" / load / "engine" / "requests.csv"),
+              ReadFile(dir_ / "v" / load / "engine" / "requests.csv")) << load;
+    EXPECT_EQ(ReadFile(dir_ / "p" / load / "steps_compared.csv"), ReadFile(dir_ / "v" / load / "steps_compared.csv"))
+        << load;
+    EXPECT_EQ(ReadFile(dir_ / "p" / load / "sim" / "requests.csv"), ReadFile(dir_ / "v" / load / "sim" / "requests.csv"))
+        << load;
+  }
+  EXPECT_EQ(EngineSide(dir_ / "p"), EngineSide(dir_ / "v"));
+  EXPECT_EQ(ReadFile(dir_ / "p" / "validation.csv"), ReadFile(dir_ / "v" / "validation.csv"));
+  EXPECT_THAT(ReadFile(dir_ / "p" / "validation.md"), HasSubstr("Engine: played back from its recording"));
+  EXPECT_THAT(played.out, HasSubstr("; replayed on the engine's step times: one (largest error +0.00%)"));
+
+  // Other requests than the recorded ones: the first step that differs, named.
+  const CliResult other = Run(common + " --recorded " + (dir_ / "v").string() + " --out " +
+                              (dir_ / "o").string() + " --set seed=4");
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_THAT(other.err, HasSubstr("steps_compared.csv: step "));
+  EXPECT_THAT(other.err, HasSubstr("not the recorded requests or schedule"));
+  // Run past the recording's end: fewer steps recorded than the run makes.
+  const std::string steps = ReadFile(dir_ / "v" / "rate-100" / "steps_compared.csv");
+  fs::create_directories(dir_ / "short" / "rate-100" / "engine");
+  fs::copy_file(dir_ / "v" / "rate-100" / "engine" / "summary.json", dir_ / "short" / "rate-100" / "engine" / "summary.json");
+  Write("short/rate-100/steps_compared.csv", steps.substr(0, steps.find('\n', steps.find('\n') + 1) + 1));
+  const CliResult ended = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o").string());
+  EXPECT_EQ(ended.exit_code, 2);
+  EXPECT_THAT(ended.err, HasSubstr("rate-100: "));
+  EXPECT_THAT(ended.err, HasSubstr("the recording ends after 1 steps"));
+
+  // A broken recording: file, line and column named; nothing written over it.
+  const std::string bad_row = steps.substr(0, steps.find('\n') + 1) + "16,x,0,0,1.0,1.0,,\n";
+  Write("short/rate-100/steps_compared.csv", bad_row);
+  const CliResult broken = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o").string());
+  EXPECT_EQ(broken.exit_code, 2);
+  EXPECT_THAT(broken.err, HasSubstr("short/rate-100/steps_compared.csv:2: expected a whole number >= 1, got 'x', column 'seqs'"));
+  Write("short/rate-100/steps_compared.csv", "tokens,seqs,measured_ms\n1,1,1\n");
+  const CliResult columns = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o").string());
+  EXPECT_EQ(columns.exit_code, 2);
+  EXPECT_THAT(columns.err, HasSubstr("missing column 'context_tokens'"));
+  Write("short/rate-100/steps_compared.csv", steps);
+  Write("short/rate-100/engine/summary.json", "{\"backend\": \"sim\", \"kv_blocks_per_replica\": 10}");
+  const CliResult sim = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o").string());
+  EXPECT_EQ(sim.exit_code, 2);
+  EXPECT_THAT(sim.err, HasSubstr("summary.json: backend: expected \"engine\""));
+  Write("short/rate-100/engine/summary.json", "{\"backend\": \"engine\", \"max_model_len\": 512}");
+  const CliResult pool = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o").string());
+  EXPECT_EQ(pool.exit_code, 2);
+  EXPECT_THAT(pool.err, HasSubstr("summary.json: kv_blocks_per_replica: expected a whole number"));
+  const CliResult missing = Run(common + " --recorded " + (dir_ / "none").string() + " --out " + (dir_ / "o").string());
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("--recorded " + (dir_ / "none").string() + ": not a folder"));
+  // rate-100 whole again; rate-400 has no folder in short/.
+  fs::copy_file(dir_ / "v" / "rate-100" / "engine" / "summary.json", dir_ / "short" / "rate-100" / "engine" / "summary.json",
+                fs::copy_options::overwrite_existing);
+  const CliResult no_load = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o").string());
+  EXPECT_EQ(no_load.exit_code, 2);
+  EXPECT_THAT(no_load.err, HasSubstr("rate-400: " + (dir_ / "short" / "rate-400" / "steps_compared.csv").string()));
+
+  // --out over the recording (or within it), or runs of the engine again: refused, the
+  // recording untouched.
+  const auto before = testing::Tree(dir_ / "v");
+  for (const std::string& out : {(dir_ / "v").string(), (dir_ / "v" / "again").string(), dir_.string()}) {
+    const CliResult over = Run(common + " --recorded " + (dir_ / "v").string() + " --out " + out);
+    EXPECT_EQ(over.exit_code, 2) << out;
+    EXPECT_THAT(over.err, HasSubstr("write the new validation elsewhere")) << out;
+  }
+  for (const char* flag : {" --engine-runs 2", " --retries 1 --max-wander 5"}) {
+    const CliResult runs = Run(common + " --recorded " + (dir_ / "v").string() + " --out " + (dir_ / "o").string() + flag);
+    EXPECT_EQ(runs.exit_code, 2) << flag;
+    EXPECT_THAT(runs.err, HasSubstr("cannot go with --engine-runs or --retries")) << flag;
+  }
+  EXPECT_TRUE(testing::Differences(before, testing::Tree(dir_ / "v")).empty());
+}
+
+}  // namespace
+}  // namespace servelab
