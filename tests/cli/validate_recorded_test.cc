@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "tests/cli/cli_fixture.h"
@@ -133,6 +134,49 @@ TEST_F(ValidateRecordedTest, PlaysTheEngineRunBackStepForStep) {
     EXPECT_THAT(runs.err, HasSubstr("cannot go with --engine-runs or --retries")) << flag;
   }
   EXPECT_TRUE(testing::Differences(before, testing::Tree(dir_ / "v")).empty());
+}
+
+// The H200's recording (experiments/results/h200/run4/validation: Llama-3-8B on the CUDA
+// engine, three loads): played back here, the scheduler remakes every step the engine ran
+// and the engine's figures come out as the device's run measured them.
+TEST_F(ValidateRecordedTest, TheH200RecordingPlaysBack) {
+  const fs::path source(SERVELAB_SOURCE_DIR);
+  const fs::path run = source / "experiments" / "results" / "h200" / "run4";
+  const CliResult r = Run("validate " + (source / "experiments" / "gpu" / "validation_cuda.yaml").string() +
+                          " --cost-model " + (run / "calibration" / "MODEL.yaml").string() + " --recorded " +
+                          (run / "validation").string() + " --out " + (dir_ / "h").string() + " --no-plots");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* load : {"rate-15", "rate-29", "rate-41"}) {
+    const auto device = nlohmann::json::parse(ReadFile(run / "validation" / load / "engine_summary.json"));
+    const auto played = nlohmann::json::parse(ReadFile(dir_ / "h" / load / "engine" / "summary.json"));
+    EXPECT_EQ(played["num_steps"], device["num_steps"]) << load;
+    EXPECT_EQ(played["kv_blocks_per_replica"], device["kv_blocks_per_replica"]) << load;
+    for (const char* metric : {"ttft_s", "tpot_s", "e2e_s"}) {
+      for (const char* at : {"p50", "p99", "mean"}) {
+        const double want = device[metric][at].get<double>();
+        EXPECT_NEAR(played[metric][at].get<double>(), want, 1e-9 * want) << load << " " << metric << " " << at;
+      }
+    }
+    EXPECT_NEAR(played["request_throughput"].get<double>(), device["request_throughput"].get<double>(), 1e-9)
+        << load;
+    // Every step's measured time as recorded.
+    const std::string recorded = ReadFile(run / "validation" / load / "steps_compared.csv");
+    const std::string again = ReadFile(dir_ / "h" / load / "steps_compared.csv");
+    auto measured = [](const std::string& csv) {  // the first five columns of every row
+      std::string kept;
+      for (size_t at = 0; at < csv.size();) {
+        size_t end = csv.find('\n', at);
+        if (end == std::string::npos) end = csv.size();
+        size_t cut = at;
+        for (int k = 0; k < 5; ++k) cut = csv.find(',', cut) + 1;
+        kept += csv.substr(at, cut - at) + "\n";
+        at = end + 1;
+      }
+      return kept;
+    };
+    EXPECT_EQ(measured(again), measured(recorded)) << load;
+  }
+  EXPECT_THAT(r.out, HasSubstr("rate-41: 418 steps"));
 }
 
 }  // namespace
