@@ -29,7 +29,10 @@
 # took on an H200 (2026-12-04, carried binaries): tests 33-47 s, bench 11 s, engine 23-27 s,
 # calibration (profile and fit) about 45 s, validate 35 s a run of the three loads; a
 # machine's start cost 30-215 s of the budget besides. HOST_CHECK=1 validates with the
-# host check (reference steps before and after each load).
+# host check (reference steps before and after each load). EAGER=1 validates with
+# CUDA_MODULE_LOADING=EAGER (every kernel loaded as the context starts): run 4's first
+# load ran its first steps of each new token count ~3 ms slower than the later loads
+# (experiments/results/h200/README.md), which lazy loading would explain.
 # STEPS (default "tests bench engine calibration validate") picks which of steps 2-5 run
 # (step 5 is "calibration", the profile and its fit, then "validate"), for a rerun that
 # repeats only what failed or was cut.
@@ -277,7 +280,12 @@ if want validate && [[ -x $SERVELAB && -f $OUT/calibration/MODEL.yaml ]] && has_
   (( $(left_s) > 200 )) && runs=2
   host_check=(--no-host-check)
   [[ ${HOST_CHECK:-0} == 1 ]] && host_check=()
-  timeout "$(limit 240)" "$SERVELAB" validate "$ROOT/experiments/gpu/validation_cuda.yaml" \
+  eager=()
+  if [[ ${EAGER:-0} == 1 ]]; then
+    eager=(env CUDA_MODULE_LOADING=EAGER)
+    note "validate with CUDA_MODULE_LOADING=EAGER"
+  fi
+  "${eager[@]}" timeout "$(limit 240)" "$SERVELAB" validate "$ROOT/experiments/gpu/validation_cuda.yaml" \
       --cost-model "$OUT/calibration/MODEL.yaml" --out "$OUT/validation" --no-plots \
       "${host_check[@]}" --engine-runs "$runs" --no-progress >"$OUT/validate.log" 2>&1 ||
     { note "validate FAILED (validate.log)"; status=1; }
