@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "cli/command_line.h"
@@ -305,15 +306,23 @@ int ValidateCommand(const std::vector<std::string>& args) {
                  loads.size() == 1 ? "" : "s");
   }
   const std::string dir = out_dir.empty() ? "results/" + base->name + "-validation" : out_dir;
+  // Every load's recording, read (and checked) before anything runs or is written.
+  std::map<std::string, std::shared_ptr<const EngineRecording>> recordings;
   if (!recorded.empty()) {
-    // The recording is read as each load starts: writing over it would lose it.
     std::error_code ec;
     const fs::path from = fs::weakly_canonical(recorded, ec);
+    if (ec) return Report(InvalidArgument("--recorded " + recorded + ": " + ec.message()));
     const fs::path to = fs::weakly_canonical(dir, ec);
+    if (ec) return Report(InvalidArgument("--out " + dir + ": " + ec.message()));
     const auto [end, at] = std::mismatch(from.begin(), from.end(), to.begin(), to.end());
     if (end == from.end() || at == to.end()) {
       return Report(InvalidArgument("--out " + dir + ": the recording's folder, or one within or around "
                                     "it (--recorded " + recorded + "): write the new validation elsewhere"));
+    }
+    for (const auto& [label, config] : loads) {
+      auto recording = ReadEngineRecording((fs::path(recorded) / label).string());
+      if (!recording.ok()) return Report(Status(recording.status().code(), label + ": " + recording.status().message()));
+      recordings[label] = std::make_shared<const EngineRecording>(std::move(recording).value());
     }
   }
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
@@ -328,9 +337,9 @@ int ValidateCommand(const std::vector<std::string>& args) {
     if (config.hardware.num_gpu_blocks == 0) config.hardware.num_gpu_blocks = pinned_blocks;
     const auto make_engine = [&]() -> StatusOr<BackendFactory> {
       if (recorded.empty()) return MakeEngineBackendFactory(config);
-      auto recording = ReadEngineRecording((fs::path(recorded) / label).string());
-      if (!recording.ok()) return Status(recording.status().code(), label + ": " + recording.status().message());
-      return MakeRecordedEngineFactory(config, std::make_shared<const EngineRecording>(std::move(recording).value()));
+      auto factory = MakeRecordedEngineFactory(config, recordings.at(label));
+      if (!factory.ok()) return Status(factory.status().code(), label + ": " + factory.status().message());
+      return factory;
     };
     auto engine = make_engine();
     if (!engine.ok()) return Report(engine.status());

@@ -1,23 +1,43 @@
 #pragma once
-// How the tensor-core prefill attention kernel (kernels/cuda/paged_prefill_attention_tc.cu)
-// lays out its launch, in plain C++: the kernel launches by these constants, and the
-// calibrated cost model (sim/paged_prefill_grid.h) counts the same grid, so the two cannot
-// drift apart.
+// How the CUDA prefill attention kernels lay out their launch, in plain C++: which kernel a
+// shape takes (the dispatch in kernels/cuda/paged_prefill_attention.cu calls
+// PrefillUsesTensorCores), their shared constants (static_assert-ed in each kernel), and
+// the grid's arithmetic, which the calibrated cost model (sim/paged_prefill_grid.h) counts;
+// each kernel computes the same quantities in its own device code, as the comments there
+// say.
 //
-// Grid (KV heads, sequences, query tiles): a block takes kPrefillRowsPerBlock query rows
-// (query token x head of one GQA group), so group / kPrefillRowsPerBlock of a chunk's
-// tokens, and walks the K/V positions from 0 to its last token's, kPrefillKvTile at a time.
-// Query tiles run latest first (blockIdx.z reversed): the blocks that walk the most start
-// first. A sequence's chunk ends before the launch's longest: its blocks past its end exit
-// at once.
+// Grid (KV heads, sequences, query tiles), both kernels: a block takes kPrefillRowsPerBlock
+// query rows (query token x head of one GQA group), so kPrefillRowsPerBlock / group of a
+// chunk's tokens, and walks the K/V positions from 0 to its last token's, a tile at a time.
+// The tensor-core kernel (paged_prefill_attention_tc.cu, head_dim 64 and 128) walks 64
+// positions a tile and runs its query tiles latest first (blockIdx.z reversed: the blocks
+// that walk the most start first); the CUDA-core kernel (paged_prefill_attention.cu, the
+// others) 32 a tile, earliest first. A sequence's chunk ends before the launch's longest:
+// its blocks past its end exit at once.
 #include <cstdint>
 
 namespace servelab::kernels {
 
 // Query rows (query token x head of one GQA group) a block takes, both prefill kernels.
 inline constexpr int32_t kPrefillRowsPerBlock = 64;
-// K/V positions the tensor-core kernel walks a tile.
+// K/V positions a block walks a tile: the tensor-core kernel's, the CUDA-core kernel's.
 inline constexpr int32_t kPrefillKvTile = 64;
+inline constexpr int32_t kPrefillCudaCoreKvTile = 32;
+
+// Whether the tensor-core kernel takes a head_dim and GQA group (else the CUDA-core one).
+inline constexpr bool PrefillUsesTensorCores(int32_t head_dim, int32_t group) {
+  return (head_dim == 64 || head_dim == 128) && group <= kPrefillRowsPerBlock;
+}
+
+// The launch's grid as the cost model counts it.
+struct PrefillGridRule {
+  int32_t kv_tile = kPrefillKvTile;  // K/V positions a block walks a tile
+  bool latest_first = true;          // query tiles launched latest first
+};
+inline constexpr PrefillGridRule PrefillGridOf(int32_t head_dim, int32_t group) {
+  return PrefillUsesTensorCores(head_dim, group) ? PrefillGridRule{kPrefillKvTile, true}
+                                                 : PrefillGridRule{kPrefillCudaCoreKvTile, false};
+}
 
 // Query tokens one block takes for a GQA group of `group` heads a KV head (0 when the
 // group is wider than a block: no prefill kernel takes it).
@@ -25,16 +45,16 @@ inline constexpr int32_t PrefillTokensPerBlock(int32_t group) {
   return group >= 1 && group <= kPrefillRowsPerBlock ? kPrefillRowsPerBlock / group : 0;
 }
 
-// The K/V tiles the block of query tile `query_tile` walks, in a sequence whose chunk has
-// `query_len` new tokens after `cached` tokens already in the cache: its last token sits at
-// position cached + min(query_len, (query_tile + 1) x tokens_per_block) - 1. 0 when the
-// tile starts past the chunk (the block exits).
+// The K/V tiles of `kv_tile` positions the block of query tile `query_tile` walks, in a
+// sequence whose chunk has `query_len` new tokens after `cached` tokens already in the
+// cache: its last token sits at position cached + min(query_len, (query_tile + 1) x
+// tokens_per_block) - 1. 0 when the tile starts past the chunk (the block exits).
 inline constexpr int64_t PrefillBlockKvTiles(int64_t cached, int64_t query_len, int64_t query_tile,
-                                             int32_t tokens_per_block) {
+                                             int32_t tokens_per_block, int32_t kv_tile = kPrefillKvTile) {
   const int64_t first = query_tile * tokens_per_block;
-  if (tokens_per_block < 1 || first >= query_len) return 0;
+  if (tokens_per_block < 1 || kv_tile < 1 || first >= query_len) return 0;
   const int64_t end = first + tokens_per_block < query_len ? first + tokens_per_block : query_len;
-  return (cached + end - 1) / kPrefillKvTile + 1;
+  return (cached + end - 1) / kv_tile + 1;
 }
 
 }  // namespace servelab::kernels

@@ -311,6 +311,13 @@ PrefillChunk ChunkOf(const ScheduledRequest& seq) {
 
 }  // namespace
 
+void CalibratedCostModel::AddPrefillGridWork(OpWork& work, const StepPlan& plan, size_t first) const {
+  if (!(Of(Op::kAttentionPrefill).s_per_cta_token > 0) || first >= plan.seqs.size()) return;
+  AddPagedPrefillGridWork(work, shape_, paged_grid_sms_, prefill_grid_resident_,
+                          static_cast<int64_t>(plan.seqs.size() - first),
+                          [&](int64_t i) { return ChunkOf(plan.seqs[first + static_cast<size_t>(i)]); });
+}
+
 double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool all_single) const {
   const auto seqs = static_cast<int64_t>(plan.seqs.size());
   const auto attended = [&](int64_t i) { return CostedContextLen(plan.seqs[static_cast<size_t>(i)]); };
@@ -333,10 +340,7 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
         const ScheduledRequest& seq = plan.seqs[j];
         prefill += PrefillWork(shape_, CostedNewTokens(seq), seq.num_computed_tokens);
       }
-      AddPagedPrefillGridWork(prefill, shape_, paged_grid_sms_, prefill_grid_resident_,
-                              static_cast<int64_t>(plan.seqs.size() - end), [&](int64_t i) {
-                                return ChunkOf(plan.seqs[end + static_cast<size_t>(i)]);
-                              });
+      AddPrefillGridWork(prefill, plan, end);
       return OpSeconds(Of(Op::kAttentionDecode), decode) + OpSeconds(Of(Op::kAttentionPrefill), prefill);
     }
   }
@@ -349,10 +353,7 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
     const double cached = seq.num_computed_tokens;
     attention += all_single ? DecodeWork(shape_, cached) : PrefillWork(shape_, n, cached);
   }
-  if (!all_single && Of(Op::kAttentionPrefill).s_per_cta_token > 0) {
-    AddPagedPrefillGridWork(attention, shape_, paged_grid_sms_, prefill_grid_resident_, seqs,
-                            [&](int64_t i) { return ChunkOf(plan.seqs[static_cast<size_t>(i)]); });
-  }
+  if (!all_single) AddPrefillGridWork(attention, plan, 0);
   if (all_single && split_kv_sms_ > 0) {
     AddSplitKvWork(attention, shape_, split_kv_sms_, split_kv_length_, seqs, attended);
   }

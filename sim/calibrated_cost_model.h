@@ -150,6 +150,9 @@ class CalibratedCostModel final : public CostModel {
   void SetUpAttentionSide();
   // One layer's attention from its fit: decode or prefill, the split-KV grid when fitted.
   double FittedAttentionSeconds(const StepPlan& plan, bool all_single) const;
+  // Adds the prefill kernel's grid term (paged_prefill_grid.h) for plan.seqs[first, end),
+  // one launch; nothing when the fit prices no token walked.
+  void AddPrefillGridWork(OpWork& work, const StepPlan& plan, size_t first) const;
   // One MoE layer's MLP over a step's tokens (the header's note), without its all-to-all.
   double MoeMlpSeconds(const RoutedTokens& step) const;
 

@@ -32,8 +32,8 @@
 
 namespace servelab {
 
-// The most blocks of the decode kernel an SM is counted to run at once (calibrate tries
-// each count up to it).
+// The most blocks of an attention kernel (decode here, prefill in paged_prefill_grid.h) an
+// SM is counted to run at once (calibrate tries each count up to it).
 inline constexpr int32_t kMaxResidentCtas = 8;
 
 // Adds the grid terms of a decode launch of `seqs` sequences, sequence i attending

@@ -1,5 +1,7 @@
 #include "sim/recorded_engine.h"
 
+#include <charconv>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -55,16 +57,22 @@ StatusOr<std::vector<RecordedStep>> ReadSteps(const std::string& path) {
                                     std::to_string(header.size()));
     }
     RecordedStep s;
-    int32_t counts[3] = {0, 0, 0};
+    s.line = n;
+    // tokens and seqs: 1 to INT32_MAX; context_tokens, a sum over the step's sequences,
+    // 0 to INT64_MAX.
+    int64_t counts[3] = {0, 0, 0};
     for (size_t c = 0; c < 3; ++c) {
       if (at[c] >= fields.size()) return LineError(path, n, "missing field", names[c]);
-      if (!ParseCount(fields[at[c]], counts[c]) || (c < 2 && counts[c] < 1)) {
-        return LineError(path, n, std::string("expected a whole number ") + (c < 2 ? ">= 1" : ">= 0") +
-                                      ", got '" + std::string(fields[at[c]]) + "'", names[c]);
+      const std::string_view f = fields[at[c]];
+      const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), counts[c]);
+      const int64_t least = c < 2 ? 1 : 0, most = c < 2 ? INT32_MAX : INT64_MAX;
+      if (ec != std::errc() || end != f.data() + f.size() || counts[c] < least || counts[c] > most) {
+        return LineError(path, n, "expected a whole number in [" + std::to_string(least) + ", " +
+                                      std::to_string(most) + "], got '" + std::string(f) + "'", names[c]);
       }
     }
-    s.tokens = counts[0];
-    s.seqs = counts[1];
+    s.tokens = static_cast<int32_t>(counts[0]);
+    s.seqs = static_cast<int32_t>(counts[1]);
     s.context_tokens = counts[2];
     double ms = 0;
     if (at[3] >= fields.size()) return LineError(path, n, "missing field", names[3]);
@@ -99,6 +107,8 @@ class RecordedEngineBackend final : public validation_internal::WrappingBackend 
 
   std::string_view Name() const override { return "engine-recorded"; }
   std::optional<TimeNs> PredictPrefillTime(int32_t) const override { return std::nullopt; }
+  std::string Describe() const override { return "played back from " + recording_->steps_path; }
+  std::optional<ExpertsRun> Routing(const StepPlan&) const override { return std::nullopt; }
 
   StatusOr<StepResult> Execute(const StepPlan& plan) override {
     int64_t tokens = 0, context = 0;
@@ -117,13 +127,12 @@ class RecordedEngineBackend final : public validation_internal::WrappingBackend 
     }
     const RecordedStep& r = steps[next_];
     if (r.seqs != seqs || r.tokens != tokens || r.context_tokens != context) {
-      // The data line of step k is line k + 1 (after the header) when the file has no blank lines.
-      return InvalidArgument(recording_->steps_path + ": step " + std::to_string(next_ + 1) + " recorded " +
-                             Said(r.seqs, r.tokens, r.context_tokens) + ", this run scheduled " +
-                             Said(seqs, tokens, context) +
-                             ": not the recorded requests or schedule (the experiment, its seed, "
-                             "policy or KV pool differ, or the engine ran on a wall clock or "
-                             "stopped on a stop token)");
+      return LineError(recording_->steps_path, r.line,
+                       "step " + std::to_string(next_ + 1) + " recorded " + Said(r.seqs, r.tokens, r.context_tokens) +
+                           ", this run scheduled " + Said(seqs, tokens, context) +
+                           ": not the recorded requests or schedule (the experiment, its seed, "
+                           "policy or KV pool differ, or the engine ran on a wall clock or stopped on "
+                           "a stop token)");
     }
     ++next_;
     result->elapsed = r.elapsed;
@@ -152,7 +161,12 @@ StatusOr<EngineRecording> ReadEngineRecording(const std::string& load_dir) {
   }
   auto text = ReadRegularFile(summary_path, kMaxConfigFileBytes, "engine's summary");
   if (!text.ok()) return text.status();
-  const nlohmann::json summary = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json summary;
+  try {
+    summary = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return InvalidArgument(summary_path + ": not JSON (at byte " + std::to_string(e.byte) + ")");
+  }
   if (!summary.is_object()) return InvalidArgument(summary_path + ": not a JSON object (a run's summary.json)");
   if (const auto b = summary.find("backend"); b == summary.end() || !b->is_string() || *b != "engine") {
     return InvalidArgument(summary_path + ": backend: expected \"engine\" (the engine's run of the load)");
@@ -165,8 +179,12 @@ StatusOr<EngineRecording> ReadEngineRecording(const std::string& load_dir) {
   if (!blocks.ok()) return blocks.status();
   auto context = PositiveInt(summary, "max_model_len", summary_path);
   if (!context.ok()) return context.status();
+  auto block_size = PositiveInt(summary, "block_size", summary_path);
+  if (!block_size.ok()) return block_size.status();
   recording.num_gpu_blocks = *blocks;
   recording.max_model_len = *context;
+  recording.block_size = *block_size;
+  recording.summary_path = summary_path;
   return recording;
 }
 
@@ -179,9 +197,19 @@ StatusOr<BackendFactory> MakeRecordedEngineFactory(const ExperimentConfig& confi
     return InvalidArgument(config.Where("hardware.pipeline_parallel") +
                            ": a recording keeps no pipeline stages' times");
   }
+  if (config.has_engine && config.engine.clock != EngineClock::kVirtual) {
+    return InvalidArgument(config.Where("engine.clock") + ": a recording plays back on clock: virtual "
+                           "(on a wall clock the engine's time between steps is in its schedule, "
+                           "and no recording has it)");
+  }
+  if (config.scheduler.block_size != recording->block_size) {
+    return InvalidArgument(config.Where("scheduler.block_size") + ": " +
+                           std::to_string(config.scheduler.block_size) + ", the recording's engine ran " +
+                           std::to_string(recording->block_size) + " (" + recording->summary_path + ")");
+  }
   KvCapacity capacity;
   capacity.num_gpu_blocks = recording->num_gpu_blocks;
-  capacity.block_size = config.scheduler.block_size;
+  capacity.block_size = recording->block_size;
   ExperimentConfig sim_config = SimulatedTwin(config, capacity, recording->max_model_len);
   auto sims = MakeSimBackendFactory(sim_config);
   if (!sims.ok()) return sims.status();

@@ -7,7 +7,8 @@
 // schedule follows from the requests and its step times alone (the scheduler is the
 // simulator's; nothing else moves the clock), so the simulator run on the recorded times
 // makes the engine's plans again, step for step, and the engine's end-to-end figures to
-// the nanosecond (validate's replay, which matched every step of the H200 runs). Each plan
+// the nanosecond (validate's replay, which matched every step of the H200 runs), but where
+// a step copied swapped blocks alone (never recorded: the simulator's time). Each plan
 // is checked against the recorded step (its new tokens, sequences and cached tokens); the
 // first that differs ends the run with an error naming it: a recording of other requests,
 // another policy, a wall clock's or a stop token's schedule.
@@ -27,13 +28,16 @@ struct RecordedStep {
   int32_t seqs = 0;
   int64_t context_tokens = 0;  // cached tokens, summed over its sequences
   TimeNs elapsed = 0;          // what the engine measured
+  int64_t line = 0;            // of the steps file, for messages
 };
 
 struct EngineRecording {
   std::string steps_path;  // for messages
   std::vector<RecordedStep> steps;
   int32_t num_gpu_blocks = 0;  // the engine's KV pool, blocks
+  int32_t block_size = 0;      // tokens a block
   int32_t max_model_len = 0;   // the context it served
+  std::string summary_path;    // the engine's summary.json, for messages
 };
 
 // A load's recording in `load_dir` (a validation's DIR/<load>): steps_compared.csv, and
@@ -43,12 +47,14 @@ struct EngineRecording {
 // replica): InvalidArgument or NotFound naming the file, line and column.
 StatusOr<EngineRecording> ReadEngineRecording(const std::string& load_dir);
 
-// The recording as the engine of `config` (backend: engine, one replica): each plan
-// executed by the simulator of `config` on the recording's KV pool and context, its time
-// the recorded step's once the plan is checked against it. Steps with no new tokens (swap
-// copies alone; never recorded) take the simulator's time. Like the engine, it predicts
-// no prefill and no decode run. The backend's Execute fails with InvalidArgument at the
-// first plan the recording does not have, or past its last step.
+// The recording as the engine of `config` (backend: engine, one replica, one pipeline
+// stage, `engine.clock: virtual`, the recording's block size): each plan executed by the
+// simulator of `config` on the recording's KV pool and context, its time the recorded
+// step's once the plan is checked against it. Steps with no new tokens (swap copies alone;
+// never recorded) take the simulator's time. Like the engine, it predicts no prefill and
+// no decode run; it counts no MoE routing (the recording keeps none to replay). Its
+// Execute fails with InvalidArgument, naming the steps file's line, at the first plan the
+// recording does not have, or past its last step.
 StatusOr<BackendFactory> MakeRecordedEngineFactory(const ExperimentConfig& config,
                                                    std::shared_ptr<const EngineRecording> recording);
 

@@ -27,6 +27,7 @@ constexpr int kRowsPerWarp = 8;
 constexpr int kRows = kWarps * kRowsPerWarp;  // 64 query rows per block
 constexpr int kTile = 32;                     // K/V positions per tile, one per lane
 static_assert(kRows == kPrefillRowsPerBlock);
+static_assert(kTile == kPrefillCudaCoreKvTile);  // kernels/prefill_grid.h: the cost model's count
 
 template <int kHeadDim>
 constexpr size_t SharedBytes() {
@@ -199,8 +200,7 @@ bool CudaCoresForced() {
 
 PrefillAttentionPath ChoosePrefillAttentionPath(int32_t head_dim, int32_t group) {
   // Both paths take any group up to kPrefillRowsPerBlock (the entry CHECKs it).
-  return (head_dim == 64 || head_dim == 128) && group <= kPrefillRowsPerBlock &&
-                 !CudaCoresForced()
+  return PrefillUsesTensorCores(head_dim, group) && !CudaCoresForced()
              ? PrefillAttentionPath::kTensorCores
              : PrefillAttentionPath::kCudaCores;
 }

@@ -79,12 +79,21 @@ TEST_F(ValidateRecordedTest, PlaysTheEngineRunBackStepForStep) {
   const CliResult other = Run(common + " --recorded " + (dir_ / "v").string() + " --out " +
                               (dir_ / "o").string() + " --set seed=4");
   EXPECT_EQ(other.exit_code, 2) << other.err;
-  EXPECT_THAT(other.err, HasSubstr("steps_compared.csv: step "));
+  EXPECT_THAT(other.err, ::testing::ContainsRegex("rate-100/steps_compared.csv:[0-9]+: step [0-9]+ recorded "));
   EXPECT_THAT(other.err, HasSubstr("not the recorded requests or schedule"));
+  // Not the recording's block size or clock: refused before anything runs.
+  const CliResult blocks = Run(common + " --recorded " + (dir_ / "v").string() + " --out " + (dir_ / "o3").string() +
+                               " --set scheduler.block_size=32");
+  EXPECT_EQ(blocks.exit_code, 2);
+  EXPECT_THAT(blocks.err, HasSubstr("scheduler.block_size: 32, the recording's engine ran 16"));
+  const CliResult wall = Run(common + " --recorded " + (dir_ / "v").string() + " --out " + (dir_ / "o3").string() +
+                             " --set engine.clock=wall");
+  EXPECT_EQ(wall.exit_code, 2);
+  EXPECT_THAT(wall.err, HasSubstr("engine.clock: a recording plays back on clock: virtual"));
+  EXPECT_FALSE(fs::exists(dir_ / "o3"));
   // Run past the recording's end: fewer steps recorded than the run makes.
   const std::string steps = ReadFile(dir_ / "v" / "rate-100" / "steps_compared.csv");
-  fs::create_directories(dir_ / "short" / "rate-100" / "engine");
-  fs::copy_file(dir_ / "v" / "rate-100" / "engine" / "summary.json", dir_ / "short" / "rate-100" / "engine" / "summary.json");
+  fs::copy(dir_ / "v", dir_ / "short", fs::copy_options::recursive);
   Write("short/rate-100/steps_compared.csv", steps.substr(0, steps.find('\n', steps.find('\n') + 1) + 1));
   const CliResult ended = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o").string());
   EXPECT_EQ(ended.exit_code, 2);
@@ -96,12 +105,17 @@ TEST_F(ValidateRecordedTest, PlaysTheEngineRunBackStepForStep) {
   Write("short/rate-100/steps_compared.csv", bad_row);
   const CliResult broken = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o").string());
   EXPECT_EQ(broken.exit_code, 2);
-  EXPECT_THAT(broken.err, HasSubstr("short/rate-100/steps_compared.csv:2: expected a whole number >= 1, got 'x', column 'seqs'"));
+  EXPECT_THAT(broken.err, HasSubstr("short/rate-100/steps_compared.csv:2: expected a whole number in [1, 2147483647], "
+                                    "got 'x', column 'seqs'"));
   Write("short/rate-100/steps_compared.csv", "tokens,seqs,measured_ms\n1,1,1\n");
   const CliResult columns = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o").string());
   EXPECT_EQ(columns.exit_code, 2);
   EXPECT_THAT(columns.err, HasSubstr("missing column 'context_tokens'"));
   Write("short/rate-100/steps_compared.csv", steps);
+  Write("short/rate-100/engine/summary.json", "{\"backend\": ");
+  const CliResult json = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o").string());
+  EXPECT_EQ(json.exit_code, 2);
+  EXPECT_THAT(json.err, HasSubstr("summary.json: not JSON (at byte "));
   Write("short/rate-100/engine/summary.json", "{\"backend\": \"sim\", \"kv_blocks_per_replica\": 10}");
   const CliResult sim = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o").string());
   EXPECT_EQ(sim.exit_code, 2);
@@ -113,12 +127,14 @@ TEST_F(ValidateRecordedTest, PlaysTheEngineRunBackStepForStep) {
   const CliResult missing = Run(common + " --recorded " + (dir_ / "none").string() + " --out " + (dir_ / "o").string());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.err, HasSubstr("--recorded " + (dir_ / "none").string() + ": not a folder"));
-  // rate-100 whole again; rate-400 has no folder in short/.
+  // rate-100 whole again; rate-400's folder gone.
   fs::copy_file(dir_ / "v" / "rate-100" / "engine" / "summary.json", dir_ / "short" / "rate-100" / "engine" / "summary.json",
                 fs::copy_options::overwrite_existing);
-  const CliResult no_load = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o").string());
+  fs::remove_all(dir_ / "short" / "rate-400");
+  const CliResult no_load = Run(common + " --recorded " + (dir_ / "short").string() + " --out " + (dir_ / "o2").string());
   EXPECT_EQ(no_load.exit_code, 2);
   EXPECT_THAT(no_load.err, HasSubstr("rate-400: " + (dir_ / "short" / "rate-400" / "steps_compared.csv").string()));
+  EXPECT_FALSE(fs::exists(dir_ / "o2")) << "every recording is read before the first load runs";
 
   // --out over the recording (or within it), or runs of the engine again: refused, the
   // recording untouched.

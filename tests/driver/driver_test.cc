@@ -83,6 +83,18 @@ TEST(DriverTest, ABackendFailureStopsTheRunAtThatStep) {
   EXPECT_EQ(run.status().message(), "replica 0, step 3 (t = 0.030000 s): fake: device fault");
   EXPECT_EQ(h.backends[0]->starts.size(), 4u) << "no step after the failed one";
   EXPECT_EQ((*driver)->Progress().steps, 3);
+  // The backend's kind of error is kept: bad input it finds (a prompt token outside the
+  // vocabulary, a recording of other steps) is the CLI's exit 2.
+  Harness bad;
+  bad.backend.fail_at_step = 1;
+  bad.backend.fail_code = StatusCode::kInvalidArgument;
+  VirtualClock bad_clock;
+  auto bad_driver = bad.Make({{0, 16, 10}}, bad_clock);
+  ASSERT_TRUE(bad_driver.ok()) << bad_driver.status().message();
+  const StatusOr<RunSummary> bad_run = (*bad_driver)->Run();
+  ASSERT_FALSE(bad_run.ok());
+  EXPECT_EQ(bad_run.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad_run.status().message(), "replica 0, step 1 (t = 0.010000 s): fake: bad token");
 }
 
 // The KV pool and the context come from the backend: a request longer than the

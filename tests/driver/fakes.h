@@ -30,6 +30,7 @@ struct FakeBackendOptions {
   TimeNs step_time = 10 * kMs;     // what Execute reports
   TimeNs host_time = 0;            // extra real time each step costs, not reported
   int64_t fail_at_step = -1;       // this step (0-based) fails
+  StatusCode fail_code = StatusCode::kInternal;  // with an error of this kind
   FakeTimeSource* time = nullptr;  // advanced by step_time + host_time per step
   std::optional<TimeNs> prefill_time;
 };
@@ -42,7 +43,9 @@ class FakeBackend final : public Backend {
   int32_t MaxModelLen() const override { return options_.max_model_len; }
   StatusOr<StepResult> Execute(const StepPlan& plan) override {
     starts.push_back(plan.start);
-    if (steps_++ == options_.fail_at_step) return Internal("device fault");
+    if (steps_++ == options_.fail_at_step) {
+      return Status(options_.fail_code, options_.fail_code == StatusCode::kInternal ? "device fault" : "bad token");
+    }
     if (options_.time != nullptr) options_.time->now += options_.step_time + options_.host_time;
     StepResult result;
     result.elapsed = options_.step_time;

@@ -50,6 +50,16 @@ TEST(PagedPrefillGridTest, TheKernelsRuleByHand) {
   EXPECT_EQ(PrefillBlockKvTiles(0, 64, 0, 64), 1);   // positions 0..63
   EXPECT_EQ(PrefillBlockKvTiles(1, 64, 0, 64), 2);   // 1..64
   EXPECT_EQ(PrefillBlockKvTiles(0, 20, 2, 16), 0);   // past the chunk: exits
+  EXPECT_EQ(PrefillBlockKvTiles(100, 64, 3, 16, 32), 6);  // the CUDA-core kernel's tiles: 163 / 32 + 1
+  // Which kernel: tensor cores for head_dim 64 and 128 (their tile 64, latest first), CUDA
+  // cores for the rest (tile 32, earliest first).
+  EXPECT_TRUE(kernels::PrefillUsesTensorCores(128, 4));
+  EXPECT_FALSE(kernels::PrefillUsesTensorCores(256, 4));
+  EXPECT_FALSE(kernels::PrefillUsesTensorCores(128, 65));
+  EXPECT_EQ(kernels::PrefillGridOf(64, 8).kv_tile, 64);
+  EXPECT_TRUE(kernels::PrefillGridOf(64, 8).latest_first);
+  EXPECT_EQ(kernels::PrefillGridOf(256, 8).kv_tile, 32);
+  EXPECT_FALSE(kernels::PrefillGridOf(256, 8).latest_first);
 }
 
 TEST(PagedPrefillGridTest, BlocksTakeTheSlotThatFreesFirstByHand) {
@@ -61,8 +71,18 @@ TEST(PagedPrefillGridTest, BlocksTakeTheSlotThatFreesFirstByHand) {
   EXPECT_EQ(PagedPrefillMakespanTiles(one, 1, 4, 1), 11);  // one slot: every walk in turn
   EXPECT_EQ(PagedPrefillMakespanTiles(one, 1, 4, 4), 3);   // all at once: the longest
   // Latest query tiles first: a chunk of 128 after none gives 2, 2, 2, 2, 1, 1, 1, 1; on 3
-  // slots the 2s start first and the last 1s end at 4 (earliest first would end at 5).
-  EXPECT_EQ(PagedPrefillMakespanTiles(std::vector<PrefillChunk>{{128, 0}}, 1, 4, 3), 4);
+  // slots the 2s start first and the last 1s end at 4. Earliest first (the CUDA-core
+  // kernel's order, here with 64-position tiles): 1, 1, 1 at 0; 1 at 1; 2, 2 at 1 and 1;
+  // 2 at 2, 2 at 3: 5.
+  const std::vector<PrefillChunk> ramp = {{128, 0}};
+  EXPECT_EQ(PagedPrefillMakespanTiles(ramp, 1, 4, 3), 4);
+  EXPECT_EQ(PagedPrefillMakespanTiles(ramp, 1, 4, 3, kernels::PrefillGridRule{64, false}), 5);
+  // Earliest first with a chunk that ends early: (20 after 0) and (40 after 70) on 3 slots,
+  // 2 KV heads, query tiles 0, 1, 2: 1, 1, 2, 2 | 1, 1, 2, 2 | 2, 2: [1, 1, 2], 2 at 1: [3,
+  // 1, 2]; 1 at 1, 1 at 2: [3, 2, 3]; 2 at 2, 2 at 3: [3, 4, 5]; 2 at 3, 2 at 4: 6.
+  EXPECT_EQ(PagedPrefillMakespanTiles(std::vector<PrefillChunk>{{20, 0}, {40, 70}}, 2, 4, 3,
+                                      kernels::PrefillGridRule{64, false}),
+            6);
   // Two sequences, 2 KV heads: (20 new after 0) spans 2 query tiles of 1 tile each, (40
   // after 70) 3 of 2 each. In launch order (query tile 2, 1, 0; sequence; KV head): 2, 2 |
   // 1, 1, 2, 2 | 1, 1, 2, 2. On 3 slots: [2, 2, 0]; then 1 at 0 and 1 at 1: [2, 2, 2];
@@ -91,16 +111,17 @@ TEST(PagedPrefillGridTest, MakespanKeepsTheListSchedulingBounds) {
     const int64_t kv_heads = rng.UniformInt(1, 8);
     const auto group = static_cast<int32_t>(rng.UniformInt(1, 8));
     const int64_t slots = rng.UniformInt(1, 600);
+    const kernels::PrefillGridRule rule{rng.UniformInt(0, 1) == 0 ? 32 : 64, rng.UniformInt(0, 1) == 0};
     const int32_t per_block = kernels::PrefillTokensPerBlock(group);
     int64_t total = 0, longest = 0;
     for (const PrefillChunk& c : chunks) {
       for (int64_t t = 0; t * per_block < c.new_tokens; ++t) {
-        const int64_t walk = kernels::PrefillBlockKvTiles(c.cached, c.new_tokens, t, per_block);
+        const int64_t walk = kernels::PrefillBlockKvTiles(c.cached, c.new_tokens, t, per_block, rule.kv_tile);
         total += kv_heads * walk;
         longest = std::max(longest, walk);
       }
     }
-    const int64_t span = PagedPrefillMakespanTiles(chunks, kv_heads, group, slots);
+    const int64_t span = PagedPrefillMakespanTiles(chunks, kv_heads, group, slots, rule);
     const double spread = static_cast<double>(total) / static_cast<double>(slots);
     EXPECT_GE(span, std::max<double>(static_cast<double>(longest), std::ceil(spread))) << trial;
     EXPECT_LE(span, spread + static_cast<double>(longest)) << trial;
@@ -129,6 +150,13 @@ TEST(PagedPrefillGridTest, TheLaunchsTokensOnAShape) {
   wide.model.num_attention_heads = 128;
   wide.model.num_key_value_heads = 1;
   EXPECT_DOUBLE_EQ(PagedPrefillGridTokens(chunk, wide, 132, 3), 16);
+  // head_dim 256 takes the CUDA-core kernel: 32-position tiles. 8 blocks of a chunk of 16
+  // after 70 (positions up to 85: 3 tiles of 32, 2 of 64) on 3 slots: 3 rounds, 9 x 32;
+  // on the tensor-core kernel (head_dim 128), 6 x 64.
+  OpShape big = s;
+  big.model.head_dim = 256;
+  EXPECT_DOUBLE_EQ(PagedPrefillGridTokens(std::vector<PrefillChunk>{{16, 70}}, big, 1, 3), 9 * 32);
+  EXPECT_DOUBLE_EQ(PagedPrefillGridTokens(std::vector<PrefillChunk>{{16, 70}}, s, 1, 3), 6 * 64);
 }
 
 // The prefill grid model the fit is to recover: a fixed cost, per token walked on the
@@ -264,6 +292,29 @@ TEST(PagedPrefillGridTest, TheCostModelPricesAPrefillLaunchByItsGrid) {
   CalibratedModel older = model;
   older.ops[Op::kAttentionPrefill].resident_ctas = 0;
   EXPECT_NEAR(CalibratedCostModel(older, "m.yaml", d, 0).OpsSeconds(plan), 32 * (8 + 48 * 0.1) * 1e-6,
+              1e-12);
+  // With the decode kernel's grid too, a mixed step's leading decode runs on it and only
+  // the rest makes the prefill launch: a decode of 1 after 300 cached, then the chunk of
+  // 48 (24 blocks of one tile on 3 slots: 8 rounds). Decode on 1 SM with 4 blocks: 301
+  // attended over 8 KV heads, partitions of 512 (8 blocks are already 2 an SM), 2 waves
+  // of 4 each walking 301: 602 tokens, no reduce.
+  CalibratedModel both = model;
+  OpFit& decode = both.ops[Op::kAttentionDecode];
+  decode.additive = true;
+  decode.fixed_us = 7.0;
+  decode.per_cta_token_us = 0.08;
+  decode.reduce_us = 4.0;
+  decode.per_partition_us = 0.1;
+  decode.resident_ctas = 4;
+  Request c;
+  c.prompt_len = 300;
+  c.target_output_len = 10;
+  StepPlan mixed;
+  mixed.seqs.push_back(ScheduledRequest{&c, 1, 300, true, false});
+  mixed.seqs.push_back(ScheduledRequest{&b, 48, 0, true, false});
+  const double decode_us = 7 + 602 * 0.08;
+  const double prefill_us = 8 + 8 * 64 * 0.1;
+  EXPECT_NEAR(CalibratedCostModel(both, "m.yaml", d, 0).OpsSeconds(mixed), 32 * (decode_us + prefill_us) * 1e-6,
               1e-12);
 }
 
