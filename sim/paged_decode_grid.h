@@ -12,12 +12,17 @@
 //               context, the device's SMs)
 //   blocks      each sequence's KV heads x ceil(attended / L): the blocks with tokens to
 //               walk (the rest of the grid exits at once)
-//   waves       ceil(blocks / (SMs x resident_ctas)): resident_ctas blocks run on an SM
-//               at once (what the kernel's registers allow; calibrate fits it, 4 for the
-//               group of 4 query heads a KV head on the H200)
-//   cta_tokens  waves x the blocks' mean walk (with alike sequences, min(L, context)), at
-//               least the longest block's walk: the tokens the busiest SM's blocks walk
-//               one after another
+//   slots       SMs x resident_ctas: resident_ctas blocks run on an SM at once (what the
+//               kernel's registers allow; calibrate fits it, 4 for the group of 4 query
+//               heads a KV head on the H200)
+//   cta_tokens  the blocks placed in launch order (KV head fastest, then sequence, then
+//               partition) each on the slot that frees first (block_slots.h), the last to
+//               end: the tokens the busiest SM's blocks walk one after another (alike
+//               sequences: ceil(blocks / slots) waves x the partition). Counted as
+//               waves x the blocks' mean walk until 2026-12-04: the H200's serving decode
+//               steps of 65-128 sequences, their contexts mixed, were predicted 5.0-5.7%
+//               short at 29 and 41 req/s with it, 3.0-3.6% with the slots
+//               (experiments/results/h200/README.md)
 //   reduce      1 when the longest context spans more than one partition: the kernel
 //               that merges the partitions runs; partitions, the partitions it merges a
 //               sequence (the longest's count: the reduce grid is sized by it)
@@ -27,6 +32,7 @@
 #include <limits>
 
 #include "kernels/decode_partition.h"
+#include "sim/block_slots.h"
 #include "sim/memory.h"
 #include "sim/op_model.h"
 
@@ -50,17 +56,38 @@ void AddPagedDecodeGridWork(OpWork& work, const OpShape& shape, int32_t sms, int
   const int32_t len = kernels::DecodePartitionLen(
       static_cast<int32_t>(std::min(seqs, kMax)), static_cast<int32_t>(std::min(kv_heads, kMax)),
       static_cast<int32_t>(std::min(longest, kMax)), sms);
-  double blocks = 0, tokens = 0;
+  double blocks = 0;
   for (int64_t i = 0; i < seqs; ++i) {
     const int64_t a = std::clamp<int64_t>(attended(i), 1, kMax);
     blocks += static_cast<double>(kv_heads * kernels::DecodePartitions(static_cast<int32_t>(a), len));
-    tokens += static_cast<double>(kv_heads * a);
   }
-  const double waves = std::ceil(blocks / (static_cast<double>(sms) * resident_ctas));
-  // Each wave as long as its blocks' mean walk, but never shorter than the longest block:
-  // with alike sequences, waves x the partition; with a few long ones among short ones,
-  // their partitions, not a wave of them each.
-  work.cta_tokens += std::max(static_cast<double>(std::min<int64_t>(len, longest)), waves * tokens / blocks);
+  // The blocks as the SMs take them: all at once when they fit (the longest partition's
+  // walk), else in launch order (KV head fastest, then sequence, then partition) onto the
+  // slot that frees first: with alike sequences, waves x the partition; with mixed
+  // contexts, the long ones' partitions where the short ones' blocks have left.
+  const int64_t slots = int64_t{sms} * resident_ctas;
+  if (blocks <= static_cast<double>(slots)) {
+    work.cta_tokens += static_cast<double>(std::min<int64_t>(len, longest));
+  } else {
+    BlockSlots slots_of(slots, len);
+    const int32_t launch_parts = kernels::DecodePartitions(static_cast<int32_t>(std::min(longest, kMax)), len);
+    // Runs of alike blocks placed at once (full partitions mostly): the same placement.
+    int64_t run_walk = 0, run_blocks = 0;
+    for (int64_t part = 0; part < launch_parts; ++part) {
+      for (int64_t i = 0; i < seqs; ++i) {
+        const int64_t walk = std::min<int64_t>(len, std::clamp<int64_t>(attended(i), 1, kMax) - part * len);
+        if (walk <= 0) continue;  // past its context: the block exits
+        if (walk != run_walk) {
+          if (run_blocks > 0) slots_of.Place(run_walk, run_blocks);
+          run_walk = walk;
+          run_blocks = 0;
+        }
+        run_blocks += kv_heads;
+      }
+    }
+    if (run_blocks > 0) slots_of.Place(run_walk, run_blocks);
+    work.cta_tokens += static_cast<double>(slots_of.Makespan());
+  }
   const int32_t parts = kernels::DecodePartitions(static_cast<int32_t>(std::min(longest, kMax)), len);
   if (parts > 1) {
     work.reduce += 1;

@@ -1,10 +1,10 @@
 #include "sim/paged_prefill_grid.h"
 
 #include <algorithm>
-#include <functional>
 #include <limits>
 #include <utility>
 
+#include "sim/block_slots.h"
 #include "sim/memory.h"
 
 namespace servelab {
@@ -33,12 +33,9 @@ int64_t PagedPrefillMakespanTiles(std::span<const PrefillChunk> chunks, int64_t 
   if (blocks <= slots) return longest;
 
   // This thread's scratch, kept between calls (no allocation once grown): the sequences
-  // by their query tiles, most first; those with a block at the query tile at hand, in
-  // launch (sequence) order; the slots as (time they free, in K/V tiles walked; how many
-  // free then), a min-heap where the same time may sit in two entries.
-  using Slots = std::pair<int64_t, int64_t>;
+  // by their query tiles, most first, and those with a block at the query tile at hand, in
+  // launch (sequence) order.
   thread_local std::vector<size_t> by_tiles, active;
-  thread_local std::vector<Slots> free_at;
   by_tiles.clear();
   for (size_t i = 0; i < chunks.size(); ++i) {
     if (query_tiles(chunks[i]) > 0) by_tiles.push_back(i);
@@ -52,9 +49,7 @@ int64_t PagedPrefillMakespanTiles(std::span<const PrefillChunk> chunks, int64_t 
     std::sort(active.begin(), active.end());
     joined = by_tiles.size();
   }
-  free_at.assign(1, Slots{0, slots});
-  constexpr auto later = std::greater<Slots>();
-  int64_t makespan = 0;
+  BlockSlots slots_of(slots, longest);
   for (int64_t z = 0; z < launch_tiles; ++z) {
     const int64_t query_tile = rule.latest_first ? launch_tiles - 1 - z : z;
     if (rule.latest_first) {  // sequences join as the tiles reach their chunk's last
@@ -66,26 +61,10 @@ int64_t PagedPrefillMakespanTiles(std::span<const PrefillChunk> chunks, int64_t 
         active.erase(std::lower_bound(active.begin(), active.end(), by_tiles[joined - 1]));
       }
     }
-    for (const size_t i : active) {
-      const int64_t walk = walk_of(chunks[i], query_tile);
-      // The KV heads' blocks of this (sequence, query tile), alike: onto the earliest slots.
-      for (int64_t left = kv_heads; left > 0;) {
-        std::pop_heap(free_at.begin(), free_at.end(), later);
-        const auto [at, count] = free_at.back();
-        free_at.pop_back();
-        const int64_t taken = std::min(count, left);
-        if (count > taken) {
-          free_at.emplace_back(at, count - taken);
-          std::push_heap(free_at.begin(), free_at.end(), later);
-        }
-        free_at.emplace_back(at + walk, taken);
-        std::push_heap(free_at.begin(), free_at.end(), later);
-        makespan = std::max(makespan, at + walk);
-        left -= taken;
-      }
-    }
+    // Each sequence's KV heads' blocks of this query tile, alike.
+    for (const size_t i : active) slots_of.Place(walk_of(chunks[i], query_tile), kv_heads);
   }
-  return makespan;
+  return slots_of.Makespan();
 }
 
 double PagedPrefillGridTokens(std::span<const PrefillChunk> chunks, const OpShape& shape,
