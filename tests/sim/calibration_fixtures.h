@@ -5,9 +5,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "core/model_spec.h"
+#include "core/op.h"
 #include "driver/model_catalog.h"
 #include "sim/calibration.h"
 #include "sim/model_file.h"
@@ -31,6 +33,21 @@ inline ModelSpec SmallMixtral() {
   m.num_attention_heads = 4;
   m.num_key_value_heads = 2;
   return m;
+}
+
+// A model of `device` in which every op is fitted and free (infinite efficiencies, no fixed
+// cost): a test sets the ops it prices by hand.
+inline CalibratedModel FreeOpsModel(const std::string& device) {
+  CalibratedModel model;
+  model.device = device;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const OpInfo& info : AllOps()) {
+    OpFit f;
+    f.op = info.op;
+    f.memory_efficiency = f.compute_efficiency = f.causal_efficiency = inf;
+    model.ops[info.op] = f;
+  }
+  return model;
 }
 
 // `text` written to a temporary MODEL.yaml (named after `tag`) and read back.

@@ -199,15 +199,8 @@ TEST(PagedDecodeGridTest, GridKeysBelongToAttention) {
 // A mixed step of two decodes (300 and 1,000 cached) and a chunk of 100 new tokens: the
 // engine attends the decodes with the decode kernel and the chunk with the prefill kernel.
 TEST(PagedDecodeGridTest, TheCostModelPricesAMixedStepAsTheEngineRunsIt) {
-  CalibratedModel model;
-  model.device = "h200-141gb";
+  CalibratedModel model = testing::FreeOpsModel("h200-141gb");  // every op free but attention
   const double inf = std::numeric_limits<double>::infinity();
-  for (const OpInfo& info : AllOps()) {  // every op free but attention
-    OpFit f;
-    f.op = info.op;
-    f.memory_efficiency = f.compute_efficiency = f.causal_efficiency = inf;
-    model.ops[info.op] = f;
-  }
   OpFit decode = GridTruth();
   decode.memory_efficiency = inf;  // terms by hand below: the grid's and fixed
   model.ops[Op::kAttentionDecode] = decode;

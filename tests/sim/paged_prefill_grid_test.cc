@@ -257,15 +257,7 @@ TEST(PagedPrefillGridTest, PrefillTakesTheCountNotTheReduce) {
 
 // Prefill steps on a model with the grid: the launch's walk as its blocks take the SMs.
 TEST(PagedPrefillGridTest, TheCostModelPricesAPrefillLaunchByItsGrid) {
-  CalibratedModel model;
-  model.device = "h200-141gb";
-  const double inf = std::numeric_limits<double>::infinity();
-  for (const OpInfo& info : AllOps()) {  // every op free but prefill attention
-    OpFit f;
-    f.op = info.op;
-    f.memory_efficiency = f.compute_efficiency = f.causal_efficiency = inf;
-    model.ops[info.op] = f;
-  }
+  CalibratedModel model = testing::FreeOpsModel("h200-141gb");  // every op free but prefill attention
   OpFit& prefill = model.ops[Op::kAttentionPrefill];
   prefill.additive = true;
   prefill.fixed_us = 8.0;

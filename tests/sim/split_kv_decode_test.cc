@@ -474,15 +474,7 @@ TEST(SplitKvDecodeTest, SplitKvKeysBelongToItsForm) {
 // whose SMs are unknown is refused.
 TEST(SplitKvDecodeTest, TheCostModelCountsTheBatchsGrid) {
   // Every op free but decode attention.
-  CalibratedModel model;
-  model.device = "a100-80gb";
-  const double inf = std::numeric_limits<double>::infinity();
-  for (const OpInfo& info : AllOps()) {
-    OpFit f;
-    f.op = info.op;
-    f.memory_efficiency = f.compute_efficiency = f.causal_efficiency = inf;
-    model.ops[info.op] = f;
-  }
+  CalibratedModel model = testing::FreeOpsModel("a100-80gb");
   model.ops[Op::kAttentionDecode] = SplitTruth();
   DeploymentSpec d;
   d.model = *FindModel("llama-2-70b");
