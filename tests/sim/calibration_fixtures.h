@@ -35,6 +35,24 @@ inline ModelSpec SmallMixtral() {
   return m;
 }
 
+// servelab's decode kernel's grid model (paged_decode_grid.h) the tests recover and price:
+// per token walked, the reduce and its partitions, a fixed cost, a sequence's row and the
+// bytes, with 4 blocks an SM.
+inline OpFit DecodeGridTruth() {
+  OpFit f;
+  f.op = Op::kAttentionDecode;
+  f.additive = true;
+  f.fixed_us = 7.0;
+  f.memory_efficiency = 1.5;
+  f.compute_efficiency = std::numeric_limits<double>::infinity();
+  f.per_row_us = 0.03;
+  f.per_cta_token_us = 0.08;
+  f.reduce_us = 4.0;
+  f.per_partition_us = 0.1;
+  f.resident_ctas = 4;
+  return f;
+}
+
 // A model of `device` in which every op is fitted and free (infinite efficiencies, no fixed
 // cost): a test sets the ops it prices by hand.
 inline CalibratedModel FreeOpsModel(const std::string& device) {

@@ -84,23 +84,6 @@ TEST(PagedDecodeGridTest, TheGridsWorkByHand) {
   EXPECT_DOUBLE_EQ(w.cta_tokens, 0);
 }
 
-// The grid model the fit is to recover: per token walked, the reduce and its partitions,
-// a fixed cost, a sequence's row and the bytes, with 4 blocks an SM.
-OpFit GridTruth() {
-  OpFit f;
-  f.op = Op::kAttentionDecode;
-  f.additive = true;
-  f.fixed_us = 7.0;
-  f.memory_efficiency = 1.5;
-  f.compute_efficiency = std::numeric_limits<double>::infinity();
-  f.per_row_us = 0.03;
-  f.per_cta_token_us = 0.08;
-  f.reduce_us = 4.0;
-  f.per_partition_us = 0.1;
-  f.resident_ctas = 4;
-  return f;
-}
-
 // Decode rows as `servelab profile` measures them on the CUDA engine (no attention
 // backend named), timed by `truth`.
 ProfileTable Generate(const OpFit& truth) {
@@ -126,7 +109,7 @@ ProfileTable Generate(const OpFit& truth) {
 }
 
 TEST(PagedDecodeGridTest, TheFitRecoversAKnownGridModel) {
-  const ProfileTable table = Generate(GridTruth());
+  const ProfileTable table = Generate(testing::DecodeGridTruth());
   auto model = FitProfiles({table});
   ASSERT_TRUE(model.ok()) << model.status().message();
   const OpFit& fit = model->ops.at(Op::kAttentionDecode);
@@ -142,13 +125,13 @@ TEST(PagedDecodeGridTest, TheFitRecoversAKnownGridModel) {
   ASSERT_TRUE(e.ok());
   EXPECT_LT(e->ops.at("attention_decode").max_error, 1e-6);
   // Times of 2 blocks an SM: the fit finds 2.
-  OpFit two = GridTruth();
+  OpFit two = testing::DecodeGridTruth();
   two.resident_ctas = 2;
   auto other = FitProfiles({Generate(two)});
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(other->ops.at(Op::kAttentionDecode).resident_ctas, 2);
   // Times with no grid in them (a fixed cost, bytes and rows): the fit counts none.
-  OpFit plain = GridTruth();
+  OpFit plain = testing::DecodeGridTruth();
   plain.per_cta_token_us = plain.reduce_us = plain.per_partition_us = 0;
   plain.resident_ctas = 0;
   auto flat = FitProfiles({Generate(plain)});
@@ -201,7 +184,7 @@ TEST(PagedDecodeGridTest, GridKeysBelongToAttention) {
 TEST(PagedDecodeGridTest, TheCostModelPricesAMixedStepAsTheEngineRunsIt) {
   CalibratedModel model = testing::FreeOpsModel("h200-141gb");  // every op free but attention
   const double inf = std::numeric_limits<double>::infinity();
-  OpFit decode = GridTruth();
+  OpFit decode = testing::DecodeGridTruth();
   decode.memory_efficiency = inf;  // terms by hand below: the grid's and fixed
   model.ops[Op::kAttentionDecode] = decode;
   OpFit& prefill = model.ops[Op::kAttentionPrefill];

@@ -291,13 +291,9 @@ TEST(PagedPrefillGridTest, TheCostModelPricesAPrefillLaunchByItsGrid) {
   // attended over 8 KV heads, partitions of 512 (8 blocks are already 2 an SM), 2 waves
   // of 4 each walking 301: 602 tokens, no reduce.
   CalibratedModel both = model;
-  OpFit& decode = both.ops[Op::kAttentionDecode];
-  decode.additive = true;
-  decode.fixed_us = 7.0;
-  decode.per_cta_token_us = 0.08;
-  decode.reduce_us = 4.0;
-  decode.per_partition_us = 0.1;
-  decode.resident_ctas = 4;
+  OpFit& decode = both.ops[Op::kAttentionDecode] = testing::DecodeGridTruth();
+  decode.memory_efficiency = std::numeric_limits<double>::infinity();  // the grid and fixed terms alone
+  decode.per_row_us = 0;
   Request c;
   c.prompt_len = 300;
   c.target_output_len = 10;
