@@ -333,7 +333,10 @@ int ValidateCommand(const std::vector<std::string>& args) {
   // by a few blocks from one runner to the next in one process; pinned, every run and its
   // simulated twin serve with the same pool. A pool the YAML sets stays as set.
   int64_t pinned_blocks = 0;
-  for (auto& [label, config] : loads) {
+  for (auto& load : loads) {
+    // Plain references, not a structured binding: the lambdas below capture them.
+    const std::string& label = load.first;
+    ExperimentConfig& config = load.second;
     if (config.hardware.num_gpu_blocks == 0) config.hardware.num_gpu_blocks = pinned_blocks;
     const auto make_engine = [&]() -> StatusOr<BackendFactory> {
       if (recorded.empty()) return MakeEngineBackendFactory(config);
