@@ -77,6 +77,8 @@ int ProfileCommand(const std::vector<std::string>& args) {
       ("max-context", po::value<int32_t>(&profile.max_context)->default_value(0),
        "longest context (0: the one the engine serves)")
       ("contiguous", "each step's repeats back to back (default: in passes over the grid)")
+      ("interleave-blocks", "lay each step's sequences' KV blocks out interleaved, block after block, as "
+       "sequences that grow together get them while serving (default: each sequence's in a row)")
       ("max-spread", po::value<double>(&max_spread),
        "exit 1 (every profile still written) when a profile's whole steps moved by a median "
        "above this percent within their rows: a script's stop on a host too noisy to fit")
@@ -94,6 +96,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
     return Report(InvalidArgument("--max-spread " + FormatDouble(max_spread) + ": must be in [0, 1000] percent"));
   }
   profile.interleave = vm.count("contiguous") == 0;
+  profile.interleave_blocks = vm.count("interleave-blocks") > 0;
   if (!outs.empty() && outs.size() != experiment_paths.size()) {
     return Report(InvalidArgument("--out given " + std::to_string(outs.size()) + " times for " +
                                   std::to_string(experiment_paths.size()) +

@@ -16,7 +16,7 @@ int64_t BlocksPerSequence(const UniformStepShape& shape, int32_t block_size) {
 }
 
 UniformStep::UniformStep(const UniformStepShape& shape, int64_t first_id, int32_t block_size,
-                         int32_t first_block)
+                         int32_t first_block, bool interleave_blocks)
     : end_block_(first_block) {
   SERVELAB_CHECK(shape.seqs >= 1 && shape.chunk >= 1 && shape.context >= 0);
   SERVELAB_CHECK(!shape.decode || shape.chunk == 1);
@@ -36,9 +36,13 @@ UniformStep::UniformStep(const UniformStepShape& shape, int64_t first_id, int32_
     // One more token than it has: the one this step samples.
     r.target_output_len = r.num_generated + 1;
     r.num_computed_tokens = shape.context;
-    for (int64_t b = 0; b < blocks; ++b) r.block_table.push_back(end_block_++);
+    for (int64_t b = 0; b < blocks; ++b) {
+      r.block_table.push_back(static_cast<int32_t>(
+          interleave_blocks ? first_block + b * shape.seqs + i : first_block + i * blocks + b));
+    }
     plan_.seqs.push_back(ScheduledRequest{&r, shape.chunk, shape.context, true, false});
   }
+  end_block_ = static_cast<int32_t>(first_block + blocks * shape.seqs);
   plan_.num_emitting = shape.seqs;
   if (shape.decode) {
     plan_.num_decode_tokens = shape.seqs;

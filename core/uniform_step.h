@@ -11,8 +11,10 @@
 //   chunk:            the step ends its prompt (prompt_len = context + chunk).
 //
 // Request i has id first_id + i. With block_size > 0, each request's block table holds
-// the blocks its context + chunk tokens need, numbered on from first_block, request after
-// request (the blocks are the caller's to have free). The plan points at the requests:
+// the blocks its context + chunk tokens need, numbered on from first_block: request after
+// request, or with interleave_blocks block after block (request i's block j is first_block
+// + j x seqs + i: how sequences that grew together got theirs in a serving run; the blocks
+// are the caller's to have free either way). The plan points at the requests:
 // a UniformStep neither copies nor moves.
 #include <cstdint>
 #include <span>
@@ -44,7 +46,7 @@ class UniformStep {
   // seqs x chunk inside int32_t, block_size >= 0, first_block >= 0, and the blocks'
   // numbers inside int32_t.
   explicit UniformStep(const UniformStepShape& shape, int64_t first_id = 0, int32_t block_size = 0,
-                       int32_t first_block = 0);
+                       int32_t first_block = 0, bool interleave_blocks = false);
   UniformStep(const UniformStep&) = delete;
   UniformStep& operator=(const UniformStep&) = delete;
 

@@ -253,7 +253,8 @@ StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const
     auto t = std::make_unique<Timed>();
     t->c = c;
     t->step = std::make_unique<UniformStep>(
-        ShapeOf(c), 0, capacity.block_size, FirstBlock(grid, c, capacity.block_size, capacity.num_gpu_blocks));
+        ShapeOf(c), 0, capacity.block_size, FirstBlock(grid, c, capacity.block_size, capacity.num_gpu_blocks),
+        options.interleave_blocks);
     for (const Request& r : t->step->Requests()) {
       // Prompt and generated ids alike, drawn in position order.
       std::vector<int32_t> ids(static_cast<size_t>(r.NumTokens()));

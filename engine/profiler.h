@@ -73,6 +73,10 @@ struct ProfileOptions {
   // True (and no points): the experiment's HostCheckPoints instead of the grid, a decode's
   // batch halved until the KV pool holds it.
   bool host_check = false;
+  // Each step's sequences' KV blocks interleaved, block after block, as sequences that grew
+  // together got theirs in a serving run (UniformStep's interleave_blocks); else each
+  // sequence's blocks in a row.
+  bool interleave_blocks = false;
   // Called after each measured run with (done, total) measured runs.
   std::function<void(int64_t, int64_t)> on_progress;
   // Called before each measured run with its experiment's index (ProfileEngines) and its

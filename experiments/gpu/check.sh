@@ -33,6 +33,9 @@
 # CUDA_MODULE_LOADING=EAGER (every kernel loaded as the context starts): run 4's first
 # load ran its first steps of each new token count ~3 ms slower than the later loads
 # (experiments/results/h200/README.md), which lazy loading would explain.
+# PROFILE_ARGS is added to the profile's command line: PROFILE_ARGS=--interleave-blocks
+# profiles with each step's KV blocks interleaved as serving lays them out (run 4's decode
+# steps at 15 req/s fell short of the model by 0.14 ms per 10,000 cached tokens).
 # STEPS (default "tests bench engine calibration validate") picks which of steps 2-5 run
 # (step 5 is "calibration", the profile and its fit, then "validate"), for a rerun that
 # repeats only what failed or was cut.
@@ -250,9 +253,11 @@ fi
 #    events) and per step (decode graphs), fit, validate at three loads.
 if want calibration && [[ -x $SERVELAB ]] && has_time "profile -> calibrate -> validate"; then
   SECONDS=0
+  read -ra profile_args <<<"${PROFILE_ARGS:-}"
+  [[ ${#profile_args[@]} -gt 0 ]] && note "profile with: ${PROFILE_ARGS}"
   timeout "$(limit 120)" "$SERVELAB" profile "$ROOT/experiments/engine_cuda.yaml" \
       --out "$OUT/calibration/profile_cuda.csv" --max-tokens 4096 --max-batch 128 \
-      --max-context 4096 --repeats 5 --warmup 2 --settle-ms 10 --no-progress >"$OUT/profile.log" 2>&1 ||
+      --max-context 4096 --repeats 5 --warmup 2 --settle-ms 10 --no-progress "${profile_args[@]}" >"$OUT/profile.log" 2>&1 ||
     { note "profile FAILED (profile.log)"; status=1; }
   timeout "$(limit 30)" "$SERVELAB" calibrate "$OUT/calibration/profile_cuda.csv" \
       --out "$OUT/calibration/MODEL.yaml" --no-plots >"$OUT/calibrate.log" 2>&1 ||

@@ -54,6 +54,22 @@ TEST(UniformStepTest, AChunkEndsItsPrompt) {
   EXPECT_EQ(step.EndBlock(), 4);
 }
 
+// Interleaved, block after block: request i's block j is first_block + j x seqs + i; the
+// same blocks in all, the same end.
+TEST(UniformStepTest, InterleavedBlocksGoBlockAfterBlock) {
+  const UniformStepShape shape = DecodesOrChunk(true, 3, 20);  // 21 tokens: 2 blocks of 16
+  const UniformStep rows(shape, 0, 16, 10);
+  const UniformStep woven(shape, 0, 16, 10, /*interleave_blocks=*/true);
+  const std::vector<std::vector<int32_t>> in_rows = {{10, 11}, {12, 13}, {14, 15}};
+  const std::vector<std::vector<int32_t>> in_turn = {{10, 13}, {11, 14}, {12, 15}};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rows.Requests()[i].block_table, in_rows[i]) << i;
+    EXPECT_EQ(woven.Requests()[i].block_table, in_turn[i]) << i;
+  }
+  EXPECT_EQ(rows.EndBlock(), 16);
+  EXPECT_EQ(woven.EndBlock(), 16);
+}
+
 TEST(UniformStepTest, WithoutABlockSizeThereAreNoBlockTables) {
   const UniformStep step(UniformStepShape{1, 1, 0, true});
   const Request& r = step.Requests()[0];
