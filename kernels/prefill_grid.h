@@ -2,9 +2,8 @@
 // How the CUDA prefill attention kernels lay out their launch, in plain C++: which kernel a
 // shape takes (the dispatch in kernels/cuda/paged_prefill_attention.cu calls
 // PrefillUsesTensorCores), their shared constants (static_assert-ed in each kernel), and
-// the grid's arithmetic, which the calibrated cost model (sim/paged_prefill_grid.h) counts;
-// each kernel computes the same quantities in its own device code, as the comments there
-// say.
+// the grid's arithmetic: the kernels' launches and blocks compute their grid with these
+// functions, and the calibrated cost model (sim/paged_prefill_grid.h) counts it with them.
 //
 // Grid (KV heads, sequences, query tiles), both kernels: a block takes kPrefillRowsPerBlock
 // query rows (query token x head of one GQA group), so kPrefillRowsPerBlock / group of a
@@ -15,6 +14,14 @@
 // others) 32 a tile, earliest first. A sequence's chunk ends before the launch's longest:
 // its blocks past its end exit at once.
 #include <cstdint>
+
+// The grid's functions run on the host (the launches, the cost model) and on the device
+// (each block's walk).
+#if defined(__CUDACC__)
+#define SERVELAB_GRID_FN __host__ __device__
+#else
+#define SERVELAB_GRID_FN
+#endif
 
 namespace servelab::kernels {
 
@@ -41,15 +48,21 @@ inline constexpr PrefillGridRule PrefillGridOf(int32_t head_dim, int32_t group) 
 
 // Query tokens one block takes for a GQA group of `group` heads a KV head (0 when the
 // group is wider than a block: no prefill kernel takes it).
-inline constexpr int32_t PrefillTokensPerBlock(int32_t group) {
+SERVELAB_GRID_FN inline constexpr int32_t PrefillTokensPerBlock(int32_t group) {
   return group >= 1 && group <= kPrefillRowsPerBlock ? kPrefillRowsPerBlock / group : 0;
+}
+
+// Query tiles (the grid's z extent) a chunk of `query_len` tokens spans, `tokens_per_block`
+// tokens a tile; 0 for an empty chunk or no tokens a block.
+SERVELAB_GRID_FN inline constexpr int64_t PrefillQueryTiles(int64_t query_len, int32_t tokens_per_block) {
+  return query_len > 0 && tokens_per_block > 0 ? (query_len + tokens_per_block - 1) / tokens_per_block : 0;
 }
 
 // The K/V tiles of `kv_tile` positions the block of query tile `query_tile` walks, in a
 // sequence whose chunk has `query_len` new tokens after `cached` tokens already in the
 // cache: its last token sits at position cached + min(query_len, (query_tile + 1) x
 // tokens_per_block) - 1. 0 when the tile starts past the chunk (the block exits).
-inline constexpr int64_t PrefillBlockKvTiles(int64_t cached, int64_t query_len, int64_t query_tile,
+SERVELAB_GRID_FN inline constexpr int64_t PrefillBlockKvTiles(int64_t cached, int64_t query_len, int64_t query_tile,
                                              int32_t tokens_per_block, int32_t kv_tile = kPrefillKvTile) {
   const int64_t first = query_tile * tokens_per_block;
   if (tokens_per_block < 1 || kv_tile < 1 || first >= query_len) return 0;

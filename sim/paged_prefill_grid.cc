@@ -15,7 +15,7 @@ int64_t PagedPrefillMakespanTiles(std::span<const PrefillChunk> chunks, int64_t 
   if (chunks.empty() || kv_heads < 1 || slots < 1 || per_block < 1 || rule.kv_tile < 1) return 0;
   // Query tiles a sequence's chunk spans; the launch's z extent is the most of them.
   const auto query_tiles = [&](const PrefillChunk& c) {
-    return (std::max<int64_t>(c.new_tokens, 0) + per_block - 1) / per_block;
+    return kernels::PrefillQueryTiles(c.new_tokens, per_block);
   };
   const auto walk_of = [&](const PrefillChunk& c, int64_t query_tile) {
     return kernels::PrefillBlockKvTiles(c.cached, c.new_tokens, query_tile, per_block, rule.kv_tile);

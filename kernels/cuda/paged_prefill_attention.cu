@@ -58,6 +58,9 @@ __global__ void __launch_bounds__(kThreads) PagedPrefillKernel(PrefillParams p) 
   const int32_t num_rows = num_tokens * p.group;
   const int32_t first_pos = context_len - query_len;  // position of chunk token 0
   const int32_t last_pos = first_pos + first_token + num_tokens - 1;  // of this block
+  // The K/V tiles it walks, as the cost model counts them (kernels/prefill_grid.h).
+  const int32_t num_tiles = static_cast<int32_t>(
+      PrefillBlockKvTiles(first_pos, query_len, blockIdx.z, p.tokens_per_block, kTile));
   const int32_t* block_table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
@@ -84,7 +87,8 @@ __global__ void __launch_bounds__(kThreads) PagedPrefillKernel(PrefillParams p) 
     for (int e = 0; e < 2 * kPairsPerLane; ++e) acc[rr][e] = 0.0f;
   }
 
-  for (int32_t tile = 0; tile <= last_pos; tile += kTile) {
+  for (int32_t t = 0; t < num_tiles; ++t) {
+    const int32_t tile = t * kTile;
     __syncthreads();  // previous tile fully consumed (and q staged, on the first)
     for (int i = threadIdx.x; i < kTile * kUnits; i += kThreads) {
       const int j = i / kUnits, u = i % kUnits;
@@ -166,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) PagedPrefillKernel(PrefillParams p) 
 
 template <int kHeadDim>
 void Launch(const PrefillParams& p, int32_t num_seqs, cudaStream_t stream) {
-  const int32_t tiles = (p.max_query_len + p.tokens_per_block - 1) / p.tokens_per_block;
+  const auto tiles = static_cast<uint32_t>(PrefillQueryTiles(p.max_query_len, p.tokens_per_block));
   detail::LaunchWithSharedMemory(PagedPrefillKernel<kHeadDim>, dim3(p.num_kv_heads, num_seqs, tiles),
                                  kThreads, SharedBytes<kHeadDim>(), stream, p);
 }
@@ -174,8 +178,9 @@ void Launch(const PrefillParams& p, int32_t num_seqs, cudaStream_t stream) {
 }  // namespace
 
 void LaunchPrefillCudaCores(PrefillParams p, int32_t num_seqs, cudaStream_t stream) {
-  p.tokens_per_block = kRows / p.group;
-  SERVELAB_KERNEL_CHECK((p.max_query_len + p.tokens_per_block - 1) / p.tokens_per_block <= 65535);
+  p.tokens_per_block = PrefillTokensPerBlock(p.group);
+  SERVELAB_KERNEL_CHECK(p.tokens_per_block > 0 &&
+                        PrefillQueryTiles(p.max_query_len, p.tokens_per_block) <= 65535);
   switch (p.head_dim) {
     case 64: Launch<64>(p, num_seqs, stream); break;
     case 128: Launch<128>(p, num_seqs, stream); break;

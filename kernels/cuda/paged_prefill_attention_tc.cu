@@ -170,7 +170,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) PagedPrefillTcKerne
   const int32_t num_rows = num_tokens * p.group;
   const int32_t first_pos = context_len - query_len + first_token;  // of the block's token 0
   const int32_t last_pos = first_pos + num_tokens - 1;              // of its last token
-  const int32_t num_tiles = last_pos / kTile + 1;
+  const int32_t num_tiles = static_cast<int32_t>(  // as the cost model counts them
+      PrefillBlockKvTiles(context_len - query_len, query_len, query_tile, p.tokens_per_block, kTile));
   const int32_t* block_table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
   const int32_t block_size = p.block_size, num_blocks = p.num_blocks;
   const int32_t num_kv_heads = p.num_kv_heads;
@@ -381,7 +382,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) PagedPrefillTcKerne
 template <int kHeadDim>
 void Launch(const PrefillParams& p, int32_t num_seqs, cudaStream_t stream) {
   static_assert(Smem<kHeadDim>::kBytes <= 227 * 1024);
-  const int32_t tiles = (p.max_query_len + p.tokens_per_block - 1) / p.tokens_per_block;
+  const auto tiles = static_cast<uint32_t>(PrefillQueryTiles(p.max_query_len, p.tokens_per_block));
   detail::LaunchWithSharedMemory(PagedPrefillTcKernel<kHeadDim>,
                                  dim3(p.num_kv_heads, num_seqs, tiles), kThreads,
                                  Smem<kHeadDim>::kBytes, stream, p);
@@ -390,8 +391,9 @@ void Launch(const PrefillParams& p, int32_t num_seqs, cudaStream_t stream) {
 }  // namespace
 
 void LaunchPrefillTensorCores(PrefillParams p, int32_t num_seqs, cudaStream_t stream) {
-  p.tokens_per_block = kRows / p.group;
-  SERVELAB_KERNEL_CHECK((p.max_query_len + p.tokens_per_block - 1) / p.tokens_per_block <= 65535);
+  p.tokens_per_block = PrefillTokensPerBlock(p.group);
+  SERVELAB_KERNEL_CHECK(p.tokens_per_block > 0 &&
+                        PrefillQueryTiles(p.max_query_len, p.tokens_per_block) <= 65535);
   switch (p.head_dim) {
     case 64: Launch<64>(p, num_seqs, stream); break;
     case 128: Launch<128>(p, num_seqs, stream); break;

@@ -41,6 +41,12 @@ TEST(PagedPrefillGridTest, TheKernelsRuleByHand) {
   EXPECT_EQ(PrefillTokensPerBlock(64), 1);
   EXPECT_EQ(PrefillTokensPerBlock(65), 0);  // wider than a block: no kernel takes it
   EXPECT_EQ(PrefillTokensPerBlock(0), 0);
+  // The grid's z extent: 20 tokens at 16 a block, 2 query tiles; 64 at 64, one.
+  EXPECT_EQ(kernels::PrefillQueryTiles(20, 16), 2);
+  EXPECT_EQ(kernels::PrefillQueryTiles(64, 64), 1);
+  EXPECT_EQ(kernels::PrefillQueryTiles(65, 64), 2);
+  EXPECT_EQ(kernels::PrefillQueryTiles(0, 16), 0);
+  EXPECT_EQ(kernels::PrefillQueryTiles(20, 0), 0);  // no kernel takes the group
   // A chunk of 64 after 100 cached, 16 tokens a block: the last tile (tokens 48..63) ends
   // at position 163, 3 tiles of 64; the first (0..15) at 115, 2.
   EXPECT_EQ(PrefillBlockKvTiles(100, 64, 3, 16), 3);
