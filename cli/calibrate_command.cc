@@ -192,9 +192,19 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     filters.push_back(*h);
   }
   std::vector<ProfileTable> tables, held;
+  // Configurations measured more than once weigh once (driver/profile_table.h).
+  const auto note_merged = [](const ProfileTable& t) {
+    if (t.merged_rows > 0) {
+      std::fprintf(stderr,
+                   "servelab calibrate: note: %s: %lld rows repeat an earlier row's op and sizes; "
+                   "each configuration counts once, at its rows' mean\n",
+                   t.path.c_str(), static_cast<long long>(t.merged_rows));
+    }
+  };
   for (const std::string& path : profiles) {
     auto table = ReadProfile(path, device);
     if (!table.ok()) return Report(table.status());
+    note_merged(*table);
     if (!filters.empty()) {
       ProfileTable out = *table;
       out.rows.clear();
@@ -226,6 +236,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   for (const std::string& path : evaluate) {
     auto table = ReadProfile(path, device);
     if (!table.ok()) return Report(table.status());
+    note_merged(*table);
     others.push_back(std::move(table).value());
   }
   FitOptions fit;

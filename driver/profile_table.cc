@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string_view>
 
 #include "core/percentile.h"
@@ -433,6 +434,37 @@ Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& h
   });
 }
 
+// Folds each row into the first of its configuration (ProfileTable::merged_rows).
+void MergeRepeatedRows(ProfileTable& table) {
+  std::map<std::string, size_t> first_of;
+  std::vector<ProfileRow> kept;
+  kept.reserve(table.rows.size());
+  std::vector<int64_t> counts;  // rows folded into each kept row, itself included
+  for (ProfileRow& r : table.rows) {
+    ProfileRow sizes = r;  // the configuration: everything but what was measured
+    sizes.median_ms = sizes.p10_ms = sizes.p90_ms = 0;
+    sizes.repeats = 0;
+    std::ostringstream key;
+    WriteProfileRow(key, sizes);
+    key << sizes.kv_capacity << ',' << sizes.attention_backend;
+    const auto [at, fresh] = first_of.emplace(key.str(), kept.size());
+    if (fresh) {
+      kept.push_back(std::move(r));
+      counts.push_back(1);
+      continue;
+    }
+    ProfileRow& into = kept[at->second];
+    int64_t& n = counts[at->second];
+    into.median_ms += (r.median_ms - into.median_ms) / static_cast<double>(n + 1);  // running mean
+    into.p10_ms = std::min(into.p10_ms, r.p10_ms);
+    into.p90_ms = std::max(into.p90_ms, r.p90_ms);
+    into.repeats = static_cast<int32_t>(std::min<int64_t>(int64_t{into.repeats} + r.repeats, INT32_MAX));
+    ++n;
+    ++table.merged_rows;
+  }
+  table.rows = std::move(kept);
+}
+
 }  // namespace
 
 StatusOr<ProfileTable> ReadProfile(const std::string& path, const std::string& device) {
@@ -462,6 +494,7 @@ StatusOr<ProfileTable> ReadProfile(const std::string& path, const std::string& d
     SERVELAB_RETURN_IF_ERROR(ReadServelab(*file, header, table));
   }
   if (table.rows.empty()) return InvalidArgument(path + ": no measurements in the profile");
+  MergeRepeatedRows(table);
   return table;
 }
 

@@ -73,6 +73,35 @@ TEST_F(ProfileTableTest, ReadsVidurMlpWithTheDeviceFromTheFileName) {
   EXPECT_EQ(t->rows[5].line, 3);
 }
 
+// A configuration measured twice (Vidur's A100 profiles repeat their largest token counts)
+// weighs once: one row at the two medians' mean, the wider percentiles, the first line.
+TEST_F(ProfileTableTest, RepeatedConfigurationsFoldIntoOneRow) {
+  std::string text = VidurMlp();
+  const size_t first = text.find('\n') + 1, second = text.find('\n', first) + 1;
+  const std::string row1 = text.substr(first, second - first);
+  // row1 again, its qkv_proj at median 0.075 (min 0.058, max 0.080); then row1 once more.
+  std::string again = row1;
+  again.replace(again.find("0.060,0.070,0.065,0.065"), 23, "0.058,0.080,0.075,0.075");
+  text += again + row1;
+  auto t = ReadProfile(Write("vidur_a100_Twice_mlp.csv", text));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->rows.size(), 6u);  // still 2 configurations x 3 ops
+  EXPECT_EQ(t->merged_rows, 6);   // 2 more lines x 3 ops
+  const ProfileRow& qkv = t->rows[1];
+  EXPECT_EQ(qkv.op, "qkv_proj");
+  EXPECT_EQ(qkv.tokens, 1);
+  EXPECT_NEAR(qkv.median_ms, (0.065 + 0.075 + 0.065) / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(qkv.p10_ms, 0.058);
+  EXPECT_DOUBLE_EQ(qkv.p90_ms, 0.080);
+  EXPECT_EQ(qkv.line, 2);
+  EXPECT_EQ(t->rows[5].tp, 8);  // the other configuration untouched
+  EXPECT_EQ(t->rows[5].line, 3);
+  // Another TP degree of the same sizes is another configuration.
+  auto once = ReadProfile(Write("vidur_a100_Once_mlp.csv", VidurMlp()));
+  ASSERT_TRUE(once.ok()) << once.status().message();
+  EXPECT_EQ(once->merged_rows, 0);
+}
+
 // Each of Vidur's ten MLP-file ops maps to servelab's by its column's name, wherever the
 // column stands: the header below lists them out of Vidur's order, each with a median of
 // its own, so a swapped pair (up and down projections, the two norms) shows.
