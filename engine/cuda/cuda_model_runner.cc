@@ -129,13 +129,13 @@ Status CudaModelRunner::Impl::Finish() {
 Status CudaModelRunner::Impl::CaptureDecodeGraphs() {
   // Every (padded batch, context bucket) a pure-decode step can take.
   std::vector<int32_t> batches;
-  for (int32_t b = 1; b <= sizes.max_seqs; b = DecodeGraphs::PaddedBatch(b + 1)) {
+  for (int32_t b = 1; b <= sizes.max_seqs; b = kernels::DecodeGraphBatch(b + 1, 0)) {
     batches.push_back(b);
   }
   if (batches.back() != sizes.max_seqs) batches.push_back(sizes.max_seqs);
   std::vector<int32_t> buckets;
   for (int32_t c = 1;; c = buckets.back() + 1) {
-    buckets.push_back(DecodeGraphs::ContextBucket(c, sizes.max_model_len));
+    buckets.push_back(kernels::DecodeGraphContextBucket(c, sizes.max_model_len));
     if (buckets.back() >= sizes.max_model_len) break;
   }
   const StepPlan empty;
@@ -203,8 +203,8 @@ Status CudaModelRunner::Impl::RunStepUnsynced(const StepPlan& plan, const TokenS
   ForwardShape f;
   if (pack.AllSingleToken() && E == S && options.cuda_graphs && timer == nullptr) {
     // Pure decode: replay the graph of its padded batch and context bucket.
-    const int32_t B = std::min(DecodeGraphs::PaddedBatch(S), sizes.max_seqs);
-    const int32_t bucket = DecodeGraphs::ContextBucket(pack.max_context_len, sizes.max_model_len);
+    const int32_t B = kernels::DecodeGraphBatch(S, sizes.max_seqs);
+    const int32_t bucket = kernels::DecodeGraphContextBucket(pack.max_context_len, sizes.max_model_len);
     SERVELAB_RETURN_IF_ERROR(step.StageDecodeGraph(pack, B, bucket, f));
     cudaGraphExec_t exec = nullptr;
     SERVELAB_RETURN_IF_ERROR(graphs.Get(

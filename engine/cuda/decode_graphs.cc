@@ -10,19 +10,6 @@ DecodeGraphs::~DecodeGraphs() {
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
 }
 
-int32_t DecodeGraphs::PaddedBatch(int32_t seqs) {
-  if (seqs <= 1) return 1;
-  if (seqs <= 2) return 2;
-  if (seqs <= 4) return 4;
-  return static_cast<int32_t>(RoundUp(seqs, 8));
-}
-
-int32_t DecodeGraphs::ContextBucket(int32_t context, int32_t max_model_len) {
-  int32_t bucket = 512;
-  while (bucket < context && bucket < max_model_len) bucket *= 2;
-  return std::min(bucket, max_model_len);
-}
-
 Status DecodeGraphs::Get(const ForwardShape& f, cudaStream_t stream,
                          const std::function<Status(const ForwardShape&)>& forward,
                          cudaGraphExec_t* exec) {

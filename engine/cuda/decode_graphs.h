@@ -2,8 +2,8 @@
 // CUDA graphs for pure-decode steps (every seq brings one token and emits), one per
 // padded batch size (1, 2, 4, 8, then multiples of 8, up to max_num_seqs) and context
 // bucket (the smallest power of two >= 512 tokens covering the longest context, up to
-// max_model_len), which fixes the decode kernel's partition count and the block-table
-// stride. Each is captured after one eager warm-up pass (lazily loaded kernels and
+// max_model_len; both in kernels/decode_graph_shape.h, which the cost model counts too),
+// which fixes the decode kernel's partition count and the block-table stride. Each is captured after one eager warm-up pass (lazily loaded kernels and
 // cuBLAS's heuristics settle outside the capture). The runner captures them all when it
 // is made, as vLLM does, so no timed step pays for a capture.
 #include <cuda_runtime.h>
@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "engine/cuda/device_step.h"
+#include "kernels/decode_graph_shape.h"
 
 namespace servelab::engine_cuda {
 
@@ -24,10 +25,6 @@ class DecodeGraphs {
   DecodeGraphs(const DecodeGraphs&) = delete;
   DecodeGraphs& operator=(const DecodeGraphs&) = delete;
   ~DecodeGraphs();
-
-  // The graph's batch for `seqs` decodes, and its context bucket for the longest context.
-  static int32_t PaddedBatch(int32_t seqs);
-  static int32_t ContextBucket(int32_t context, int32_t max_model_len);
 
   // The graph for f's (rows, context bucket), captured on `stream` now if it does not
   // exist yet. `forward` enqueues one forward pass over f and returns its error.
