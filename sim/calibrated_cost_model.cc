@@ -4,6 +4,7 @@
 
 #include "core/params.h"
 #include "core/text.h"
+#include "kernels/decode_graph_shape.h"
 #include "sim/model_file.h"
 #include "sim/paged_decode_grid.h"
 #include "sim/paged_prefill_grid.h"
@@ -21,8 +22,11 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
                                          const DeploymentSpec& d, double step_overhead_ms,
                                          int64_t split_kv_length,
                                          const ExpertRoutingOptions& routing,
-                                         bool gemm_corrections)
-    : split_kv_length_(split_kv_length) {
+                                         bool gemm_corrections, bool decode_graphs)
+    : split_kv_length_(split_kv_length),
+      decode_graphs_(decode_graphs && model.decode_graphs),
+      graph_max_seqs_(d.max_num_seqs),
+      graph_max_model_len_(d.max_model_len) {
   shape_.model = d.model;
   shape_.tensor_parallel = d.tensor_parallel;
   shape_.weight_dtype = d.weight_dtype;
@@ -79,6 +83,7 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   description_ = "calibrated on " + model.device + " (" + path + "); fitted: " +
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
                  "; roofline: " + (roofline.empty() ? std::string("none") : Join(roofline, ", "));
+  if (decode_graphs_) description_ += "; decode steps as CUDA graphs (padded rows, context bucket)";
   // The GEMM corrections at this deployment's shapes, on the fitted device (a CPU fit is
   // the CPU's whatever the deployment names), for 16-bit floating-point weights and
   // activations (what the profiles ran; fp8 or int4 GEMMs are other kernels), and for the
@@ -202,20 +207,35 @@ double CalibratedCostModel::MoeMlpSeconds(const RoutedTokens& step) const {
 CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan) const {
   StepParts p;
   double emitting = 0;
-  bool all_single = true;
+  bool all_single = true, all_emit = true;
   RoutedTokens routed;
   for (const ScheduledRequest& seq : plan.seqs) {
     const int32_t n = CostedNewTokens(seq);
     p.tokens += n;
     if (moe_) routing_.Add(routed, n);
-    if (seq.emits_token || seq.is_padding) emitting += 1;
+    const bool emits = seq.emits_token || seq.is_padding;
+    if (emits) emitting += 1;
+    all_emit = all_emit && emits;
     all_single = all_single && n == 1;
   }
   p.decode_only = all_single && !plan.seqs.empty();
+  // The CUDA runner's graph for the step: every op over its padded rows, one token each.
+  const bool graph = decode_graphs_ && p.decode_only && all_emit;
+  if (graph) {
+    const auto seqs = static_cast<int64_t>(plan.seqs.size());
+    const int32_t rows = kernels::DecodeGraphBatch(static_cast<int32_t>(std::min<int64_t>(seqs, INT32_MAX)),
+                                                   graph_max_seqs_);
+    p.graph_padding = std::max<int64_t>(0, rows - seqs);
+    for (int64_t i = 0; i < p.graph_padding; ++i) {
+      if (moe_) routing_.Add(routed, 1);
+    }
+    p.tokens += static_cast<double>(p.graph_padding);
+    emitting += static_cast<double>(p.graph_padding);
+  }
   const double tokens = p.tokens;
   if (tokens <= 0) return p;  // swaps only: the backend times the copies
   double layer = mla_ ? roofline_->AttentionLayerSeconds(plan)
-                      : FittedAttentionSeconds(plan, all_single);
+                      : FittedAttentionSeconds(plan, all_single, graph, p.graph_padding);
   const double allreduce = AllReduceSeconds(tokens);
   if (!moe_ && !mla_) {
     for (const Op op : per_layer_rows_) {
@@ -318,7 +338,8 @@ void CalibratedCostModel::AddPrefillGridWork(OpWork& work, const StepPlan& plan,
                           [&](int64_t i) { return ChunkOf(plan.seqs[first + static_cast<size_t>(i)]); });
 }
 
-double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool all_single) const {
+double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool all_single, bool graph,
+                                                   int64_t graph_padding) const {
   const auto seqs = static_cast<int64_t>(plan.seqs.size());
   const auto attended = [&](int64_t i) { return CostedContextLen(plan.seqs[static_cast<size_t>(i)]); };
   // servelab's CUDA engine (a decode fit on its own kernel's grid) attends a mixed step's
@@ -353,12 +374,21 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
     const double cached = seq.num_computed_tokens;
     attention += all_single ? DecodeWork(shape_, cached) : PrefillWork(shape_, n, cached);
   }
+  for (int64_t i = 0; i < graph_padding; ++i) attention += DecodeWork(shape_, 0);  // one position
   if (!all_single) AddPrefillGridWork(attention, plan, 0);
   if (all_single && split_kv_sms_ > 0) {
     AddSplitKvWork(attention, shape_, split_kv_sms_, split_kv_length_, seqs, attended);
   }
   // servelab's own decode kernel: its launch's grid (nothing without a fit on it).
-  if (all_single) {
+  // A graph's launch: its padding rows too, its partitions for the context bucket.
+  if (all_single && graph) {
+    int64_t longest = 1;
+    for (int64_t i = 0; i < seqs; ++i) longest = std::max(longest, attended(i));
+    const int32_t bucket = kernels::DecodeGraphContextBucket(
+        static_cast<int32_t>(std::min<int64_t>(longest, INT32_MAX)), graph_max_model_len_);
+    AddPagedDecodeGridWork(attention, shape_, paged_grid_sms_, paged_grid_resident_, seqs + graph_padding,
+                           [&](int64_t i) { return i < seqs ? attended(i) : int64_t{1}; }, bucket);
+  } else if (all_single) {
     AddPagedDecodeGridWork(attention, shape_, paged_grid_sms_, paged_grid_resident_, seqs, attended);
   }
   return OpSeconds(Of(all_single ? Op::kAttentionDecode : Op::kAttentionPrefill), attention);
@@ -438,9 +468,18 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
   const bool gemm_corrections = !model->gemm_corrections.empty() || params.Has("gemm_corrections")
                                     ? params.GetBool("gemm_corrections", true)
                                     : false;
+  // Read (so known and recorded) when the model ran its decode steps as graphs, or when given.
+  const bool decode_graphs = model->decode_graphs || params.Has("decode_graphs")
+                                 ? params.GetBool("decode_graphs", model->decode_graphs)
+                                 : false;
+  if (decode_graphs && !model->decode_graphs) {
+    return InvalidArgument(params.Where("decode_graphs") + ": " + path +
+                           " was not fitted on decode steps run as CUDA graphs (no decode_graphs: true)");
+  }
   SERVELAB_RETURN_IF_ERROR(params.Finish());
   return std::unique_ptr<CostModel>(std::make_unique<CalibratedCostModel>(
-      *model, path, deployment, step_overhead_ms, split_kv_length, routing, gemm_corrections));
+      *model, path, deployment, step_overhead_ms, split_kv_length, routing, gemm_corrections,
+      decode_graphs));
 }
 
 }  // namespace servelab

@@ -75,6 +75,16 @@
 //                     model's shared and routed experts and latent attention's GEMMs take
 //                     the form alone. Read (and recorded) when the model has corrections.
 //                     The fitted step overhead was fitted with them applied
+//   decode_graphs     true (default) or false: with a model fitted on servelab's CUDA
+//                     runner replaying its decode steps as CUDA graphs (MODEL.yaml's
+//                     `decode_graphs: true`), a decode-only step every sequence of which
+//                     emits is priced as the graph runs it (kernels/decode_graph_shape.h):
+//                     every op over the graph's padded rows (1, 2, 4, then multiples of 8,
+//                     at most scheduler.max_num_seqs), the padding rows attending one
+//                     position each, and decode attention's partitions chosen and launched
+//                     for the context bucket of the longest context (512 tokens and up by
+//                     powers of two, at most the context served); false: the step's own
+//                     rows and contexts. Read (and recorded) when the model has it
 //   expert_imbalance, routing_skew, routing_locality, routing_favourites
 //                     MoE models: as the roofline's (ExpertRoutingOptions); the skew,
 //                     locality and favourites default to those MODEL.yaml's `routing`
@@ -100,7 +110,7 @@ class CalibratedCostModel final : public CostModel {
   CalibratedCostModel(const CalibratedModel& model, const std::string& path,
                       const DeploymentSpec& deployment, double step_overhead_ms,
                       int64_t split_kv_length = 0, const ExpertRoutingOptions& routing = {},
-                      bool gemm_corrections = true);
+                      bool gemm_corrections = true, bool decode_graphs = true);
 
   std::string_view Name() const override { return "calibrated"; }
   TimeNs StepTime(const StepPlan& plan) const override;
@@ -135,6 +145,7 @@ class CalibratedCostModel final : public CostModel {
     double first_s = 0;  // embedding
     double last_s = 0;   // final_norm, lm_head, sampling
     bool decode_only = false;  // every seq brings one token (padding costed as one)
+    int64_t graph_padding = 0;  // rows a decode graph adds to the step's (decode_graphs_)
   };
   StepParts PartsOf(const StepPlan& plan) const;
   double OpsSeconds(const StepParts& p) const;
@@ -149,7 +160,10 @@ class CalibratedCostModel final : public CostModel {
   void SetUpLatentAttention(const DeploymentSpec& d);
   void SetUpAttentionSide();
   // One layer's attention from its fit: decode or prefill, the split-KV grid when fitted.
-  double FittedAttentionSeconds(const StepPlan& plan, bool all_single) const;
+  // `graph`: the step runs as a decode graph, with `graph_padding` rows past the plan's
+  // (StepParts).
+  double FittedAttentionSeconds(const StepPlan& plan, bool all_single, bool graph,
+                                int64_t graph_padding) const;
   // Adds the prefill kernel's grid term (paged_prefill_grid.h) for plan.seqs[first, end),
   // one launch; nothing when the fit prices no token walked.
   void AddPrefillGridWork(OpWork& work, const StepPlan& plan, size_t first) const;
@@ -166,6 +180,11 @@ class CalibratedCostModel final : public CostModel {
   int32_t paged_grid_resident_ = 0;
   int32_t prefill_grid_resident_ = 0;
   int64_t split_kv_length_ = 0;  // the KV length it splits; 0: the longest sequence's
+  // Decode steps priced as servelab's CUDA graphs run them (the header's decode_graphs),
+  // with the deployment's limits on the graphs' rows and context (0: none).
+  bool decode_graphs_ = false;
+  int32_t graph_max_seqs_ = 0;
+  int32_t graph_max_model_len_ = 0;
   std::vector<OpCoefficients> coefficients_;  // by Op
   std::vector<GemmCorrection> corrections_;  // by Op, at shape_; no rows: none
   std::vector<Op> per_layer_rows_;  // token-scaled per-layer ops

@@ -380,6 +380,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
   const bool graphs = !steps.empty() &&
                       std::all_of(steps.begin(), steps.end(),
                                   [&](const ProfileRow* r) { return ServelabGpuKernels(*r, *gpu); });
+  model.decode_graphs = graphs;  // its decode steps' rows predicted as the graphs run them
   for (const ProfileRow* row : steps) {
     const double residual = row->median_ms * 1e-3 - PredictOps(model, *gpu, *row);
     (graphs && row->tokens == row->batch ? decode_residuals : residuals).push_back(residual);
@@ -389,6 +390,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     model.has_step_overhead = true;
     model.step_overhead_us = std::max(0.0, PercentileOfSorted(residuals, 50)) * 1e6;
   }
+  if (decode_residuals.empty()) model.decode_graphs = false;
   if (!decode_residuals.empty()) {
     std::sort(decode_residuals.begin(), decode_residuals.end());
     model.has_decode_step_overhead = true;

@@ -135,6 +135,11 @@ struct CalibratedModel {
   // their ops' sum (a negative overhead), its other steps not.
   bool has_decode_step_overhead = false;
   double decode_step_overhead_us = 0;
+  // Whether those decode steps ran as the runner's graphs run them
+  // (kernels/decode_graph_shape.h: the padded batch's rows, the context bucket's
+  // partitions): the fit predicts its decode step rows so, and the cost model its decode
+  // steps (CalibratedCostModel's decode_graphs).
+  bool decode_graphs = false;
   double StepOverheadUs(bool decode_only) const {
     return decode_only && has_decode_step_overhead ? decode_step_overhead_us : step_overhead_us;
   }
@@ -178,7 +183,8 @@ struct FitOptions {
 // layers, the per-step ops once), clamped at 0; has_step_overhead says whether it was
 // fitted. On servelab's own CUDA kernels (ServelabGpuKernels) the decode steps' median is
 // their own (decode_step_overhead_us, not clamped: replayed as graphs, they can take less
-// than their ops timed one by one), the step overhead the other steps'.
+// than their ops timed one by one), the step overhead the other steps', and the model says
+// decode_graphs: each decode step row's ops predicted as its graph runs them (PredictOps).
 //
 // The routing: what MoE rows counted (CountedRoutingOf), per MoE shape.
 //

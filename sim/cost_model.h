@@ -36,6 +36,10 @@ struct DeploymentSpec {
   DType weight_dtype = DType::kBf16;
   DType kv_dtype = DType::kBf16;
   DType activation_dtype = DType::kBf16;
+  // The scheduler's limits, where a cost model follows what an engine sizes by them (the
+  // calibrated model's decode graphs): sequences a step, the context served; 0: none.
+  int32_t max_num_seqs = 0;
+  int32_t max_model_len = 0;
 };
 
 class CostModel {

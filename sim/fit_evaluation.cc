@@ -6,6 +6,9 @@
 #include <tuple>
 #include <utility>
 
+#include "kernels/decode_graph_shape.h"
+#include "sim/paged_decode_grid.h"
+
 namespace servelab {
 
 double PredictRow(const CalibratedModel& model, const GpuSpec& gpu, Op op, const ProfileRow& row,
@@ -23,8 +26,38 @@ double PredictRow(const CalibratedModel& model, const GpuSpec& gpu, Op op, const
                                                         : c->At(work.gemm_rows));
 }
 
+namespace {
+
+// Decode attention of a step `row` as its CUDA graph runs it (kernels/decode_graph_shape.h):
+// the row's sequences, the padding up to `graph_rows` attending one position each, the
+// launch's partitions for the context bucket.
+double GraphDecodeAttentionSeconds(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row,
+                                   int64_t graph_rows) {
+  const OpFit& fit = model.ops.at(Op::kAttentionDecode);
+  const OpShape shape = ProfileRowShape(row);
+  const auto batch = static_cast<double>(row.batch);
+  const auto padding = static_cast<double>(graph_rows - row.batch);
+  OpWork work = ProfiledWork(Op::kAttentionDecode, shape, batch, batch, static_cast<double>(row.context));
+  if (padding > 0) work += ProfiledWork(Op::kAttentionDecode, shape, padding, padding, 0);
+  const int64_t attended = row.context + 1;
+  const int32_t bucket = kernels::DecodeGraphContextBucket(
+      static_cast<int32_t>(std::min<int64_t>(attended, INT32_MAX)), 0);
+  AddPagedDecodeGridWork(work, shape, gpu.sm_count, fit.resident_ctas, graph_rows,
+                         [&](int64_t i) { return i < row.batch ? attended : int64_t{1}; }, bucket);
+  return OpSeconds(fit.On(gpu, shape), work);
+}
+
+}  // namespace
+
 double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row) {
   const bool decode = row.tokens == row.batch;  // every sequence brings one token
+  // A decode step of the runner's graphs: every op over the graph's padded rows.
+  const bool graph = decode && row.op == "step" && model.decode_graphs && ServelabGpuKernels(row, gpu);
+  ProfileRow padded = row;
+  if (graph) {
+    padded.tokens = padded.batch =
+        kernels::DecodeGraphBatch(static_cast<int32_t>(std::min<int64_t>(row.batch, INT32_MAX)), 0);
+  }
   double layer = 0, step = 0;
   for (const auto& entry : model.ops) {
     const Op op = entry.first;
@@ -32,13 +65,13 @@ double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const Profil
     if (row.shape.IsMoe() ? IsDenseMlp(op) : op == Op::kMoeMlp) continue;
     if (op == Op::kAttentionDecode || op == Op::kAttentionPrefill) {
       if ((op == Op::kAttentionDecode) != decode) continue;
-      layer += PredictRow(model, gpu, op, row);
+      layer += graph ? GraphDecodeAttentionSeconds(model, gpu, row, padded.batch) : PredictRow(model, gpu, op, row);
     } else if (InfoOf(op).scope == OpScope::kPerLayer) {
       if (op == Op::kAllReduce && row.tp == 1) continue;
       const double calls = op == Op::kAllReduce ? 2.0 : 1.0;
-      layer += calls * PredictRow(model, gpu, op, row);
+      layer += calls * PredictRow(model, gpu, op, padded);
     } else {
-      step += PredictRow(model, gpu, op, row);
+      step += PredictRow(model, gpu, op, padded);
     }
   }
   return step + layer * row.shape.num_hidden_layers;

@@ -222,8 +222,8 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
   try {
     if (!root.IsMap()) Fail(path, root, "(top)", "expected a mapping");
     CheckKeys(path, root, "",
-              {"device", "fitted_from", "step_overhead_us", "decode_step_overhead_us", "routing", "gemm_corrections", "ops",
-               "complete"});
+              {"device", "fitted_from", "step_overhead_us", "decode_step_overhead_us", "decode_graphs", "routing",
+               "gemm_corrections", "ops", "complete"});
     // Written last by calibrate: a cut anywhere in the file takes it away.
     if (root["complete"] && !Bool(path, root["complete"], "complete")) {
       Fail(path, root["complete"], "complete", "false: the model was not written whole");
@@ -258,6 +258,7 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
       model.decode_step_overhead_us =
           Number(path, root["decode_step_overhead_us"], "decode_step_overhead_us", -1e9, 1e9);
     }
+    if (root["decode_graphs"]) model.decode_graphs = Bool(path, root["decode_graphs"], "decode_graphs");
     if (const YAML::Node routing = root["routing"]) {
       if (!routing.IsSequence()) Fail(path, routing, "routing", "expected a list");
       for (size_t i = 0; i < routing.size(); ++i) {

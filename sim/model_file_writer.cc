@@ -50,6 +50,10 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
          "#                 decode rows on attention_decode, the rest on attention_prefill\n"
          "#   decode_step_overhead_us: a decode-only step's own (negative: replayed as\n"
          "#                 CUDA graphs, it launches none of the ops timed one by one)\n"
+         "#   decode_graphs: true: those decode steps ran as the runner's graphs run\n"
+         "#                 them, each op over the graph's padded rows and decode\n"
+         "#                 attention launched for its context bucket\n"
+         "#                 (kernels/decode_graph_shape.h); so the simulator prices them\n"
          "#   moe_mlp:      a MoE layer's MLP, its form + per_expert_us an expert run +\n"
          "#                 its one-row experts' bytes / (bandwidth x\n"
          "#                 single_row_expert_memory_efficiency)\n"
@@ -69,6 +73,7 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
   if (model.has_decode_step_overhead) {
     out << "decode_step_overhead_us: " << FormatDouble(model.decode_step_overhead_us) << "\n";
   }
+  if (model.decode_graphs) out << "decode_graphs: true\n";
   if (!model.routing.empty()) out << "routing:\n";
   for (const CountedRouting& r : model.routing) {
     out << "  - num_experts: " << r.num_experts << "\n";

@@ -23,9 +23,10 @@
 //               steps of 65-128 sequences, their contexts mixed, were predicted 5.0-5.7%
 //               short at 29 and 41 req/s with it, 3.0-3.6% with the slots
 //               (experiments/results/h200/README.md)
-//   reduce      1 when the longest context spans more than one partition: the kernel
-//               that merges the partitions runs; partitions, the partitions it merges a
-//               sequence (the longest's count: the reduce grid is sized by it)
+//   reduce      1 when the launch has more than one partition (its longest context, or
+//               a graph's context bucket, spans more than one): the kernel that merges
+//               the partitions runs; partitions, the partitions it merges a sequence, the
+//               longest sequence's (each of its blocks loops over its own sequence's)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -44,15 +45,19 @@ inline constexpr int32_t kMaxResidentCtas = 8;
 
 // Adds the grid terms of a decode launch of `seqs` sequences, sequence i attending
 // `attended(i)` tokens (its cached ones and the new one), on `sms` SMs running
-// `resident_ctas` blocks each at once. Nothing when any of the three is < 1.
+// `resident_ctas` blocks each at once. The launch's context, which sets its partitions,
+// is the longest attended, or `launch_context` when longer (a CUDA graph's context
+// bucket, kernels/decode_graph_shape.h: the partitions past a sequence's context launch
+// blocks that exit at once). Nothing when any of the three is < 1.
 template <class Attended>
 void AddPagedDecodeGridWork(OpWork& work, const OpShape& shape, int32_t sms, int32_t resident_ctas,
-                            int64_t seqs, Attended attended) {
+                            int64_t seqs, Attended attended, int64_t launch_context = 0) {
   if (sms < 1 || resident_ctas < 1 || seqs < 1) return;
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   const int64_t kv_heads = std::max<int64_t>(1, KvHeadsPerGpu(shape.model, shape.tensor_parallel));
-  int64_t longest = 1;
-  for (int64_t i = 0; i < seqs; ++i) longest = std::max<int64_t>(longest, attended(i));
+  int64_t attended_most = 1;
+  for (int64_t i = 0; i < seqs; ++i) attended_most = std::max<int64_t>(attended_most, attended(i));
+  const int64_t longest = std::max(attended_most, launch_context);  // the launch's
   const int32_t len = kernels::DecodePartitionLen(
       static_cast<int32_t>(std::min(seqs, kMax)), static_cast<int32_t>(std::min(kv_heads, kMax)),
       static_cast<int32_t>(std::min(longest, kMax)), sms);
@@ -67,7 +72,7 @@ void AddPagedDecodeGridWork(OpWork& work, const OpShape& shape, int32_t sms, int
   // contexts, the long ones' partitions where the short ones' blocks have left.
   const int64_t slots = int64_t{sms} * resident_ctas;
   if (blocks <= static_cast<double>(slots)) {
-    work.cta_tokens += static_cast<double>(std::min<int64_t>(len, longest));
+    work.cta_tokens += static_cast<double>(std::min<int64_t>(len, attended_most));
   } else {
     BlockSlots slots_of(slots, len);
     const int32_t launch_parts = kernels::DecodePartitions(static_cast<int32_t>(std::min(longest, kMax)), len);
@@ -88,10 +93,9 @@ void AddPagedDecodeGridWork(OpWork& work, const OpShape& shape, int32_t sms, int
     if (run_blocks > 0) slots_of.Place(run_walk, run_blocks);
     work.cta_tokens += static_cast<double>(slots_of.Makespan());
   }
-  const int32_t parts = kernels::DecodePartitions(static_cast<int32_t>(std::min(longest, kMax)), len);
-  if (parts > 1) {
+  if (kernels::DecodePartitions(static_cast<int32_t>(std::min(longest, kMax)), len) > 1) {
     work.reduce += 1;
-    work.partitions += parts;
+    work.partitions += kernels::DecodePartitions(static_cast<int32_t>(std::min(attended_most, kMax)), len);
   }
 }
 

@@ -28,6 +28,10 @@ DeploymentSpec DeploymentOf(const ExperimentConfig& config) {
   d.network_latency_us = config.hardware.NetworkLatencyUs();
   d.weight_dtype = config.precision.weights;
   d.kv_dtype = config.precision.kv_cache;
+  d.max_num_seqs = config.scheduler.max_num_seqs;
+  // The context served (ServedContextLen's, unchecked here: SimReplicaOf checks it).
+  d.max_model_len = config.scheduler.max_model_len > 0 ? config.scheduler.max_model_len
+                                                       : config.model.max_position_embeddings;
   return d;
 }
 
