@@ -196,8 +196,8 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   const auto note_merged = [](const ProfileTable& t) {
     if (t.merged_rows > 0) {
       std::fprintf(stderr,
-                   "servelab calibrate: note: %s: %lld rows repeat an earlier row's op and sizes; "
-                   "each configuration counts once, at its rows' mean\n",
+                   "servelab calibrate: note: %s: %lld measurements (an op at a configuration) repeat "
+                   "an earlier one's; each counts once, at their mean\n",
                    t.path.c_str(), static_cast<long long>(t.merged_rows));
     }
   };

@@ -441,7 +441,9 @@ void MergeRepeatedRows(ProfileTable& table) {
   kept.reserve(table.rows.size());
   std::vector<int64_t> counts;  // rows folded into each kept row, itself included
   for (ProfileRow& r : table.rows) {
-    ProfileRow sizes = r;  // the configuration: everything but what was measured
+    // The configuration: everything the servelab layout writes but what was measured
+    // (routing to its 4 decimals), and the two fields only Vidur's rows set.
+    ProfileRow sizes = r;
     sizes.median_ms = sizes.p10_ms = sizes.p90_ms = 0;
     sizes.repeats = 0;
     std::ostringstream key;
@@ -455,9 +457,10 @@ void MergeRepeatedRows(ProfileTable& table) {
     }
     ProfileRow& into = kept[at->second];
     int64_t& n = counts[at->second];
-    into.median_ms += (r.median_ms - into.median_ms) / static_cast<double>(n + 1);  // running mean
-    into.p10_ms = std::min(into.p10_ms, r.p10_ms);
-    into.p90_ms = std::max(into.p90_ms, r.p90_ms);
+    const auto count = static_cast<double>(n + 1);  // running means
+    into.median_ms += (r.median_ms - into.median_ms) / count;
+    into.p10_ms += (r.p10_ms - into.p10_ms) / count;
+    into.p90_ms += (r.p90_ms - into.p90_ms) / count;
     into.repeats = static_cast<int32_t>(std::min<int64_t>(int64_t{into.repeats} + r.repeats, INT32_MAX));
     ++n;
     ++table.merged_rows;

@@ -77,8 +77,8 @@ struct ProfileTable {
   std::vector<ProfileRow> rows;
   // Rows that repeated an earlier row's device, shape, op and sizes (and routing, KV
   // capacity, backend), folded into it so that each configuration weighs once in a fit
-  // and its error: the medians' mean, the lowest p10, the highest p90, the repeats summed,
-  // the first one's line. Vidur's A100 Llama-2-7B MLP profile measures 8 of its 1,036
+  // and its error: the means of their medians, p10s and p90s, the repeats summed, the
+  // first one's line. Vidur's A100 Llama-2-7B MLP profile measures 8 of its 1,036
   // configurations twice (2,048 and 4,096 tokens at each TP), 0.0-3.5% apart; its A100
   // Llama-2-70B attention profile 290 of its configurations two or three times (a median
   // 0.6% apart, at most 10.3%).

@@ -15,13 +15,7 @@
 // its blocks past its end exit at once.
 #include <cstdint>
 
-// The grid's functions run on the host (the launches, the cost model) and on the device
-// (each block's walk).
-#if defined(__CUDACC__)
-#define SERVELAB_GRID_FN __host__ __device__
-#else
-#define SERVELAB_GRID_FN
-#endif
+#include "kernels/host_device.h"
 
 namespace servelab::kernels {
 
@@ -48,13 +42,13 @@ inline constexpr PrefillGridRule PrefillGridOf(int32_t head_dim, int32_t group) 
 
 // Query tokens one block takes for a GQA group of `group` heads a KV head (0 when the
 // group is wider than a block: no prefill kernel takes it).
-SERVELAB_GRID_FN inline constexpr int32_t PrefillTokensPerBlock(int32_t group) {
+SERVELAB_HOST_DEVICE inline constexpr int32_t PrefillTokensPerBlock(int32_t group) {
   return group >= 1 && group <= kPrefillRowsPerBlock ? kPrefillRowsPerBlock / group : 0;
 }
 
 // Query tiles (the grid's z extent) a chunk of `query_len` tokens spans, `tokens_per_block`
 // tokens a tile; 0 for an empty chunk or no tokens a block.
-SERVELAB_GRID_FN inline constexpr int64_t PrefillQueryTiles(int64_t query_len, int32_t tokens_per_block) {
+SERVELAB_HOST_DEVICE inline constexpr int64_t PrefillQueryTiles(int64_t query_len, int32_t tokens_per_block) {
   return query_len > 0 && tokens_per_block > 0 ? (query_len + tokens_per_block - 1) / tokens_per_block : 0;
 }
 
@@ -62,7 +56,7 @@ SERVELAB_GRID_FN inline constexpr int64_t PrefillQueryTiles(int64_t query_len, i
 // sequence whose chunk has `query_len` new tokens after `cached` tokens already in the
 // cache: its last token sits at position cached + min(query_len, (query_tile + 1) x
 // tokens_per_block) - 1. 0 when the tile starts past the chunk (the block exits).
-SERVELAB_GRID_FN inline constexpr int64_t PrefillBlockKvTiles(int64_t cached, int64_t query_len, int64_t query_tile,
+SERVELAB_HOST_DEVICE inline constexpr int64_t PrefillBlockKvTiles(int64_t cached, int64_t query_len, int64_t query_tile,
                                              int32_t tokens_per_block, int32_t kv_tile = kPrefillKvTile) {
   const int64_t first = query_tile * tokens_per_block;
   if (tokens_per_block < 1 || kv_tile < 1 || first >= query_len) return 0;

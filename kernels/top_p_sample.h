@@ -41,11 +41,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define SERVELAB_TOP_P_HOST_DEVICE __host__ __device__
-#else
-#define SERVELAB_TOP_P_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace servelab::kernels {
 
@@ -54,7 +50,7 @@ inline constexpr int32_t kTopPMaxVocab = 1 << 23;  // V * 2^40 < 2^63: masses fi
 
 // Order-preserving map of a logit to an unsigned key: a < b  <=>  key(a) < key(b), and -0
 // ties +0. (NaN is a precondition violation; it would sort outside +-inf.)
-SERVELAB_TOP_P_HOST_DEVICE inline uint32_t TopPOrderKey(float logit) {
+SERVELAB_HOST_DEVICE inline uint32_t TopPOrderKey(float logit) {
   if (logit == 0.0f) logit = 0.0f;
   uint32_t bits;
 #if defined(__CUDA_ARCH__)
@@ -70,7 +66,7 @@ SERVELAB_TOP_P_HOST_DEVICE inline uint32_t TopPOrderKey(float logit) {
 // Cody-Waite); e^r by its degree-7 Taylor polynomial (|r| <= 0.35: relative error < 1e-8,
 // below f32 rounding); the product with 2^(n + 40) is exact. Only correctly rounded
 // operations (IEEE *, /, explicit fmaf, rintf), so host and device give the same bits.
-SERVELAB_TOP_P_HOST_DEVICE inline uint64_t TopPWeight(float logit, float max_logit,
+SERVELAB_HOST_DEVICE inline uint64_t TopPWeight(float logit, float max_logit,
                                                       float temperature) {
   const float x = (logit - max_logit) / temperature;
   if (!(x > -28.0f)) return 0;
@@ -97,7 +93,7 @@ SERVELAB_TOP_P_HOST_DEVICE inline uint64_t TopPWeight(float logit, float max_log
 }
 
 // The mass the top-p set must reach: ceil(top_p * mass) in f64, clamped to [1, mass].
-SERVELAB_TOP_P_HOST_DEVICE inline uint64_t TopPTargetMass(float top_p, uint64_t mass) {
+SERVELAB_HOST_DEVICE inline uint64_t TopPTargetMass(float top_p, uint64_t mass) {
   const double target = ceil(static_cast<double>(top_p) * static_cast<double>(mass));
   if (!(target < static_cast<double>(mass))) return mass;
   return target < 1.0 ? 1 : static_cast<uint64_t>(target);
@@ -105,7 +101,7 @@ SERVELAB_TOP_P_HOST_DEVICE inline uint64_t TopPTargetMass(float top_p, uint64_t 
 
 // The draw point floor(u * mass) in f64 for u in [0, 1); clamped to mass - 1, which f64
 // rounding of a mass above 2^53 could otherwise reach. REQUIRES: mass > 0.
-SERVELAB_TOP_P_HOST_DEVICE inline uint64_t TopPDrawPoint(double u, uint64_t mass) {
+SERVELAB_HOST_DEVICE inline uint64_t TopPDrawPoint(double u, uint64_t mass) {
   const auto r = static_cast<uint64_t>(u * static_cast<double>(mass));
   return r < mass ? r : mass - 1;
 }

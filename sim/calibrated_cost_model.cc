@@ -220,15 +220,16 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
   }
   p.decode_only = all_single && !plan.seqs.empty();
   // The CUDA runner's graph for the step: every op over its padded rows, one token each.
-  const bool graph = decode_graphs_ && p.decode_only && all_emit;
+  p.graph = decode_graphs_ && p.decode_only && all_emit;
+  const bool graph = p.graph;
   if (graph) {
     const auto seqs = static_cast<int64_t>(plan.seqs.size());
     const int32_t rows = kernels::DecodeGraphBatch(static_cast<int32_t>(std::min<int64_t>(seqs, INT32_MAX)),
                                                    graph_max_seqs_);
     p.graph_padding = std::max<int64_t>(0, rows - seqs);
-    for (int64_t i = 0; i < p.graph_padding; ++i) {
-      if (moe_) routing_.Add(routed, 1);
-    }
+    // The padding rows are one token (id 0 at position 0) each, so they go to the same
+    // experts: routed as one token.
+    if (moe_ && p.graph_padding > 0) routing_.Add(routed, 1);
     p.tokens += static_cast<double>(p.graph_padding);
     emitting += static_cast<double>(p.graph_padding);
   }
@@ -382,12 +383,8 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
   // servelab's own decode kernel: its launch's grid (nothing without a fit on it).
   // A graph's launch: its padding rows too, its partitions for the context bucket.
   if (all_single && graph) {
-    int64_t longest = 1;
-    for (int64_t i = 0; i < seqs; ++i) longest = std::max(longest, attended(i));
-    const int32_t bucket = kernels::DecodeGraphContextBucket(
-        static_cast<int32_t>(std::min<int64_t>(longest, INT32_MAX)), graph_max_model_len_);
-    AddPagedDecodeGridWork(attention, shape_, paged_grid_sms_, paged_grid_resident_, seqs + graph_padding,
-                           [&](int64_t i) { return i < seqs ? attended(i) : int64_t{1}; }, bucket);
+    AddDecodeGraphGridWork(attention, shape_, paged_grid_sms_, paged_grid_resident_, seqs, seqs + graph_padding,
+                           attended, graph_max_model_len_);
   } else if (all_single) {
     AddPagedDecodeGridWork(attention, shape_, paged_grid_sms_, paged_grid_resident_, seqs, attended);
   }
@@ -399,7 +396,9 @@ TimeNs CalibratedCostModel::StepTime(const StepPlan& plan) const {
   const double ops = OpsSeconds(p);
   if (ops <= 0) return FromSeconds(overhead_s_);
   // A decode step's own overhead (negative where graphs save launches): never below 0.
-  return FromSeconds(std::max(0.0, ops + (p.decode_only ? decode_overhead_s_ : overhead_s_)));
+  // With the model's graphs, a decode step the runner runs eagerly takes the others'.
+  const bool own = p.decode_only && (!decode_graphs_ || p.graph);
+  return FromSeconds(std::max(0.0, ops + (own ? decode_overhead_s_ : overhead_s_)));
 }
 
 StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params,

@@ -84,7 +84,9 @@
 //                     position each, and decode attention's partitions chosen and launched
 //                     for the context bucket of the longest context (512 tokens and up by
 //                     powers of two, at most the context served); false: the step's own
-//                     rows and contexts. Read (and recorded) when the model has it
+//                     rows and contexts. With it, a decode-only step the runner runs
+//                     eagerly (a sequence that does not emit) takes step_overhead_ms, not
+//                     the graphs' decode overhead. Read (and recorded) when the model has it
 //   expert_imbalance, routing_skew, routing_locality, routing_favourites
 //                     MoE models: as the roofline's (ExpertRoutingOptions); the skew,
 //                     locality and favourites default to those MODEL.yaml's `routing`
@@ -145,7 +147,8 @@ class CalibratedCostModel final : public CostModel {
     double first_s = 0;  // embedding
     double last_s = 0;   // final_norm, lm_head, sampling
     bool decode_only = false;  // every seq brings one token (padding costed as one)
-    int64_t graph_padding = 0;  // rows a decode graph adds to the step's (decode_graphs_)
+    bool graph = false;         // run as the runner's decode graph (decode_graphs_)
+    int64_t graph_padding = 0;  // the rows the graph adds to the step's
   };
   StepParts PartsOf(const StepPlan& plan) const;
   double OpsSeconds(const StepParts& p) const;

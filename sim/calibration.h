@@ -185,6 +185,8 @@ struct FitOptions {
 // their own (decode_step_overhead_us, not clamped: replayed as graphs, they can take less
 // than their ops timed one by one), the step overhead the other steps', and the model says
 // decode_graphs: each decode step row's ops predicted as its graph runs them (PredictOps).
+// Both take the profile to have run its decode steps as graphs (`engine.cuda_graphs:
+// true`, the default; a profile does not record it).
 //
 // The routing: what MoE rows counted (CountedRoutingOf), per MoE shape.
 //

@@ -30,7 +30,10 @@ namespace {
 
 // Decode attention of a step `row` as its CUDA graph runs it (kernels/decode_graph_shape.h):
 // the row's sequences, the padding up to `graph_rows` attending one position each, the
-// launch's partitions for the context bucket.
+// launch's partitions for the context bucket. Neither has the profiled runner's cap (its
+// max_num_seqs and context served, which a profile does not record): a profile's decode
+// rows reaching a cap that is not a graph size of their own (a batch of 100 under
+// max_num_seqs 100 runs 100 rows, predicted 104) are priced as the next graph's.
 double GraphDecodeAttentionSeconds(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row,
                                    int64_t graph_rows) {
   const OpFit& fit = model.ops.at(Op::kAttentionDecode);
@@ -39,11 +42,8 @@ double GraphDecodeAttentionSeconds(const CalibratedModel& model, const GpuSpec& 
   const auto padding = static_cast<double>(graph_rows - row.batch);
   OpWork work = ProfiledWork(Op::kAttentionDecode, shape, batch, batch, static_cast<double>(row.context));
   if (padding > 0) work += ProfiledWork(Op::kAttentionDecode, shape, padding, padding, 0);
-  const int64_t attended = row.context + 1;
-  const int32_t bucket = kernels::DecodeGraphContextBucket(
-      static_cast<int32_t>(std::min<int64_t>(attended, INT32_MAX)), 0);
-  AddPagedDecodeGridWork(work, shape, gpu.sm_count, fit.resident_ctas, graph_rows,
-                         [&](int64_t i) { return i < row.batch ? attended : int64_t{1}; }, bucket);
+  AddDecodeGraphGridWork(work, shape, gpu.sm_count, fit.resident_ctas, row.batch, graph_rows,
+                         [&](int64_t) { return row.context + 1; }, 0);
   return OpSeconds(fit.On(gpu, shape), work);
 }
 

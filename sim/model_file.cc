@@ -258,7 +258,12 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
       model.decode_step_overhead_us =
           Number(path, root["decode_step_overhead_us"], "decode_step_overhead_us", -1e9, 1e9);
     }
-    if (root["decode_graphs"]) model.decode_graphs = Bool(path, root["decode_graphs"], "decode_graphs");
+    if (root["decode_graphs"]) {
+      model.decode_graphs = Bool(path, root["decode_graphs"], "decode_graphs");
+      if (model.decode_graphs && model.device == "cpu") {
+        Fail(path, root["decode_graphs"], "decode_graphs", "true on a cpu model: graphs are the CUDA runner's");
+      }
+    }
     if (const YAML::Node routing = root["routing"]) {
       if (!routing.IsSequence()) Fail(path, routing, "routing", "expected a list");
       for (size_t i = 0; i < routing.size(); ++i) {

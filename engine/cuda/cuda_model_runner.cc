@@ -19,6 +19,7 @@
 #include "engine/cuda/device_weights.h"
 #include "engine/safetensors.h"
 #include "engine/step_pack.h"
+#include "kernels/decode_graph_shape.h"
 
 namespace servelab {
 

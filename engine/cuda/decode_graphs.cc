@@ -1,7 +1,5 @@
 #include "engine/cuda/decode_graphs.h"
 
-#include <algorithm>
-
 #include "engine/cuda/device_memory.h"
 
 namespace servelab::engine_cuda {

@@ -3,9 +3,10 @@
 // padded batch size (1, 2, 4, 8, then multiples of 8, up to max_num_seqs) and context
 // bucket (the smallest power of two >= 512 tokens covering the longest context, up to
 // max_model_len; both in kernels/decode_graph_shape.h, which the cost model counts too),
-// which fixes the decode kernel's partition count and the block-table stride. Each is captured after one eager warm-up pass (lazily loaded kernels and
-// cuBLAS's heuristics settle outside the capture). The runner captures them all when it
-// is made, as vLLM does, so no timed step pays for a capture.
+// which fixes the decode kernel's partition count and the block-table stride. Each is
+// captured after one eager warm-up pass (lazily loaded kernels and cuBLAS's heuristics
+// settle outside the capture). The runner captures them all when it is made, as vLLM
+// does, so no timed step pays for a capture.
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -148,6 +148,16 @@ TEST(DecodeGraphsTest, TheCostModelPricesADecodeStepAsItsGraphRunsIt) {
   StepPlan mixed = five.Plan();
   mixed.seqs.push_back(ScheduledRequest{&mid, 1, 3, false, false});
   EXPECT_DOUBLE_EQ(graphs.OpsSeconds(mixed), eager.OpsSeconds(mixed));
+  // And takes the step overhead, not the graphs' decode overhead; without the model's
+  // graphs every decode-only step takes the decode overhead, as before.
+  CalibratedModel with_overhead = model;
+  with_overhead.has_decode_step_overhead = true;
+  with_overhead.decode_step_overhead_us = -20;
+  const CalibratedCostModel replayed(with_overhead, "m.yaml", H200(), /*step_overhead_ms=*/0.5);
+  EXPECT_EQ(replayed.StepTime(five.Plan()), FromSeconds(replayed.OpsSeconds(five.Plan()) - 20e-6));
+  EXPECT_EQ(replayed.StepTime(mixed), FromSeconds(replayed.OpsSeconds(mixed) + 0.5e-3));
+  const CalibratedCostModel unreplayed(with_overhead, "m.yaml", H200(), 0.5, 0, {}, true, false);
+  EXPECT_EQ(unreplayed.StepTime(mixed), FromSeconds(unreplayed.OpsSeconds(mixed) - 20e-6));
 }
 
 TEST(DecodeGraphsTest, EveryOpRunsTheGraphsPaddedRows) {
@@ -241,17 +251,20 @@ TEST(DecodeGraphsTest, TheFitRecoversTheGraphsOverheadExactly) {
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_TRUE(back->decode_graphs);
   EXPECT_EQ(CalibratedModelYaml(*back, {}), yaml);
-  EXPECT_THAT(testing::ReadModelText("device: h200-141gb\ndecode_graphs: maybe\nops: {}\n", "decode_graphs_bad")
+  // A value not a boolean, or graphs on a CPU model: the key named, with its line.
+  EXPECT_THAT(testing::ReadModelText("device: h200-141gb\ndecode_graphs: maybe\nops: {}\n", "graphs_bad")
                   .status()
                   .message(),
-              HasSubstr("decode_graphs"));
+              HasSubstr(":2: decode_graphs"));
+  EXPECT_THAT(testing::ReadModelText("device: cpu\ndecode_graphs: true\nops: {}\n", "graphs_cpu").status().message(),
+              HasSubstr(":2: decode_graphs: true on a cpu model"));
 }
 
 // Through an experiment: the key is read (and recorded) when the model has graphs; asked
 // of a model without them, an error naming the experiment's place.
 TEST(DecodeGraphsTest, TheExperimentsKeyTurnsThemOff) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("servelab_decode_graphs_" + std::to_string(::getpid()));
+                                    ("servelab_graphs_key_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   CalibratedModel model = GraphModel(true);
   model.has_decode_step_overhead = true;
@@ -285,7 +298,8 @@ TEST(DecodeGraphsTest, TheExperimentsKeyTurnsThemOff) {
   auto asked = run("{type: calibrated, path: eager.yaml, decode_graphs: true}");
   ASSERT_FALSE(asked.ok());
   EXPECT_THAT(asked.status().message(), HasSubstr("exp.yaml"));
-  EXPECT_THAT(asked.status().message(), HasSubstr("decode_graphs"));
+  EXPECT_THAT(asked.status().message(), HasSubstr("cost_model.decode_graphs"));
+  EXPECT_THAT(asked.status().message(), HasSubstr("was not fitted on decode steps run as CUDA graphs"));
   std::filesystem::remove_all(dir);
 }
 
