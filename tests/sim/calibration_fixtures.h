@@ -7,10 +7,12 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "core/model_spec.h"
 #include "core/op.h"
 #include "driver/model_catalog.h"
+#include "driver/profile_table.h"
 #include "sim/calibration.h"
 #include "sim/model_file.h"
 
@@ -77,6 +79,25 @@ inline StatusOr<CalibratedModel> ReadModelText(const std::string& text, const st
   auto model = ReadCalibratedModel(path);
   std::filesystem::remove(path);
   return model;
+}
+
+// The decode configurations `servelab profile` measured on the H200 (run 4: batches 1 to
+// 128, contexts 15 to 4,095), as Llama-3-8B rows of `op` on servelab's CUDA engine (no
+// attention backend named), untimed: a test sets each median.
+inline std::vector<ProfileRow> H200DecodeRows(const std::string& op) {
+  std::vector<ProfileRow> rows;
+  for (int64_t batch : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
+    for (int64_t context : {15, 63, 255, 1023, 4095}) {
+      ProfileRow r;
+      r.device = "h200-141gb";
+      r.shape = *FindModel("llama-3-8b");
+      r.op = op;
+      r.tokens = r.batch = batch;
+      r.context = context;
+      rows.push_back(r);
+    }
+  }
+  return rows;
 }
 
 }  // namespace servelab::testing

@@ -212,20 +212,12 @@ TEST(DecodeGraphsTest, TheFitRecoversTheGraphsOverheadExactly) {
   const double overhead_us = -300;
   ProfileTable table;
   table.path = "graphs.csv";
-  for (int64_t batch : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
-    for (int64_t context : {15, 63, 255, 1023, 4095}) {
-      ProfileRow r;
-      r.device = "h200-141gb";
-      r.shape = *FindModel("llama-3-8b");
-      r.tokens = r.batch = batch;
-      r.context = context;
-      r.op = "attention_decode";
-      r.median_ms = 1e3 * PredictRow(truth, gpu, Op::kAttentionDecode, r);
-      table.rows.push_back(r);
-      r.op = "step";
-      r.median_ms = 1e3 * PredictOps(truth, gpu, r) + overhead_us * 1e-3;
-      table.rows.push_back(r);
-    }
+  for (ProfileRow r : testing::H200DecodeRows("attention_decode")) {
+    r.median_ms = 1e3 * PredictRow(truth, gpu, Op::kAttentionDecode, r);
+    table.rows.push_back(r);
+    r.op = "step";
+    r.median_ms = 1e3 * PredictOps(truth, gpu, r) + overhead_us * 1e-3;
+    table.rows.push_back(r);
   }
   auto model = FitProfiles({table});
   ASSERT_TRUE(model.ok()) << model.status().message();

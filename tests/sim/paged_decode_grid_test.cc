@@ -91,19 +91,10 @@ ProfileTable Generate(const OpFit& truth) {
   const OpShape s = Llama3();
   ProfileTable table;
   table.path = "decode.csv";
-  for (int64_t batch : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
-    for (int64_t context : {15, 63, 255, 1023, 4095}) {
-      ProfileRow r;
-      r.device = "h200-141gb";
-      r.shape = s.model;
-      r.tp = 1;
-      r.op = "attention_decode";
-      r.tokens = r.batch = batch;
-      r.context = context;
-      r.median_ms = 1e3 * OpSeconds(truth.On(gpu, s), ProfileRowWork(Op::kAttentionDecode, r, gpu, {},
-                                                                     truth.resident_ctas));
-      table.rows.push_back(r);
-    }
+  table.rows = testing::H200DecodeRows("attention_decode");
+  for (ProfileRow& r : table.rows) {
+    r.median_ms = 1e3 * OpSeconds(truth.On(gpu, s), ProfileRowWork(Op::kAttentionDecode, r, gpu, {},
+                                                                   truth.resident_ctas));
   }
   return table;
 }
