@@ -221,8 +221,7 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
   p.decode_only = all_single && !plan.seqs.empty();
   // The CUDA runner's graph for the step: every op over its padded rows, one token each.
   p.graph = decode_graphs_ && p.decode_only && all_emit;
-  const bool graph = p.graph;
-  if (graph) {
+  if (p.graph) {
     const auto seqs = static_cast<int64_t>(plan.seqs.size());
     const int32_t rows = kernels::DecodeGraphBatch(static_cast<int32_t>(std::min<int64_t>(seqs, INT32_MAX)),
                                                    graph_max_seqs_);
@@ -236,7 +235,7 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
   const double tokens = p.tokens;
   if (tokens <= 0) return p;  // swaps only: the backend times the copies
   double layer = mla_ ? roofline_->AttentionLayerSeconds(plan)
-                      : FittedAttentionSeconds(plan, all_single, graph, p.graph_padding);
+                      : FittedAttentionSeconds(plan, all_single, p.graph, p.graph_padding);
   const double allreduce = AllReduceSeconds(tokens);
   if (!moe_ && !mla_) {
     for (const Op op : per_layer_rows_) {
