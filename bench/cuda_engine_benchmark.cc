@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
                              (config.spec.tie_word_embeddings ? 0.0 : embedding) +
                              2.0 * batch * config.spec.hidden_size;
       const double floor = (weights + kv_bytes) / (copy_gbs * 1e9) * 1e3;
-      const bool graph = runner.LastStepUsedGraph();
+      const bool graph = runner.LastDecodeGraph().has_value();
       // The target holds for batch <= 64.
       const char* verdict = batch > 64 ? "" : step <= 1.3 * floor ? "yes" : "NO";
       std::printf("%-7s %6d %8d %10.3f %10.3f %8.2f %6s %8s%s\n", "", batch, context, step, floor,

@@ -248,6 +248,19 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   }
   auto model = FitProfiles(tables, fit);
   if (!model.ok()) return Report(model.status());
+  // Decode steps assumed to have run as graphs (sim/calibration.h: a profile that does
+  // not record how its steps ran).
+  for (const ProfileTable& t : tables) {
+    const bool assumed = model->decode_graphs && std::any_of(t.rows.begin(), t.rows.end(), [](const ProfileRow& r) {
+                           return r.op == "step" && r.tokens == r.batch && !r.GraphRecorded();
+                         });
+    if (assumed) {
+      std::fprintf(stderr,
+                   "servelab calibrate: note: %s does not record how its decode steps ran: taken as CUDA "
+                   "graphs without the runner's limits (max_num_seqs, the context served)\n",
+                   t.path.c_str());
+    }
+  }
   if (fit.routing_skew && model->routing.empty()) {
     return Report(InvalidArgument("--routing-skew: no profile row counted a mixture of experts' routing "
                                   "(moe_mlp rows with experts_run, from `servelab profile` of a MoE model)"));

@@ -231,6 +231,44 @@ Status ReadRouting(const Cells& cells, const std::string& path, ProfileRow& r,
   return Status::Ok();
 }
 
+// The graph columns of a servelab row, where the header has them: both empty (not
+// recorded), both 0 (run op by op), or on a decode step row of a GPU the graph's rows, at
+// least its sequences, and its context bucket, covering the context and the new token.
+Status ReadGraph(const Cells& cells, const std::string& path, ProfileRow& r,
+                 std::optional<size_t> rows, std::optional<size_t> context) {
+  if (!rows || !context) {
+    if (rows || context) {
+      return LineError(path, r.line, "graph_rows and graph_context come together",
+                       rows ? "graph_context" : "graph_rows");
+    }
+    return Status::Ok();
+  }
+  if (cells.Empty(*rows) && cells.Empty(*context)) return Status::Ok();  // not recorded
+  SERVELAB_RETURN_IF_ERROR(cells.Count(*rows, "graph_rows", r.graph_rows, 0, Cells::kMaxBatch));
+  SERVELAB_RETURN_IF_ERROR(cells.Count(*context, "graph_context", r.graph_context, 0, Cells::kMaxContext));
+  if ((r.graph_rows == 0) != (r.graph_context == 0)) {
+    return LineError(path, r.line, "a graph has rows and a context bucket, or neither (0 and 0: run op by op)",
+                     r.graph_rows == 0 ? "graph_rows" : "graph_context");
+  }
+  if (r.graph_rows == 0) return Status::Ok();
+  if (r.op != "step" || r.tokens != r.batch || r.device == "cpu") {
+    return LineError(path, r.line, "a CUDA graph on a row that is not a GPU's decode step", "graph_rows");
+  }
+  if (r.graph_rows < r.batch) {
+    return LineError(path, r.line,
+                     "a graph of " + std::to_string(r.graph_rows) + " rows cannot run the step's " +
+                         std::to_string(r.batch) + " sequences",
+                     "graph_rows");
+  }
+  if (r.graph_context <= r.context) {
+    return LineError(path, r.line,
+                     "a context bucket of " + std::to_string(r.graph_context) + " does not cover context " +
+                         std::to_string(r.context) + " and the new token",
+                     "graph_context");
+  }
+  return Status::Ok();
+}
+
 Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
                     ProfileTable& table) {
   auto c = Find(header,
@@ -248,6 +286,8 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
   const auto shared_width = OptionalColumn(header, "shared_expert_intermediate_size");
   const auto experts_run = OptionalColumn(header, "experts_run");
   const auto single_row = OptionalColumn(header, "single_row_experts");
+  const auto graph_rows = OptionalColumn(header, "graph_rows");
+  const auto graph_context = OptionalColumn(header, "graph_context");
   std::vector<std::string> ops = OpNames();
   ops.push_back("step");
   return ForEachDataLine(file, header.size(), [&](const Cells& cells) -> Status {
@@ -296,6 +336,7 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
                        "num_experts");
     }
     SERVELAB_RETURN_IF_ERROR(ReadRouting(cells, file.path(), r, experts_run, single_row));
+    SERVELAB_RETURN_IF_ERROR(ReadGraph(cells, file.path(), r, graph_rows, graph_context));
     table.rows.push_back(std::move(r));
     return Status::Ok();
   });
@@ -505,7 +546,7 @@ std::string ProfileCsvHeader() {
   return "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,"
          "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats,num_experts,"
          "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size,experts_run,"
-         "single_row_experts\n";
+         "single_row_experts,graph_rows,graph_context\n";
 }
 
 void WriteProfileRow(std::ostream& out, const ProfileRow& r) {
@@ -519,7 +560,10 @@ void WriteProfileRow(std::ostream& out, const ProfileRow& r) {
       << r.tokens << ',' << r.batch << ',' << r.context << ',' << r.tp << ',' << times << ','
       << r.repeats << ',' << r.shape.num_experts << ',' << r.shape.num_experts_per_tok << ','
       << r.shape.moe_intermediate_size << ',' << r.shape.shared_expert_intermediate_size << ','
-      << routing << '\n';
+      << routing << ',';
+  if (r.GraphRecorded()) out << r.graph_rows << ',' << r.graph_context;
+  else out << ',';  // not recorded: empty cells
+  out << '\n';
 }
 
 ProfileSpread SpreadOf(std::span<const ProfileRow> rows) {

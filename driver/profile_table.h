@@ -5,12 +5,15 @@
 //   servelab  CSV  device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,
 //                  vocab_size,layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,
 //                  repeats,num_experts,experts_per_token,expert_intermediate_size,
-//                  shared_expert_intermediate_size,experts_run,single_row_experts
+//                  shared_expert_intermediate_size,experts_run,single_row_experts,
+//                  graph_rows,graph_context
 //             (the four after repeats, a mixture of experts' shape, may be absent: a dense
-//             model; an expert width of 0 is intermediate_size; the last two, a moe_mlp
-//             or step row's routing as it happened, the mean over the step's MoE layers
-//             of the experts run and of those given one row, may be absent or 0: not
-//             counted)
+//             model; an expert width of 0 is intermediate_size; the two after them, a
+//             moe_mlp or step row's routing as it happened, the mean over the step's MoE
+//             layers of the experts run and of those given one row, may be absent or 0:
+//             not counted; the last two, how the runner ran a whole step: a decode step
+//             replayed as a CUDA graph, the graph's rows and context bucket, else 0 and 0;
+//             absent or empty: not recorded)
 //             device: a catalog GPU ("a100-80gb") or "cpu"; op: an op of core/op.h or
 //             "step" (a whole step); times per layer (per-layer ops) or per step, per GPU.
 //             A decode row has tokens = batch sequences of one new token after `context`
@@ -68,6 +71,17 @@ struct ProfileRow {
   // instead of uniform routing's expectation); 0: not counted.
   double experts_run = 0;
   double single_row_experts = 0;
+  // A whole step ("step" row) as the runner ran it (ModelRunner::LastDecodeGraph): a
+  // decode step replayed as a CUDA graph, the graph's rows (the step's sequences and the
+  // padding after them) and the context bucket it was launched for; 0 and 0: run op by op
+  // (every op row, every step of a runner without graphs). kNotRecorded (an empty or
+  // absent cell): the file does not say (a Vidur file, a profile written before these
+  // columns); a fit then takes the decode steps of servelab's CUDA kernels to have run as
+  // the uncapped graphs kernels/decode_graph_shape.h gives.
+  static constexpr int64_t kNotRecorded = -1;
+  int64_t graph_rows = kNotRecorded;
+  int64_t graph_context = kNotRecorded;
+  bool GraphRecorded() const { return graph_rows != kNotRecorded; }
   int64_t line = 0;  // in its file, for messages
 };
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -155,6 +156,8 @@ struct Timed {
   double last_s = 0;  // its latest run's time, measured or not
   // The routing its MoE layers counted (the same every run: the same tokens).
   double experts_run = 0, single_row_experts = 0;
+  // The CUDA graph its whole-step runs replayed (the same every run); none: op by op.
+  std::optional<DecodeGraphRun> graph;
 };
 
 // One experiment's engine (its model loaded, its runner made) and its configurations'
@@ -302,7 +305,10 @@ Status Measure(std::span<const std::unique_ptr<Session>> sessions, const Profile
     const double step = static_cast<double>(NowNs() - start) * 1e-9;
     t.last_s = step;
     if (!measured) return Status::Ok();
-    if (time_step) t.steps.push_back(step);
+    if (time_step) {
+      t.steps.push_back(step);
+      t.graph = s.runner->LastDecodeGraph();
+    }
     if (!time_ops) return Status::Ok();
     t.experts_run = s.times.ExpertsRun();
     t.single_row_experts = s.times.SingleRowExperts();
@@ -405,6 +411,9 @@ std::vector<ProfileRow> Rows(Session& s, const ProfileOptions& options) {
         r.experts_run = t->experts_run;
         r.single_row_experts = t->single_row_experts;
       }
+      const bool graph = op == "step" && t->graph.has_value();
+      r.graph_rows = graph ? t->graph->rows : 0;
+      r.graph_context = graph ? t->graph->context_bucket : 0;
       rows.push_back(std::move(r));
     };
     for (auto& [op, values] : t->samples) row(std::string(InfoOf(op).name), std::move(values));

@@ -181,12 +181,14 @@ struct FitOptions {
 // The step overhead: with "step" rows from a profile that gives `layers`, the median over
 // them of the measured step minus the fitted ops' sum (every per-layer op times the
 // layers, the per-step ops once), clamped at 0; has_step_overhead says whether it was
-// fitted. On servelab's own CUDA kernels (ServelabGpuKernels) the decode steps' median is
-// their own (decode_step_overhead_us, not clamped: replayed as graphs, they can take less
-// than their ops timed one by one), the step overhead the other steps', and the model says
-// decode_graphs: each decode step row's ops predicted as its graph runs them (PredictOps).
-// Both take the profile to have run its decode steps as graphs (`engine.cuda_graphs:
-// true`, the default; a profile does not record it).
+// fitted. Decode steps run as CUDA graphs (StepGraphOf: as their rows record it, the
+// graph's rows and context bucket; in a profile that does not record it, every decode step
+// when every step row is of servelab's own CUDA kernels, ServelabGpuKernels) have a median
+// of their own (decode_step_overhead_us, not clamped: replayed as graphs, they can take
+// less than their ops timed one by one), the step overhead is the other steps', and the
+// model says decode_graphs: each such row's ops predicted as its graph runs them
+// (PredictOps). A profile of a runner with `engine.cuda_graphs: false` records its decode
+// steps as run op by op, and its model has no decode_graphs.
 //
 // The routing: what MoE rows counted (CountedRoutingOf), per MoE shape.
 //

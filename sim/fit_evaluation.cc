@@ -26,24 +26,34 @@ double PredictRow(const CalibratedModel& model, const GpuSpec& gpu, Op op, const
                                                         : c->At(work.gemm_rows));
 }
 
+std::optional<StepGraph> StepGraphOf(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row) {
+  if (!model.decode_graphs || row.op != "step" || row.tokens != row.batch) return std::nullopt;
+  if (row.GraphRecorded()) {
+    if (row.graph_rows == 0) return std::nullopt;
+    return StepGraph{row.graph_rows, row.graph_context};
+  }
+  if (!ServelabGpuKernels(row, gpu)) return std::nullopt;
+  constexpr int64_t kMax = INT32_MAX;
+  return StepGraph{kernels::DecodeGraphBatch(static_cast<int32_t>(std::min(row.batch, kMax)), 0),
+                   kernels::DecodeGraphContextBucket(static_cast<int32_t>(std::min(row.context + 1, kMax)), 0)};
+}
+
 namespace {
 
 // Decode attention of a step `row` as its CUDA graph runs it (kernels/decode_graph_shape.h):
-// the row's sequences, the padding up to `graph_rows` attending one position each, the
-// launch's partitions for the context bucket. Neither has the profiled runner's cap (its
-// max_num_seqs and context served, which a profile does not record): a profile's decode
-// rows reaching a cap that is not a graph size of their own (a batch of 100 under
-// max_num_seqs 100 runs 100 rows, predicted 104) are priced as the next graph's.
+// the row's sequences, the padding up to the graph's rows attending one position each,
+// the launch's partitions for its context bucket.
 double GraphDecodeAttentionSeconds(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row,
-                                   int64_t graph_rows) {
+                                   const StepGraph& graph) {
   const OpFit& fit = model.ops.at(Op::kAttentionDecode);
   const OpShape shape = ProfileRowShape(row);
   const auto batch = static_cast<double>(row.batch);
-  const auto padding = static_cast<double>(graph_rows - row.batch);
+  const auto padding = static_cast<double>(graph.rows - row.batch);
   OpWork work = ProfiledWork(Op::kAttentionDecode, shape, batch, batch, static_cast<double>(row.context));
   if (padding > 0) work += ProfiledWork(Op::kAttentionDecode, shape, padding, padding, 0);
-  AddDecodeGraphGridWork(work, shape, gpu.sm_count, fit.resident_ctas, row.batch, graph_rows,
-                         [&](int64_t) { return row.context + 1; }, 0);
+  AddDecodeGraphLaunchWork(work, shape, gpu.sm_count, fit.resident_ctas, row.batch, graph.rows,
+                           [&](int64_t) { return row.context + 1; },
+                           static_cast<int32_t>(std::min<int64_t>(graph.context_bucket, INT32_MAX)));
   return OpSeconds(fit.On(gpu, shape), work);
 }
 
@@ -52,12 +62,9 @@ double GraphDecodeAttentionSeconds(const CalibratedModel& model, const GpuSpec& 
 double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row) {
   const bool decode = row.tokens == row.batch;  // every sequence brings one token
   // A decode step of the runner's graphs: every op over the graph's padded rows.
-  const bool graph = decode && row.op == "step" && model.decode_graphs && ServelabGpuKernels(row, gpu);
+  const std::optional<StepGraph> graph = StepGraphOf(model, gpu, row);
   ProfileRow padded = row;
-  if (graph) {
-    padded.tokens = padded.batch =
-        kernels::DecodeGraphBatch(static_cast<int32_t>(std::min<int64_t>(row.batch, INT32_MAX)), 0);
-  }
+  if (graph) padded.tokens = padded.batch = graph->rows;
   double layer = 0, step = 0;
   for (const auto& entry : model.ops) {
     const Op op = entry.first;
@@ -65,7 +72,7 @@ double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const Profil
     if (row.shape.IsMoe() ? IsDenseMlp(op) : op == Op::kMoeMlp) continue;
     if (op == Op::kAttentionDecode || op == Op::kAttentionPrefill) {
       if ((op == Op::kAttentionDecode) != decode) continue;
-      layer += graph ? GraphDecodeAttentionSeconds(model, gpu, row, padded.batch) : PredictRow(model, gpu, op, row);
+      layer += graph ? GraphDecodeAttentionSeconds(model, gpu, row, *graph) : PredictRow(model, gpu, op, row);
     } else if (InfoOf(op).scope == OpScope::kPerLayer) {
       if (op == Op::kAllReduce && row.tp == 1) continue;
       const double calls = op == Op::kAllReduce ? 2.0 : 1.0;
@@ -147,7 +154,7 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
     }
     if (row.op == "step" && row.shape.num_hidden_layers > 0 && row.median_ms > 0) {
       const double predicted_ms =
-          1e3 * PredictOps(model, *gpu, row) + 1e-3 * model.StepOverheadUs(row.tokens == row.batch);
+          1e3 * PredictOps(model, *gpu, row) + 1e-3 * model.StepOverheadUs(StepGraphOf(model, *gpu, row).has_value());
       step_rel.push_back((predicted_ms - row.median_ms) / row.median_ms);
       e.points.push_back(PointPrediction{row.op, row.tokens, row.batch, row.context, row.tp,
                                          row.median_ms, predicted_ms, predicted_ms, predicted_ms});

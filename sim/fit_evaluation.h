@@ -5,6 +5,7 @@
 // degree and per file (`servelab calibrate`'s figures).
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,8 +27,23 @@ enum class GemmCorrectionUse { kNone, kApplied, kLeaveOneOut };
 double PredictRow(const CalibratedModel& model, const GpuSpec& gpu, Op op, const ProfileRow& row,
                   GemmCorrectionUse use = GemmCorrectionUse::kApplied);
 
+// The CUDA graph a "step" row's decode ran as, on a model fitted with decode graphs
+// (CalibratedModel::decode_graphs): the graph the row records (graph_rows and
+// graph_context), or, on a row that does not say, of servelab's own CUDA kernels
+// (ServelabGpuKernels), the one kernels/decode_graph_shape.h gives for its batch and
+// context without the runner's caps (its max_num_seqs and context served, which such a
+// profile does not record: a batch of 100 under max_num_seqs 100 ran 100 rows, and is
+// then priced as 104). None: a row run op by op, or not a decode step.
+struct StepGraph {
+  int64_t rows = 0;
+  int64_t context_bucket = 0;
+};
+std::optional<StepGraph> StepGraphOf(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row);
+
 // A "step" row's ops as the model predicts them, in seconds (without the step
-// overhead): the configuration is a decode when tokens == batch, else one prefill chunk.
+// overhead): the configuration is a decode when tokens == batch, else one prefill chunk;
+// a decode run as a CUDA graph (StepGraphOf), every op over the graph's rows and decode
+// attention over its context bucket's partitions.
 double PredictOps(const CalibratedModel& model, const GpuSpec& gpu, const ProfileRow& row);
 
 // Relative errors in percent: mean of |predicted - measured| / measured, the largest one,

@@ -100,7 +100,7 @@ struct CudaModelRunner::Impl {
   engine_cuda::DeviceStep step;
   DecodeGraphs graphs;
   StepPack pack;
-  bool last_step_used_graph = false;
+  std::optional<DecodeGraphRun> last_graph;  // the last step's, when it replayed one
   OpTimer* timer = nullptr;  // profiling: eager steps, op events
   engine_cuda::OpEvents events;
   bool events_ready = false;
@@ -188,7 +188,7 @@ Status CudaModelRunner::Impl::RunStepUnsynced(const StepPlan& plan, const TokenS
   if (top_p && !(sample->top_p > 0.0f && sample->top_p <= 1.0f && sample->top_k >= 0)) {
     return InvalidArgument("cuda runner: sampling needs top_p in (0, 1] and top_k >= 0");
   }
-  last_step_used_graph = false;
+  last_graph.reset();
   pack.Build(plan, tokens, options.block_size);
   const int32_t T = pack.NumTokens(), S = pack.num_seqs, E = pack.NumEmitting();
   SERVELAB_RETURN_IF_ERROR(CheckSlidingWindow(config, pack, "cuda runner"));
@@ -211,7 +211,7 @@ Status CudaModelRunner::Impl::RunStepUnsynced(const StepPlan& plan, const TokenS
     SERVELAB_RETURN_IF_ERROR(graphs.Get(
         f, stream, [this](const ForwardShape& g) { return ForwardNow(g); }, &exec));
     SERVELAB_CUDA_RETURN(cudaGraphLaunch(exec, stream), "launching the decode graph");
-    last_step_used_graph = true;
+    last_graph = DecodeGraphRun{B, bucket};
   } else {
     SERVELAB_RETURN_IF_ERROR(step.Stage(pack, T, S, pack.block_table_stride, f));
     f.sample_greedy = greedy;
@@ -334,6 +334,6 @@ int64_t CudaModelRunner::KvBytesPerToken() const {
   return c.bytes_per_block / c.block_size;
 }
 int32_t CudaModelRunner::NumCapturedGraphs() const { return impl_->graphs.Count(); }
-bool CudaModelRunner::LastStepUsedGraph() const { return impl_->last_step_used_graph; }
+std::optional<DecodeGraphRun> CudaModelRunner::LastDecodeGraph() const { return impl_->last_graph; }
 
 }  // namespace servelab

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/status.h"
@@ -100,13 +101,15 @@ class CudaModelRunner final : public ModelRunner {
   void SetOpTimer(OpTimer* timer) override;
   bool ProfilesOps() const override { return true; }
   bool OpTimerAltersSteps() const override { return true; }
+  // The pure-decode step's graph: DecodeGraphBatch(seqs, max_num_seqs) rows, the bucket
+  // of its longest context (kernels/decode_graph_shape.h).
+  std::optional<DecodeGraphRun> LastDecodeGraph() const override;
 
   // For benchmarks and reports.
   std::string DeviceName() const;
   int64_t WeightBytes() const;        // bf16 bytes of every weight tensor (tied: once)
   int64_t KvBytesPerToken() const;    // K and V of every layer, bf16
   int32_t NumCapturedGraphs() const;
-  bool LastStepUsedGraph() const;
 
   struct Impl;  // the device state; defined in the .cc only
 

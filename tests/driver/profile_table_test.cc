@@ -299,7 +299,7 @@ TEST_F(ProfileTableTest, ExpertColumnsRoundTripAndMayBeAbsent) {
   csv << ProfileCsvHeader();
   WriteProfileRow(csv, r);
   EXPECT_THAT(csv.str(),
-              HasSubstr(",moe_mlp,16,1,0,1,0.500000,0.000000,0.000000,0,6,2,320,640,0.0000,0.0000\n"));
+              HasSubstr(",moe_mlp,16,1,0,1,0.500000,0.000000,0.000000,0,6,2,320,640,0.0000,0.0000,,\n"));
   auto t = ReadProfile(Write("moe.csv", csv.str()));
   ASSERT_TRUE(t.ok()) << t.status().message();
   const ModelSpec& m = t->rows.at(0).shape;
@@ -350,7 +350,7 @@ TEST_F(ProfileTableTest, CountedRoutingRoundTripsAndIsChecked) {
   std::ostringstream csv;
   csv << ProfileCsvHeader();
   WriteProfileRow(csv, r);
-  EXPECT_THAT(csv.str(), HasSubstr(",8,2,0,0,5.5000,1.2500\n"));
+  EXPECT_THAT(csv.str(), HasSubstr(",8,2,0,0,5.5000,1.2500,,\n"));
   auto t = ReadProfile(Write("moe.csv", csv.str()));
   ASSERT_TRUE(t.ok()) << t.status().message();
   EXPECT_DOUBLE_EQ(t->rows.at(0).experts_run, 5.5);
@@ -377,6 +377,59 @@ TEST_F(ProfileTableTest, CountedRoutingRoundTripsAndIsChecked) {
   EXPECT_THAT(nan.status().message(), HasSubstr("column 'experts_run'"));
 }
 
+// How the runner ran a whole step: a decode step replayed as a CUDA graph (its rows and
+// context bucket), run op by op (0 and 0), or not recorded (empty cells, absent columns).
+TEST_F(ProfileTableTest, AStepsGraphRoundTripsAndIsChecked) {
+  ProfileRow r = CpuRow("step");
+  r.device = "h200-141gb";
+  r.tokens = r.batch = 100;
+  r.context = 700;
+  r.graph_rows = 100;      // max_num_seqs 100: a graph of its own
+  r.graph_context = 1000;  // the context served caps the bucket
+  ProfileRow eager = r;
+  eager.graph_rows = eager.graph_context = 0;
+  ProfileRow unknown = r;
+  unknown.graph_rows = unknown.graph_context = ProfileRow::kNotRecorded;
+  std::ostringstream csv;
+  csv << ProfileCsvHeader();
+  for (const ProfileRow& row : {r, eager, unknown}) WriteProfileRow(csv, row);
+  EXPECT_THAT(csv.str(), HasSubstr(",0.0000,0.0000,100,1000\n"));
+  EXPECT_THAT(csv.str(), HasSubstr(",0.0000,0.0000,0,0\n"));
+  EXPECT_THAT(csv.str(), HasSubstr(",0.0000,0.0000,,\n"));
+  auto t = ReadProfile(Write("g.csv", csv.str()));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->rows.size(), 3u);  // how a step ran is part of what was measured: no merge
+  EXPECT_EQ(t->rows[0].graph_rows, 100);
+  EXPECT_EQ(t->rows[0].graph_context, 1000);
+  EXPECT_TRUE(t->rows[1].GraphRecorded());
+  EXPECT_EQ(t->rows[1].graph_rows, 0);
+  EXPECT_FALSE(t->rows[2].GraphRecorded());
+  const std::string head = "h200-141gb,256,4,2,64,704,8000,4,";
+  const std::string routing = ",1,1,1,1,3,0,0,0,0,0,0,";  // tp, times, repeats, experts, routing
+  auto error = [&](const std::string& name, const std::string& line) {
+    auto bad = ReadProfile(Write(name, ProfileCsvHeader() + head + line + "\n"));
+    return bad.ok() ? std::string("read") : bad.status().message();
+  };
+  EXPECT_THAT(error("a.csv", "rope,8,1,0" + routing + "8,512"),
+              HasSubstr("a.csv:2: a CUDA graph on a row that is not a GPU's decode step, column 'graph_rows'"));
+  EXPECT_THAT(error("b.csv", "step,6,1,0" + routing + "8,512"),  // a prefill chunk
+              HasSubstr("b.csv:2: a CUDA graph on a row that is not a GPU's decode step"));
+  EXPECT_THAT(error("c.csv", "step,6,6,0" + routing + "4,512"),
+              HasSubstr("c.csv:2: a graph of 4 rows cannot run the step's 6 sequences, column 'graph_rows'"));
+  EXPECT_THAT(error("d.csv", "step,6,6,511" + routing + "8,511"),
+              HasSubstr("d.csv:2: a context bucket of 511 does not cover context 511 and the new token, "
+                        "column 'graph_context'"));
+  EXPECT_THAT(error("e.csv", "step,6,6,0" + routing + "8,0"),
+              HasSubstr("e.csv:2: a graph has rows and a context bucket, or neither (0 and 0: run op by op), "
+                        "column 'graph_context'"));
+  EXPECT_THAT(error("f.csv", "step,6,6,0" + routing + "8,"), HasSubstr("f.csv:2: expected a whole number"));
+  EXPECT_THAT(error("h.csv", "step,6,6,0" + routing + "-8,512"), HasSubstr("column 'graph_rows'"));
+  EXPECT_EQ(error("i.csv", "step,6,6,511" + routing + "8,512"), "read");
+  auto cpu = ReadProfile(Write("j.csv", ProfileCsvHeader() + "cpu,256,4,2,64,704,8000,4,step,6,6,0" + routing +
+                                            "8,512\n"));
+  EXPECT_THAT(cpu.status().message(), HasSubstr("j.csv:2: a CUDA graph on a row that is not a GPU's decode step"));
+}
+
 TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {
   auto number = ReadProfile(Write("vidur_a100_bad.csv", VidurMlp("fast")));
   ASSERT_FALSE(number.ok());
@@ -397,10 +450,10 @@ TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {
   EXPECT_THAT(short_line.status().message(), HasSubstr("r.csv:2: missing field"));
   // A field more than the header names: a shifted row, not read as if it fit.
   auto wide = ReadProfile(Write("w.csv", ProfileCsvHeader() +
-                                             "cpu,256,4,2,64,704,8000,4,rope,1,1,0,1,1,1,1,3,0,0,0,0,0,0,99\n"));
+                                             "cpu,256,4,2,64,704,8000,4,rope,1,1,0,1,1,1,1,3,0,0,0,0,0,0,0,0,99\n"));
   ASSERT_FALSE(wide.ok());
   EXPECT_TRUE(wide.status().IsBadInput());
-  EXPECT_THAT(wide.status().message(), HasSubstr("w.csv:2: 24 fields, more than the header's 23"));
+  EXPECT_THAT(wide.status().message(), HasSubstr("w.csv:2: 26 fields, more than the header's 25"));
   // Times past 10^7 ms: a fit squares their relative errors (1e308 would be inf).
   auto huge = ReadProfile(Write("h.csv", ProfileCsvHeader() +
                                              "cpu,256,4,2,64,704,8000,4,rope,1,1,0,1,1e308,1,1,3\n"));

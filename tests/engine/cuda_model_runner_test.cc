@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <tuple>
 
 #include "kernels/top_p_sample.h"
@@ -143,7 +144,7 @@ TEST_P(CudaRunnerVsCpuTest, LogitsMatchTheCpuRunnerStepByStep) {
   tokens.Append(2, 7);
   b.num_generated = 1;
   both({Seq(a, 0, 48, false), Seq(b, 40, 1, true), Seq(c, 0, 33, true)}, "mixed");
-  EXPECT_FALSE(gpu->LastStepUsedGraph());
+  EXPECT_FALSE(gpu->LastDecodeGraph().has_value());
   tokens.Append(2, 8);
   tokens.Append(3, 9);
   b.num_generated = 2;
@@ -162,7 +163,9 @@ TEST_P(CudaRunnerVsCpuTest, LogitsMatchTheCpuRunnerStepByStep) {
       seqs.push_back(Seq(r, r.NumTokens() - 1, 1, true));
     }
     last = both(seqs, "decode step " + std::to_string(step), kBf16RowRelDecode);
-    EXPECT_TRUE(gpu->LastStepUsedGraph()) << step;
+    const std::optional<DecodeGraphRun> graph = gpu->LastDecodeGraph();
+    ASSERT_TRUE(graph.has_value()) << step;
+    EXPECT_EQ(graph->rows, 4) << step;  // three sequences and one padding row
   }
   std::vector<double> sorted = errors;
   std::sort(sorted.begin(), sorted.end());
@@ -254,7 +257,10 @@ TEST_F(CudaRunnerTest, GraphReplayAgreesWithEagerSteps) {
     plan.num_emitting = 5;
     std::vector<float> got;
     ASSERT_TRUE(graphed->Execute(plan, tokens, got).ok());
-    EXPECT_TRUE(graphed->LastStepUsedGraph());
+    const std::optional<DecodeGraphRun> graph = graphed->LastDecodeGraph();
+    ASSERT_TRUE(graph.has_value());
+    EXPECT_EQ(graph->rows, 8);
+    EXPECT_EQ(graph->context_bucket, 512);  // contexts below 100
     // Sampling after a replay (the same step again: the same KV is written): greedy ids are
     // the argmax of the replay's logits; top-p ids are the twin's on them.
     std::vector<int32_t> graph_ids;
@@ -265,7 +271,7 @@ TEST_F(CudaRunnerTest, GraphReplayAgreesWithEagerSteps) {
     if (step % 10 == 0) {
       const SamplingParams hot{0.9f, 0, 0.8f, 0};
       ASSERT_TRUE(graphed->ExecuteAndSample(plan, tokens, hot, draws, graph_ids).ok());
-      EXPECT_TRUE(graphed->LastStepUsedGraph());
+      EXPECT_TRUE(graphed->LastDecodeGraph().has_value());
       std::vector<int32_t> twin(5, -1);
       const std::vector<float> temperature(5, hot.temperature), top_p(5, hot.top_p);
       const std::vector<int32_t> top_k(5, hot.top_k);
@@ -279,7 +285,7 @@ TEST_F(CudaRunnerTest, GraphReplayAgreesWithEagerSteps) {
     // The eager runner has now run this step; rerun it for its logits (same inputs, so the
     // same KV is written again).
     ASSERT_TRUE(eager->Execute(plan, tokens, want).ok());
-    EXPECT_FALSE(eager->LastStepUsedGraph());
+    EXPECT_FALSE(eager->LastDecodeGraph().has_value());
     ASSERT_EQ(ids.size(), 5u);
     for (int32_t i = 0; i < 5; ++i) {
       EXPECT_TRUE(LogitsNear(Row(got, kVocab, i), Row(want, kVocab, i), 0.01)) << step << "/" << i;
@@ -305,7 +311,7 @@ TEST_F(CudaRunnerTest, DecodeAcrossAContextBucketBoundary) {
     r.num_generated += 1;
     want = RunStep(*cpu, tokens, {Seq(r, r.NumTokens() - 1, 1, true)});
     got = RunStep(*gpu, tokens, {Seq(r, r.NumTokens() - 1, 1, true)});
-    EXPECT_TRUE(gpu->LastStepUsedGraph());
+    EXPECT_TRUE(gpu->LastDecodeGraph().has_value());
     EXPECT_TRUE(LogitsNear(got, want, kBf16Rel)) << "context " << r.NumTokens();
   }
   EXPECT_EQ(gpu->NumCapturedGraphs(), 15);

@@ -71,6 +71,10 @@ TEST_F(ProfilerTest, TimesEveryOpOverTheSchedulersGrid) {
     // One run: its time is the median, p10 and p90 alike.
     EXPECT_EQ(r.p10_ms, r.median_ms) << r.op;
     EXPECT_EQ(r.p90_ms, r.median_ms) << r.op;
+    // The CPU runner has no graphs: every row recorded as run op by op.
+    EXPECT_TRUE(r.GraphRecorded()) << r.op;
+    EXPECT_EQ(r.graph_rows, 0) << r.op;
+    EXPECT_EQ(r.graph_context, 0) << r.op;
     const auto key = std::make_tuple(r.tokens, r.batch, r.context);
     if (r.op == "step") {
       steps.insert(key);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -250,6 +251,101 @@ TEST(DecodeGraphsTest, TheFitRecoversTheGraphsOverheadExactly) {
               HasSubstr(":2: decode_graphs"));
   EXPECT_THAT(testing::ReadModelText("device: cpu\ndecode_graphs: true\nops: {}\n", "graphs_cpu").status().message(),
               HasSubstr(":2: decode_graphs: true on a cpu model"));
+}
+
+// A decode step row of servelab's CUDA kernels, graph not recorded.
+ProfileRow StepRow(int64_t batch, int64_t context) {
+  ProfileRow r;
+  r.device = "h200-141gb";
+  r.shape = *FindModel("llama-3-8b");
+  r.op = "step";
+  r.tokens = r.batch = batch;
+  r.context = context;
+  return r;
+}
+
+// A profile that records how its runner ran each decode step (here max_num_seqs 12 and a
+// context served of 700: 10 sequences at context 600 run the graph of 12 rows launched for
+// 700): the fit prices each step as its recorded graph, as the cost model does under those
+// limits; the same row unrecorded is priced as the uncapped graph (16 rows, 1,024).
+TEST(DecodeGraphsTest, TheFitPricesTheGraphEachRowRecords) {
+  const GpuSpec gpu = *FindGpu("h200-141gb");
+  const CalibratedModel model = GraphModel(true);
+  DeploymentSpec capped = H200(12);
+  capped.max_model_len = 700;
+  DeploymentSpec uncapped = H200(256);
+  uncapped.max_model_len = 8192;
+  const CalibratedCostModel capped_cost(model, "m.yaml", capped, 0);
+  const CalibratedCostModel uncapped_cost(model, "m.yaml", uncapped, 0);
+  ProfileRow recorded = StepRow(10, 600);
+  recorded.graph_rows = 12;
+  recorded.graph_context = 700;
+  const ProfileRow unrecorded = StepRow(10, 600);
+  ASSERT_TRUE(StepGraphOf(model, gpu, recorded).has_value());
+  EXPECT_EQ(StepGraphOf(model, gpu, unrecorded)->rows, 16);
+  EXPECT_EQ(StepGraphOf(model, gpu, unrecorded)->context_bucket, 1024);
+  EXPECT_NEAR(PredictOps(model, gpu, recorded), Ops(capped_cost, 10, 600), 1e-12);
+  EXPECT_NEAR(PredictOps(model, gpu, unrecorded), Ops(uncapped_cost, 10, 600), 1e-12);
+  EXPECT_GT(PredictOps(model, gpu, unrecorded), PredictOps(model, gpu, recorded));
+  // Recorded as run op by op: the step's own rows, as a model without graphs prices it.
+  ProfileRow eager = recorded;
+  eager.graph_rows = eager.graph_context = 0;
+  EXPECT_FALSE(StepGraphOf(model, gpu, eager).has_value());
+  CalibratedModel plain = model;
+  plain.decode_graphs = false;
+  EXPECT_DOUBLE_EQ(PredictOps(model, gpu, eager), PredictOps(plain, gpu, unrecorded));
+}
+
+// Whole decode steps timed as graphs capped by the runner's limits, recorded on their
+// rows: the fit recovers their overhead exactly. A CUDA profile whose steps all ran op by
+// op (engine.cuda_graphs: false) fits no decode graphs and recovers its step overhead
+// instead; unrecorded, the same rows would be taken for graphs.
+TEST(DecodeGraphsTest, TheFitRecoversOverheadsFromRecordedGraphs) {
+  const GpuSpec gpu = *FindGpu("h200-141gb");
+  CalibratedModel truth;
+  truth.device = "h200-141gb";
+  truth.ops[Op::kAttentionDecode] = testing::DecodeGridTruth();
+  truth.decode_graphs = true;
+  auto profile = [&](bool graphs, double overhead_us) {
+    ProfileTable table;
+    table.path = graphs ? "capped.csv" : "eager.csv";
+    for (ProfileRow r : testing::H200DecodeRows("attention_decode")) {
+      r.median_ms = 1e3 * PredictRow(truth, gpu, Op::kAttentionDecode, r);
+      table.rows.push_back(r);
+    }
+    for (int64_t batch : {1, 3, 5, 9, 10, 12}) {
+      for (int64_t context : {15, 300, 600, 699}) {
+        ProfileRow r = StepRow(batch, context);
+        r.graph_rows = graphs ? kernels::DecodeGraphBatch(static_cast<int32_t>(batch), 12) : 0;
+        r.graph_context = graphs ? kernels::DecodeGraphContextBucket(static_cast<int32_t>(context + 1), 700) : 0;
+        r.median_ms = 1e3 * PredictOps(truth, gpu, r) + overhead_us * 1e-3;
+        table.rows.push_back(r);
+      }
+    }
+    return table;
+  };
+  const ProfileTable capped = profile(true, -300);
+  auto graphs = FitProfiles({capped});
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  EXPECT_TRUE(graphs->decode_graphs);
+  ASSERT_TRUE(graphs->has_decode_step_overhead);
+  EXPECT_NEAR(graphs->decode_step_overhead_us, -300, 1e-6);
+  // The same medians with the rows' graphs forgotten: priced as the uncapped graphs, the
+  // residuals part (12 rows taken for 16, 700 for 1,024), and the overhead is missed.
+  ProfileTable forgotten = capped;
+  for (ProfileRow& r : forgotten.rows) r.graph_rows = r.graph_context = ProfileRow::kNotRecorded;
+  auto assumed = FitProfiles({forgotten});
+  ASSERT_TRUE(assumed.ok()) << assumed.status().message();
+  EXPECT_TRUE(assumed->decode_graphs);
+  EXPECT_GT(std::abs(assumed->decode_step_overhead_us + 300), 0.1);
+
+  auto eager = FitProfiles({profile(false, 40)});
+  ASSERT_TRUE(eager.ok()) << eager.status().message();
+  EXPECT_FALSE(eager->decode_graphs);
+  EXPECT_FALSE(eager->has_decode_step_overhead);
+  ASSERT_TRUE(eager->has_step_overhead);
+  EXPECT_NEAR(eager->step_overhead_us, 40, 1e-6);
+  EXPECT_THAT(CalibratedModelYaml(*eager, {}), ::testing::Not(HasSubstr("\ndecode_graphs: true")));
 }
 
 // Through an experiment: the key is read (and recorded) when the model has graphs; asked
