@@ -1,164 +1,29 @@
 #include "driver/profile_table.h"
 
 #include <algorithm>
-#include <array>
-#include <cctype>
 #include <climits>
-#include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <string_view>
 
+#include "core/op.h"
 #include "core/percentile.h"
 #include "core/text.h"
-#include "driver/gpu_catalog.h"
+#include "driver/profile_csv_cells.h"
 #include "driver/trace_reader.h"
-#include "core/op.h"
+#include "driver/vidur_profile.h"
 
 namespace servelab {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kVidurMlpOps = {{
-    {"emb", "embedding"},
-    {"input_layernorm", "input_norm"},
-    {"attn_pre_proj", "qkv_proj"},
-    {"attn_rope", "rope"},
-    {"attn_post_proj", "o_proj"},
-    {"post_attention_layernorm", "post_attention_norm"},
-    {"mlp_up_proj", "gate_up_proj"},
-    {"mlp_act", "silu_and_mul"},
-    {"mlp_down_proj", "down_proj"},
-    {"add", "residual_add"},
-}};
-
-// Where an optional column is, if the header has it.
-std::optional<size_t> OptionalColumn(const std::vector<std::string_view>& header,
-                                     std::string_view name) {
-  const auto at = std::find(header.begin(), header.end(), name);
-  if (at == header.end()) return std::nullopt;
-  return static_cast<size_t>(at - header.begin());
-}
-
-bool HasColumn(const std::vector<std::string_view>& header, std::string_view name) {
-  return OptionalColumn(header, name).has_value();
-}
-
-// Reads the named cells of one line: numbers, counts, strings, each naming its column.
-class Cells {
- public:
-  Cells(const std::string& path, int64_t line, const std::vector<std::string_view>& fields)
-      : path_(path), line_(line), fields_(fields) {}
-
-  // A number in [0, kMaxNumber]: times in ms (10^7 ms, near three hours, is longer than
-  // any op or step; a fit squares relative errors of them) and experts' counts.
-  static constexpr double kMaxNumber = 1e7;
-  Status Number(size_t column, std::string_view name, double& out) const {
-    SERVELAB_RETURN_IF_ERROR(Present(column, name));
-    if (!ParseDouble(fields_[column], out) || out < 0) {
-      return LineError(path_, line_, "expected a number >= 0, got '" +
-                                         std::string(fields_[column]) + "'", name);
-    }
-    if (out > kMaxNumber) {
-      return LineError(path_, line_, "expected a number <= 10000000, got '" +
-                                         std::string(fields_[column]) + "'", name);
-    }
-    return Status::Ok();
-  }
-  // A whole number in [min, most]: `most` keeps what is computed from it (a row's
-  // sequences, its shape's GEMMs) within the bounds an experiment's own keys have.
-  Status Count(size_t column, std::string_view name, int64_t& out, int64_t min = 0,
-               int64_t most = kMaxCount) const {
-    SERVELAB_RETURN_IF_ERROR(Present(column, name));
-    int32_t value = 0;
-    if (!ParseCount(fields_[column], value) || value < min || value > most) {
-      return LineError(path_, line_, "expected a whole number in [" + std::to_string(min) + ", " +
-                                         std::to_string(most) + "], got '" +
-                                         std::string(fields_[column]) + "'", name);
-    }
-    out = value;
-    return Status::Ok();
-  }
-  // Bounds of the columns, as the experiment's keys of the same meaning have them
-  // (ModelSpec's, SchedulerConfig's max_num_seqs and max_num_batched_tokens, tp 1-64).
-  static constexpr int64_t kMaxCount = INT32_MAX;
-  static constexpr int64_t kMaxHidden = 1 << 20, kMaxHeads = 1 << 14, kMaxWidth = 1 << 22,
-                           kMaxVocab = 1 << 24, kMaxLayers = 1 << 14, kMaxTokens = 1 << 26,
-                           kMaxBatch = 1 << 20, kMaxContext = 1 << 26, kMaxTp = 64;
-  bool Empty(size_t column) const { return column < fields_.size() && fields_[column].empty(); }
-  const std::string& Path() const { return path_; }
-  int64_t Line() const { return line_; }
-  std::string_view Text(size_t column) const { return fields_[column]; }
-  Status Present(size_t column, std::string_view name) const {
-    if (column >= fields_.size()) {
-      return LineError(path_, line_,
-                       "missing field (" + std::to_string(fields_.size()) + " fields)", name);
-    }
-    return Status::Ok();
-  }
-
- private:
-  const std::string& path_;
-  int64_t line_;
-  const std::vector<std::string_view>& fields_;
-};
-
-// A catalog GPU named by a token of the file name: "vidur_a100_x.csv" -> "a100-80gb".
-std::string DeviceFromName(const std::string& path) {
-  std::string name = std::filesystem::path(path).filename().string();
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  std::vector<std::string> tokens;
-  std::string token;
-  for (const char ch : name + "_") {
-    if (ch == '_' || ch == '-' || ch == '.') {
-      if (!token.empty()) tokens.push_back(token);
-      token.clear();
-    } else {
-      token += ch;
-    }
-  }
-  for (const GpuSpec& gpu : GpuCatalog()) {
-    const std::string family = gpu.name.substr(0, gpu.name.find('-'));
-    if (std::find(tokens.begin(), tokens.end(), family) != tokens.end()) return gpu.name;
-  }
-  return "";
-}
-
-using Columns = std::map<std::string, size_t>;
-
-StatusOr<Columns> Find(const std::vector<std::string_view>& header,
-                       const std::vector<std::string>& names, const std::string& path) {
-  Columns columns;
-  for (const std::string& name : names) {
-    auto at = FindColumn(header, name, path, 1);
-    if (!at.ok()) return at.status();
-    columns[name] = *at;
-  }
-  return columns;
-}
-
-// Calls `read` with the cells of every non-empty line after the header, in order; the
-// first error ends the reading. A line of more fields than the header's `columns` is an
-// error (a shifted or merged row; a missing field is said where a column reads it).
-template <typename Read>
-Status ForEachDataLine(LineFile& file, size_t columns, Read&& read) {
-  std::string line;
-  std::vector<std::string_view> fields;
-  while (file.Next(line)) {
-    if (line.empty()) continue;
-    SplitCsvLine(line, fields);
-    if (fields.size() > columns) {
-      return LineError(file.path(), file.line_number(),
-                       std::to_string(fields.size()) + " fields, more than the header's " +
-                           std::to_string(columns));
-    }
-    SERVELAB_RETURN_IF_ERROR(read(Cells(file.path(), file.line_number(), fields)));
-  }
-  return Status::Ok();
-}
+using profile_csv::Cells;
+using profile_csv::Columns;
+using profile_csv::Find;
+using profile_csv::ForEachDataLine;
+using profile_csv::HasColumn;
+using profile_csv::OptionalColumn;
 
 // The MoE columns of a servelab row, where the header has them: num_experts 0 (a dense
 // model: no other expert column above 0) or 1 to 4,096 with experts_per_token 1 to it,
@@ -342,139 +207,6 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
   });
 }
 
-// The model-shape columns both Vidur layouts share.
-struct VidurShape {
-  size_t embd, heads, kv_heads, tp;
-};
-
-Status ReadVidurShape(const Cells& cells, const VidurShape& c, const char* heads_name,
-                      ProfileRow& r) {
-  int64_t v = 0;
-  SERVELAB_RETURN_IF_ERROR(cells.Count(c.embd, "n_embd", v, 1, Cells::kMaxHidden));
-  r.shape.hidden_size = static_cast<int32_t>(v);
-  SERVELAB_RETURN_IF_ERROR(cells.Count(c.heads, heads_name, v, 1, Cells::kMaxHeads));
-  r.shape.num_attention_heads = static_cast<int32_t>(v);
-  SERVELAB_RETURN_IF_ERROR(cells.Count(c.kv_heads, "n_kv_head", v, 1, Cells::kMaxHeads));
-  r.shape.num_key_value_heads = static_cast<int32_t>(v);
-  SERVELAB_RETURN_IF_ERROR(cells.Count(c.tp, "num_tensor_parallel_workers", v, 1, Cells::kMaxTp));
-  r.tp = static_cast<int32_t>(v);
-  if (r.shape.hidden_size % r.shape.num_attention_heads != 0) {
-    return LineError(cells.Path(), cells.Line(),
-                     "the heads (" + std::to_string(r.shape.num_attention_heads) +
-                         ") do not divide n_embd (" + std::to_string(r.shape.hidden_size) +
-                         ") into whole heads",
-                     heads_name);
-  }
-  r.shape.head_dim = r.shape.hidden_size / r.shape.num_attention_heads;
-  return Status::Ok();
-}
-
-Status ReadVidurMlp(LineFile& file, const std::vector<std::string_view>& header,
-                    const std::string& device, ProfileTable& table) {
-  auto c = Find(header,
-                {"n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size", "num_tokens",
-                 "num_tensor_parallel_workers"},
-                file.path());
-  if (!c.ok()) return c.status();
-  const Columns& col = *c;
-  struct OpColumns {
-    std::string_view op;
-    std::string median, min, max;
-    size_t median_at = 0, min_at = 0, max_at = 0;
-  };
-  std::vector<OpColumns> ops;
-  for (const auto& [vidur, ours] : kVidurMlpOps) {
-    OpColumns o{ours, "time_stats." + std::string(vidur) + ".median",
-                "time_stats." + std::string(vidur) + ".min",
-                "time_stats." + std::string(vidur) + ".max"};
-    if (!HasColumn(header, o.median)) continue;
-    auto m = Find(header, {o.median, o.min, o.max}, file.path());
-    if (!m.ok()) return m.status();
-    o.median_at = m->at(o.median);
-    o.min_at = m->at(o.min);
-    o.max_at = m->at(o.max);
-    ops.push_back(std::move(o));
-  }
-  const VidurShape shape{col.at("n_embd"), col.at("n_head"), col.at("n_kv_head"),
-                         col.at("num_tensor_parallel_workers")};
-  return ForEachDataLine(file, header.size(), [&](const Cells& cells) -> Status {
-    ProfileRow base;
-    base.line = file.line_number();
-    base.device = device;
-    SERVELAB_RETURN_IF_ERROR(ReadVidurShape(cells, shape, "n_head", base));
-    int64_t v = 0;
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("n_expanded_embd"), "n_expanded_embd", v, 1, Cells::kMaxWidth));
-    base.shape.intermediate_size = static_cast<int32_t>(v);
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("vocab_size"), "vocab_size", v, 1, Cells::kMaxVocab));
-    base.shape.vocab_size = static_cast<int32_t>(v);
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("num_tokens"), "num_tokens", base.tokens, 1, Cells::kMaxTokens));
-    for (const OpColumns& o : ops) {
-      if (cells.Empty(o.median_at)) continue;
-      ProfileRow r = base;
-      r.op = std::string(o.op);
-      SERVELAB_RETURN_IF_ERROR(cells.Number(o.median_at, o.median, r.median_ms));
-      SERVELAB_RETURN_IF_ERROR(cells.Number(o.min_at, o.min, r.p10_ms));
-      SERVELAB_RETURN_IF_ERROR(cells.Number(o.max_at, o.max, r.p90_ms));
-      table.rows.push_back(std::move(r));
-    }
-    return Status::Ok();
-  });
-}
-
-Status ReadVidurAttention(LineFile& file, const std::vector<std::string_view>& header,
-                          const std::string& device, ProfileTable& table) {
-  auto c = Find(header,
-                {"n_embd", "n_q_head", "n_kv_head", "num_tensor_parallel_workers", "batch_size",
-                 "prefill_chunk_size", "kv_cache_size", "is_prefill",
-                 "time_stats.attn_decode.median", "time_stats.attn_decode.min",
-                 "time_stats.attn_decode.max", "time_stats.attn_prefill.median",
-                 "time_stats.attn_prefill.min", "time_stats.attn_prefill.max"},
-                file.path());
-  if (!c.ok()) return c.status();
-  const Columns& col = *c;
-  const VidurShape shape{col.at("n_embd"), col.at("n_q_head"), col.at("n_kv_head"),
-                         col.at("num_tensor_parallel_workers")};
-  // The KV length the profiler allocated (optional): FlashAttention's decode splits it.
-  const std::optional<size_t> max_model_len = OptionalColumn(header, "max_model_len");
-  const std::optional<size_t> backend = OptionalColumn(header, "attention_backend");
-  return ForEachDataLine(file, header.size(), [&](const Cells& cells) -> Status {
-    ProfileRow r;
-    r.line = file.line_number();
-    r.device = device;
-    SERVELAB_RETURN_IF_ERROR(ReadVidurShape(cells, shape, "n_q_head", r));
-    if (max_model_len) {
-      SERVELAB_RETURN_IF_ERROR(cells.Count(*max_model_len, "max_model_len", r.kv_capacity, 1, Cells::kMaxContext));
-    }
-    if (backend) {
-      SERVELAB_RETURN_IF_ERROR(cells.Present(*backend, "attention_backend"));
-      r.attention_backend = std::string(cells.Text(*backend));
-    }
-    SERVELAB_RETURN_IF_ERROR(cells.Present(col.at("is_prefill"), "is_prefill"));
-    const std::string_view prefill = cells.Text(col.at("is_prefill"));
-    if (prefill != "True" && prefill != "False") {
-      return LineError(file.path(), r.line,
-                       "expected True or False, got '" + std::string(prefill) + "'",
-                       "is_prefill");
-    }
-    const std::string kind = prefill == "True" ? "prefill" : "decode";
-    r.op = "attention_" + kind;
-    SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("kv_cache_size"), "kv_cache_size", r.context, 0, Cells::kMaxContext));
-    if (kind == "decode") {
-      SERVELAB_RETURN_IF_ERROR(cells.Count(col.at("batch_size"), "batch_size", r.batch, 1, Cells::kMaxBatch));
-      r.tokens = r.batch;
-    } else {
-      SERVELAB_RETURN_IF_ERROR(
-          cells.Count(col.at("prefill_chunk_size"), "prefill_chunk_size", r.tokens, 1, Cells::kMaxTokens));
-    }
-    const std::string stat = "time_stats.attn_" + kind;
-    SERVELAB_RETURN_IF_ERROR(cells.Number(col.at(stat + ".median"), stat + ".median", r.median_ms));
-    SERVELAB_RETURN_IF_ERROR(cells.Number(col.at(stat + ".min"), stat + ".min", r.p10_ms));
-    SERVELAB_RETURN_IF_ERROR(cells.Number(col.at(stat + ".max"), stat + ".max", r.p90_ms));
-    table.rows.push_back(std::move(r));
-    return Status::Ok();
-  });
-}
-
 // Folds each row into the first of its configuration (ProfileTable::merged_rows).
 void MergeRepeatedRows(ProfileTable& table) {
   std::map<std::string, size_t> first_of;
@@ -525,7 +257,7 @@ StatusOr<ProfileTable> ReadProfile(const std::string& path, const std::string& d
   const bool vidur_attention = HasColumn(header, "time_stats.attn_decode.median") ||
                                HasColumn(header, "time_stats.attn_prefill.median");
   if (vidur_mlp || vidur_attention) {
-    const std::string gpu = device.empty() ? DeviceFromName(path) : device;
+    const std::string gpu = device.empty() ? VidurDeviceFromName(path) : device;
     if (gpu.empty()) {
       return InvalidArgument(path + ": a Vidur profile does not name its GPU and its file "
                              "name holds no catalog GPU (a100, h100, ...): pass --device");
