@@ -16,6 +16,7 @@
 #include "cli/plot_script.h"
 #include "core/text.h"
 #include "driver/csv_writer.h"
+#include "driver/gpu_catalog.h"
 #include "driver/output_dir.h"
 #include "sim/calibration.h"
 #include "sim/fit_evaluation.h"
@@ -248,13 +249,18 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   }
   auto model = FitProfiles(tables, fit);
   if (!model.ok()) return Report(model.status());
-  // Decode steps assumed to have run as graphs (sim/calibration.h: a profile that does
-  // not record how its steps ran).
-  for (const ProfileTable& t : tables) {
-    const bool assumed = model->decode_graphs && std::any_of(t.rows.begin(), t.rows.end(), [](const ProfileRow& r) {
-                           return r.op == "step" && r.tokens == r.batch && !r.GraphRecorded();
-                         });
-    if (assumed) {
+  // Decode steps assumed to have run as graphs (StepGraphOf: a profile that does not
+  // record how its steps ran), in the fitted profiles and those evaluated.
+  const auto assumes_graphs = [&](const ProfileTable& t) {
+    return std::any_of(t.rows.begin(), t.rows.end(), [&](const ProfileRow& r) {
+      if (r.op != "step" || r.GraphRecorded()) return false;
+      const StatusOr<GpuSpec> gpu = FindGpu(r.device);
+      return gpu.ok() && StepGraphOf(*model, *gpu, r).has_value();
+    });
+  };
+  for (const std::vector<ProfileTable>* set : {&tables, &others}) {
+    for (const ProfileTable& t : *set) {
+      if (!assumes_graphs(t)) continue;
       std::fprintf(stderr,
                    "servelab calibrate: note: %s does not record how its decode steps ran: taken as CUDA "
                    "graphs without the runner's limits (max_num_seqs, the context served)\n",

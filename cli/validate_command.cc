@@ -352,6 +352,9 @@ int ValidateCommand(const std::vector<std::string>& args) {
       StatusOr<std::vector<TimedStep>> before = std::vector<TimedStep>{};
       if (host_check) before = TimeReferenceSteps(config, {}, settle_ms);
       if (!before.ok()) return Report(Status(before.status().code(), label + ": " + before.status().message()));
+      // When each engine run starts, for matching a run to what the device logged then
+      // (experiments/gpu/check.sh stamps these lines with the time).
+      if (recorded.empty()) std::fprintf(stderr, "servelab validate: %s: engine run 1 (attempt %d)\n", label.c_str(), attempt);
       v = ValidateLoad(config, *engine, load_dir, progress);
       if (!v.ok()) return Report(Status(v.status().code(), label + ": " + v.status().message()));
       v->attempts = attempt;
@@ -426,6 +429,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
     // The engine again on the same requests, into DIR/<load>/run-K.
     for (int32_t run = 2; run <= engine_runs; ++run) {
       const std::string run_dir = (fs::path(load_dir) / RerunFolder(run)).string();
+      if (recorded.empty()) std::fprintf(stderr, "servelab validate: %s: engine run %d\n", label.c_str(), run);
       auto again = ValidateLoadAgain(config, *engine, run_dir, *v, run, progress);
       if (!again.ok()) {
         return Report(Status(again.status().code(),

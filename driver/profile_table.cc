@@ -14,6 +14,7 @@
 #include "driver/profile_csv_cells.h"
 #include "driver/trace_reader.h"
 #include "driver/vidur_profile.h"
+#include "kernels/decode_graph_shape.h"
 
 namespace servelab {
 namespace {
@@ -119,16 +120,21 @@ Status ReadGraph(const Cells& cells, const std::string& path, ProfileRow& r,
   if (r.op != "step" || r.tokens != r.batch || r.device == "cpu") {
     return LineError(path, r.line, "a CUDA graph on a row that is not a GPU's decode step", "graph_rows");
   }
-  if (r.graph_rows < r.batch) {
+  // At most the graph the runner's rule gives without its caps (which only lower it).
+  const int64_t most_rows = kernels::DecodeGraphBatch(static_cast<int32_t>(r.batch), 0);
+  if (r.graph_rows < r.batch || r.graph_rows > most_rows) {
     return LineError(path, r.line,
-                     "a graph of " + std::to_string(r.graph_rows) + " rows cannot run the step's " +
-                         std::to_string(r.batch) + " sequences",
+                     "a graph of " + std::to_string(r.graph_rows) + " rows for " + std::to_string(r.batch) +
+                         " sequences (the runner's: " + std::to_string(r.batch) + " to " +
+                         std::to_string(most_rows) + ")",
                      "graph_rows");
   }
-  if (r.graph_context <= r.context) {
+  const int64_t most_context = kernels::DecodeGraphContextBucket(static_cast<int32_t>(r.context + 1), 0);
+  if (r.graph_context <= r.context || r.graph_context > most_context) {
     return LineError(path, r.line,
-                     "a context bucket of " + std::to_string(r.graph_context) + " does not cover context " +
-                         std::to_string(r.context) + " and the new token",
+                     "a context bucket of " + std::to_string(r.graph_context) + " for context " +
+                         std::to_string(r.context) + " and the new token (the runner's: " +
+                         std::to_string(r.context + 1) + " to " + std::to_string(most_context) + ")",
                      "graph_context");
   }
   return Status::Ok();

@@ -76,8 +76,9 @@ struct ProfileRow {
   // padding after them) and the context bucket it was launched for; 0 and 0: run op by op
   // (every op row, every step of a runner without graphs). kNotRecorded (an empty or
   // absent cell): the file does not say (a Vidur file, a profile written before these
-  // columns); a fit then takes the decode steps of servelab's CUDA kernels to have run as
-  // the uncapped graphs kernels/decode_graph_shape.h gives.
+  // columns); a fit then takes such a decode step of servelab's CUDA kernels to have run
+  // as the uncapped graph kernels/decode_graph_shape.h gives (StepGraphOf). A recorded
+  // graph is at most that one: the runner's limits only lower it.
   static constexpr int64_t kNotRecorded = -1;
   int64_t graph_rows = kNotRecorded;
   int64_t graph_context = kNotRecorded;

@@ -31,7 +31,9 @@
 // two speeds, did not bring the 62 MB model's one-sequence decodes to a serving run's.
 // A row gives the median, p10 and p90 of the repeats (numpy's linear percentiles), per
 // layer for per-layer ops (the step's total over its layers, divided by them), per step
-// otherwise.
+// otherwise. A whole step's row also says how the runner ran it: the CUDA graph it replayed
+// (ModelRunner::LastDecodeGraph: its rows and context bucket, under the runner's
+// max_num_seqs and context served) or none (0 and 0: op by op, as every op row).
 #include <cstdint>
 #include <functional>
 #include <span>

@@ -168,8 +168,10 @@ Status CudaModelRunner::Impl::RunStep(const StepPlan& plan, const TokenStore& to
                                       const SamplingParams* sample,
                                       std::span<const double> uniforms) {
   (void)step.TakeError();
+  last_graph.reset();  // every path, failures included: no earlier step's graph is reported
   Status status = RunStepUnsynced(plan, tokens, sample, uniforms);
   if (!status.ok()) {
+    last_graph.reset();
     // Leave nothing in flight (the pinned staging is reused) and clear a non-sticky error
     // so the next launch check does not see it.
     cudaStreamSynchronize(context.Stream());
@@ -188,7 +190,6 @@ Status CudaModelRunner::Impl::RunStepUnsynced(const StepPlan& plan, const TokenS
   if (top_p && !(sample->top_p > 0.0f && sample->top_p <= 1.0f && sample->top_k >= 0)) {
     return InvalidArgument("cuda runner: sampling needs top_p in (0, 1] and top_k >= 0");
   }
-  last_graph.reset();
   pack.Build(plan, tokens, options.block_size);
   const int32_t T = pack.NumTokens(), S = pack.num_seqs, E = pack.NumEmitting();
   SERVELAB_RETURN_IF_ERROR(CheckSlidingWindow(config, pack, "cuda runner"));

@@ -60,6 +60,7 @@ status=0
 note() { echo "[check] $*" | tee -a "$SUMMARY"; cp "$SUMMARY" "$DEST/summary.txt" 2>/dev/null; }
 finish() {
   [[ -n ${DMON_PID:-} ]] && kill "$DMON_PID" 2>/dev/null
+  [[ -n ${CLOCKS_PID:-} ]] && kill "$CLOCKS_PID" 2>/dev/null
   note "status: $([[ $status -eq 0 ]] && echo PASS || echo FAIL)"
   cp "$SUMMARY" "$DEST/summary.txt"
   tar -C "$WORK_DIR" -czf "$DEST/h200-results.tar.gz" h200-results
@@ -92,6 +93,8 @@ limit() {
   (( left < 1 )) && left=1
   echo $(( $1 < left ? $1 : left ))
 }
+# Each line of stdin with the time it arrived (to the millisecond).
+stamp() { local line; while IFS= read -r line; do printf '%s %s\n' "$(date +%H:%M:%S.%3N)" "$line"; done; }
 # True when step $1 may still run; otherwise notes that it was cut.
 has_time() {
   if (( $(left_s) < 1 )); then note "OUT OF TIME: $1 not run"; status=1; return 1; fi
@@ -105,6 +108,20 @@ command -v ninja >/dev/null && GEN=(-G Ninja)
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi dmon -s pucm -d 1 -o T >"$OUT/dmon.log" 2>&1 &
   DMON_PID=$!
+  # And four times a second the SM clock with the reasons it is below its maximum (power
+  # cap, thermal, ...): run 4's later loads ran their decode steps 3-4% slower than the
+  # first, and dmon's one-second samples could not tell whether the card had slowed
+  # (the SM clock's median 1,875 MHz over their 8 s, 1,958-1,965 while profiled and during
+  # the first load). validate_times.log (validate's notes, each with its time) says when
+  # each engine run started.
+  for reasons in clocks_event_reasons.active clocks_throttle_reasons.active; do
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,"$reasons" \
+        --format=csv -lms 250 >"$OUT/clocks.csv" 2>&1 &
+    CLOCKS_PID=$!
+    sleep 1
+    kill -0 "$CLOCKS_PID" 2>/dev/null && break  # a name this driver lacks ends it at once
+    CLOCKS_PID=
+  done
 fi
 note "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
 
@@ -301,8 +318,8 @@ if want validate && [[ -x $SERVELAB && -f $OUT/calibration/MODEL.yaml ]] && has_
   fi
   "${eager[@]}" timeout "$(limit 240)" "$SERVELAB" validate "$ROOT/experiments/gpu/validation_cuda.yaml" \
       --cost-model "$OUT/calibration/MODEL.yaml" --out "$OUT/validation" --no-plots \
-      "${host_check[@]}" --engine-runs "$runs" --no-progress >"$OUT/validate.log" 2>&1 ||
-    { note "validate FAILED (validate.log)"; status=1; }
+      "${host_check[@]}" --engine-runs "$runs" --no-progress >"$OUT/validate.log" 2> >(stamp >"$OUT/validate_times.log") ||
+    { note "validate FAILED (validate.log, validate_times.log)"; status=1; }
   note "validate: $runs engine run(s) a load"
   # Each load's line: step MAPE, end-to-end errors, and the replay on the engine's own
   # step times (whether the simulator scheduled exactly as the CUDA engine did).

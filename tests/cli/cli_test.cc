@@ -715,7 +715,7 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   ASSERT_NE(blocks_at, std::string::npos);
   const int64_t first_blocks = std::stoll(first_summary.substr(blocks_at + 25));
   EXPECT_GT(first_blocks, 0);
-  for (const fs::path later : {dir_ / "v3" / "rate-50" / "run-2" / "engine", dir_ / "v3" / "rate-400" / "engine"}) {
+  for (const fs::path& later : {dir_ / "v3" / "rate-50" / "run-2" / "engine", dir_ / "v3" / "rate-400" / "engine"}) {
     EXPECT_THAT(ReadFile(later / "config.resolved.yaml"),
                 HasSubstr("num_gpu_blocks: " + std::to_string(first_blocks) + "\n")) << later;
   }

@@ -415,16 +415,28 @@ TEST_F(ProfileTableTest, AStepsGraphRoundTripsAndIsChecked) {
   EXPECT_THAT(error("b.csv", "step,6,1,0" + routing + "8,512"),  // a prefill chunk
               HasSubstr("b.csv:2: a CUDA graph on a row that is not a GPU's decode step"));
   EXPECT_THAT(error("c.csv", "step,6,6,0" + routing + "4,512"),
-              HasSubstr("c.csv:2: a graph of 4 rows cannot run the step's 6 sequences, column 'graph_rows'"));
+              HasSubstr("c.csv:2: a graph of 4 rows for 6 sequences (the runner's: 6 to 8), column 'graph_rows'"));
+  EXPECT_THAT(error("c2.csv", "step,6,6,0" + routing + "16,512"),  // more than its rule pads to
+              HasSubstr("c2.csv:2: a graph of 16 rows for 6 sequences (the runner's: 6 to 8)"));
   EXPECT_THAT(error("d.csv", "step,6,6,511" + routing + "8,511"),
-              HasSubstr("d.csv:2: a context bucket of 511 does not cover context 511 and the new token, "
-                        "column 'graph_context'"));
+              HasSubstr("d.csv:2: a context bucket of 511 for context 511 and the new token (the runner's: "
+                        "512 to 512), column 'graph_context'"));
+  EXPECT_THAT(error("d2.csv", "step,1,1,0" + routing + "1,67108864"),  // past the bucket of its context
+              HasSubstr("d2.csv:2: a context bucket of 67108864 for context 0 and the new token (the runner's: "
+                        "1 to 512)"));
+  EXPECT_EQ(error("d3.csv", "step,6,6,600" + routing + "6,601"), "read");  // both at the runner's caps
   EXPECT_THAT(error("e.csv", "step,6,6,0" + routing + "8,0"),
               HasSubstr("e.csv:2: a graph has rows and a context bucket, or neither (0 and 0: run op by op), "
                         "column 'graph_context'"));
   EXPECT_THAT(error("f.csv", "step,6,6,0" + routing + "8,"), HasSubstr("f.csv:2: expected a whole number"));
   EXPECT_THAT(error("h.csv", "step,6,6,0" + routing + "-8,512"), HasSubstr("column 'graph_rows'"));
   EXPECT_EQ(error("i.csv", "step,6,6,511" + routing + "8,512"), "read");
+  auto one_column = ReadProfile(Write("k.csv", "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,"
+                                               "vocab_size,layers,op,tokens,batch,context,tp,median_ms,p10_ms,"
+                                               "p90_ms,repeats,graph_rows\n" +
+                                               head + "step,6,6,0,1,1,1,1,3,8\n"));
+  EXPECT_THAT(one_column.status().message(),
+              HasSubstr("k.csv:2: graph_rows and graph_context come together, column 'graph_context'"));
   auto cpu = ReadProfile(Write("j.csv", ProfileCsvHeader() + "cpu,256,4,2,64,704,8000,4,step,6,6,0" + routing +
                                             "8,512\n"));
   EXPECT_THAT(cpu.status().message(), HasSubstr("j.csv:2: a CUDA graph on a row that is not a GPU's decode step"));

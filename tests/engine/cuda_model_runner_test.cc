@@ -15,6 +15,7 @@
 #include <optional>
 #include <tuple>
 
+#include "kernels/decode_graph_shape.h"
 #include "kernels/top_p_sample.h"
 #include "tests/engine/engine_drive.h"
 #include "tests/engine/test_files.h"
@@ -292,6 +293,63 @@ TEST_F(CudaRunnerTest, GraphReplayAgreesWithEagerSteps) {
       EXPECT_EQ(ids[static_cast<size_t>(i)], testing::Argmax(Row(want, kVocab, i)));
     }
   }
+}
+
+// The graph a decode step replays follows the runner's limits (max_num_seqs 6: 5 sequences
+// run the graph of 6 rows, not 8; max_model_len 300: the bucket is 300, not 512), and a
+// step that replays none (a prefill chunk; a decode while an op timer is set) reports none,
+// whatever the step before it replayed.
+TEST_F(CudaRunnerTest, TheGraphReportedFollowsTheRunnersLimits) {
+  CudaRunnerOptions options;
+  options.block_size = 16;
+  options.num_blocks = 64;
+  options.max_num_seqs = 6;
+  options.max_num_batched_tokens = 512;
+  options.max_model_len = 300;
+  auto made = CudaModelRunner::Create(weights_, options);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  CudaModelRunner& runner = **made;
+  TokenStore tokens;
+  std::vector<Request> requests;
+  std::vector<ScheduledRequest> prefill;
+  for (int32_t i = 0; i < 5; ++i) {
+    tokens.AddPrompt(i, Tokens(20 + 9 * i, i));
+    requests.push_back(MakeRequest(i, 20 + 9 * i, Blocks(12 * i, 12)));
+  }
+  for (Request& r : requests) prefill.push_back(Seq(r, 0, r.prompt_len, true));
+  RunStep(runner, tokens, prefill);
+  EXPECT_FALSE(runner.LastDecodeGraph().has_value());
+  auto decode = [&]() {
+    std::vector<ScheduledRequest> seqs;
+    for (Request& r : requests) {
+      tokens.Append(r.id, 1);
+      r.num_generated += 1;
+      seqs.push_back(Seq(r, r.NumTokens() - 1, 1, true));
+    }
+    RunStep(runner, tokens, seqs);
+  };
+  decode();
+  const std::optional<DecodeGraphRun> graph = runner.LastDecodeGraph();
+  ASSERT_TRUE(graph.has_value());
+  EXPECT_EQ(graph->rows, kernels::DecodeGraphBatch(5, 6));
+  EXPECT_EQ(graph->rows, 6);
+  EXPECT_EQ(graph->context_bucket, 300);
+  // Timed op by op: run eagerly, no graph reported (not the last step's).
+  struct Laps final : OpTimer {
+    void Record(Op, double) override { ++count; }
+    int64_t count = 0;
+  } laps;
+  runner.SetOpTimer(&laps);
+  decode();
+  runner.SetOpTimer(nullptr);
+  EXPECT_GT(laps.count, 0);
+  EXPECT_FALSE(runner.LastDecodeGraph().has_value());
+  decode();
+  EXPECT_TRUE(runner.LastDecodeGraph().has_value());
+  tokens.AddPrompt(9, Tokens(40, 9));
+  Request late = MakeRequest(9, 40, Blocks(60, 4));
+  RunStep(runner, tokens, {Seq(late, 0, 40, true)});
+  EXPECT_FALSE(runner.LastDecodeGraph().has_value());
 }
 
 // Decoding across a context bucket boundary (contexts 509 .. 520: graphs of bucket 512,

@@ -339,7 +339,16 @@ TEST(DecodeGraphsTest, TheFitRecoversOverheadsFromRecordedGraphs) {
   EXPECT_TRUE(assumed->decode_graphs);
   EXPECT_GT(std::abs(assumed->decode_step_overhead_us + 300), 0.1);
 
-  auto eager = FitProfiles({profile(false, 40)});
+  // An older profile that does not record its graphs, fitted with one whose decode steps
+  // ran op by op: the older one's decode steps are still taken as graphs, the other's not.
+  const ProfileTable eager_table = profile(false, 40);
+  auto both = FitProfiles({forgotten, eager_table});
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_TRUE(both->decode_graphs);
+  EXPECT_TRUE(StepGraphOf(*both, gpu, forgotten.rows.back()).has_value());
+  EXPECT_FALSE(StepGraphOf(*both, gpu, eager_table.rows.back()).has_value());
+
+  auto eager = FitProfiles({eager_table});
   ASSERT_TRUE(eager.ok()) << eager.status().message();
   EXPECT_FALSE(eager->decode_graphs);
   EXPECT_FALSE(eager->has_decode_step_overhead);
