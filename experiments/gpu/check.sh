@@ -109,11 +109,12 @@ if command -v nvidia-smi >/dev/null; then
   nvidia-smi dmon -s pucm -d 1 -o T >"$OUT/dmon.log" 2>&1 &
   DMON_PID=$!
   # And four times a second the SM clock with the reasons it is below its maximum (power
-  # cap, thermal, ...): run 4's later loads ran their decode steps 3-4% slower than the
-  # first, and dmon's one-second samples could not tell whether the card had slowed
-  # (the SM clock's median 1,875 MHz over their 8 s, 1,958-1,965 while profiled and during
-  # the first load). validate_times.log (validate's notes, each with its time) says when
-  # each engine run started.
+  # cap, thermal, ...). Run 4's later loads ran their decode steps 3-4% over the model,
+  # the first 2.5%; dmon's one-second samples (the loads told apart by its memory column)
+  # put the SM clock at a mean 1,885 MHz while profiled and 1,931, 1,888 and 1,852 MHz in
+  # the three loads: not clearly the cause, and too coarse to rule it out.
+  # validate_times.log (validate's notes, each with its time) says when each engine run
+  # started.
   for reasons in clocks_event_reasons.active clocks_throttle_reasons.active; do
     nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,"$reasons" \
         --format=csv -lms 250 >"$OUT/clocks.csv" 2>&1 &
