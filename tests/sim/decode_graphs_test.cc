@@ -177,20 +177,23 @@ TEST(DecodeGraphsTest, EveryOpRunsTheGraphsPaddedRows) {
   EXPECT_LT(Ops(six, 5, 0), Ops(graphs, 5, 0));
 }
 
+// A decode step row of servelab's CUDA kernels, graph not recorded.
+ProfileRow StepRow(int64_t batch, int64_t context) {
+  ProfileRow r;
+  r.device = "h200-141gb";
+  r.shape = *FindModel("llama-3-8b");
+  r.op = "step";
+  r.tokens = r.batch = batch;
+  r.context = context;
+  return r;
+}
+
 // A profile's decode step rows (servelab's CUDA kernels): predicted as their graphs run
 // them when the model says decode_graphs.
 TEST(DecodeGraphsTest, TheFitPredictsDecodeStepRowsAsGraphs) {
   const GpuSpec gpu = *FindGpu("h200-141gb");
   CalibratedModel model = GraphModel(true);
-  auto row = [](int64_t batch, int64_t context) {
-    ProfileRow r;
-    r.device = "h200-141gb";
-    r.shape = *FindModel("llama-3-8b");
-    r.op = "step";
-    r.tokens = r.batch = batch;
-    r.context = context;
-    return r;
-  };
+  const auto row = StepRow;
   EXPECT_DOUBLE_EQ(PredictOps(model, gpu, row(5, 0)), PredictOps(model, gpu, row(8, 0)));
   // The cost model prices the same step the same way.
   const CalibratedCostModel cost(model, "m.yaml", H200(), 0);
@@ -251,17 +254,6 @@ TEST(DecodeGraphsTest, TheFitRecoversTheGraphsOverheadExactly) {
               HasSubstr(":2: decode_graphs"));
   EXPECT_THAT(testing::ReadModelText("device: cpu\ndecode_graphs: true\nops: {}\n", "graphs_cpu").status().message(),
               HasSubstr(":2: decode_graphs: true on a cpu model"));
-}
-
-// A decode step row of servelab's CUDA kernels, graph not recorded.
-ProfileRow StepRow(int64_t batch, int64_t context) {
-  ProfileRow r;
-  r.device = "h200-141gb";
-  r.shape = *FindModel("llama-3-8b");
-  r.op = "step";
-  r.tokens = r.batch = batch;
-  r.context = context;
-  return r;
 }
 
 // A profile that records how its runner ran each decode step (here max_num_seqs 12 and a
