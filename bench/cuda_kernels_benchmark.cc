@@ -8,7 +8,9 @@
 // (sum over query rows of the positions each attends to), TFLOP/s per path, and the largest
 // difference between the two paths' outputs (relative to the row's magnitude; above 2e-2 the
 // program reports MISMATCH and exits 1 after writing everything). Its CSV rows carry a 9th
-// column, tflop_per_s (the decode rows leave it empty).
+// column, tflop_per_s (the decode rows leave it empty). Between the two, the cost of a
+// decode launch's empty blocks (BenchmarkEmptyBlocks; rows decode_empty_blocks, whose bytes
+// column holds the empty blocks and fraction_of_copy the ns each added).
 //   usage: cuda_kernels_benchmark [results.csv]
 #include <cuda_runtime.h>
 
@@ -23,6 +25,7 @@
 #include "kernels/cuda/bf16.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/paged_prefill_attention.cuh"
+#include "kernels/decode_partition.h"
 #include "kernels/kernel_check.h"
 
 namespace {
@@ -178,6 +181,73 @@ bool BenchmarkPrefill(FILE* csv, double copy_gbs, std::mt19937& rng) {
 
 }  // namespace
 
+// A CUDA graph's decode launch (kernels/decode_graph_shape.h) is for its context bucket:
+// every sequence gets the bucket's partitions, and those past its own context launch
+// blocks that exit at once, which the cost model counts as free. Here the same sequences
+// (64 of 300 tokens, Llama-3-8B's heads) launched for their own context and for buckets of
+// 2,048 and 8,192: the time beyond their own launch over the empty blocks is what one
+// costs the launch (run 4's decode residual grew with them: experiments/results/h200/
+// README.md). Rows: kernel decode_empty_blocks, mode "launch-<context>", bytes the empty
+// blocks, gb_per_s empty, fraction_of_copy the ns an empty block added.
+void BenchmarkEmptyBlocks(FILE* csv, int32_t sm_count, std::mt19937& rng) {
+  const int32_t batch = 64, context = 300, num_heads = 32, num_kv_heads = 8, head_dim = 128,
+                block_size = 16, most = 8192;
+  const int32_t blocks_per_seq = (context + block_size - 1) / block_size;
+  const KvCacheShape cache{batch * blocks_per_seq, block_size, num_kv_heads, head_dim};
+  bf16* k_cache = DeviceAlloc<bf16>(cache.NumElements());
+  bf16* v_cache = DeviceAlloc<bf16>(cache.NumElements());
+  bf16* q = DeviceAlloc<bf16>(size_t(batch) * num_heads * head_dim);
+  bf16* out = DeviceAlloc<bf16>(size_t(batch) * num_heads * head_dim);
+  FillRandom(k_cache, cache.NumElements(), rng);
+  FillRandom(v_cache, cache.NumElements(), rng);
+  FillRandom(q, size_t(batch) * num_heads * head_dim, rng);
+  // A table stride for the longest launch, each sequence's first blocks its own.
+  const int32_t stride = most / block_size;
+  std::vector<int32_t> tables(size_t(batch) * stride, 0);
+  for (int32_t s = 0; s < batch; ++s) {
+    for (int32_t b = 0; b < blocks_per_seq; ++b) tables[size_t(s) * stride + b] = s * blocks_per_seq + b;
+  }
+  const std::vector<int32_t> lens(batch, context);
+  int32_t* d_tables = DeviceAlloc<int32_t>(tables.size());
+  int32_t* d_lens = DeviceAlloc<int32_t>(lens.size());
+  CudaOk(cudaMemcpy(d_tables, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice), "up");
+  CudaOk(cudaMemcpy(d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice), "up");
+  const size_t ws_bytes =
+      servelab::kernels::cuda::PagedDecodeAttentionWorkspaceBytes(batch, num_heads, most, cache);
+  float* ws = DeviceAlloc<float>(ws_bytes / sizeof(float) + 1);
+  std::printf("\nempty blocks: %d sequences of %d tokens, launched for a longer context\n", batch, context);
+  std::printf("%-14s %10s %10s %8s %14s\n", "launch", "ms", "blocks", "empty", "ns an empty");
+  double own_ms = 0;
+  for (const int32_t launch : {context, 2048, most}) {
+    const int32_t len = servelab::kernels::DecodePartitionLen(batch, num_kv_heads, launch, sm_count);
+    const int64_t blocks = int64_t{batch} * num_kv_heads * servelab::kernels::DecodePartitions(launch, len);
+    const int64_t empty =
+        blocks - int64_t{batch} * num_kv_heads * servelab::kernels::DecodePartitions(context, len);
+    const double ms = MedianMs(
+        [&] {
+          servelab::kernels::cuda::PagedDecodeAttention(out, q, k_cache, v_cache, d_tables, d_lens, batch,
+                                                        num_heads, stride, launch,
+                                                        1.0f / std::sqrt(float(head_dim)), cache, ws, ws_bytes,
+                                                        nullptr);
+        },
+        3, 50);
+    CudaOk(cudaDeviceSynchronize(), "decode (empty blocks)");
+    if (launch == context) own_ms = ms;
+    const double ns_each = empty > 0 ? (ms - own_ms) * 1e6 / static_cast<double>(empty) : 0.0;
+    std::printf("launch-%-7d %10.4f %10lld %8lld %14.2f\n", launch, ms, static_cast<long long>(blocks),
+                static_cast<long long>(empty), ns_each);
+    if (csv) {
+      std::fprintf(csv, "decode_empty_blocks,%d,%d,launch-%d,%.5f,%lld,,%.3f\n", batch, context, launch, ms,
+                   static_cast<long long>(empty), ns_each);
+    }
+  }
+  for (void* p : {static_cast<void*>(k_cache), static_cast<void*>(v_cache), static_cast<void*>(q),
+                  static_cast<void*>(out), static_cast<void*>(d_tables), static_cast<void*>(d_lens),
+                  static_cast<void*>(ws)}) {
+    CudaOk(cudaFree(p), "free");
+  }
+}
+
 int main(int argc, char** argv) {
   FILE* csv = argc > 1 ? std::fopen(argv[1], "w") : nullptr;
   cudaDeviceProp prop{};
@@ -259,6 +329,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  BenchmarkEmptyBlocks(csv, prop.multiProcessorCount, rng);
   const bool prefill_ok = BenchmarkPrefill(csv, copy_gbs, rng);
   if (csv) std::fclose(csv);
   return prefill_ok ? 0 : 1;
