@@ -2,8 +2,8 @@
 // load of the experiment's sweep, and the simulator's errors (sim/validation.h).
 #include <unistd.h>
 
-#include <boost/program_options.hpp>
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -36,10 +36,17 @@ int Report(const Status& status) { return ReportFailure("validate", status); }
 // steps_compared.csv: a row per step the engine executed (its new tokens, sequences and
 // the tokens already in their KV cache before it, in the engine's order); a mixture of experts' MoE
 // layers' experts run (the mean per layer) as the engine counted and as the simulator
-// expects them, empty when not counted.
+// expects them, empty when not counted; the CUDA graph the engine replayed the step as
+// (when it says) and the one the simulator priced it as, ROWSxCONTEXT_BUCKET ("16x1024"),
+// empty: op by op.
 std::string StepsCsv(const LoadValidation& v) {
-  std::string csv =
-      "tokens,seqs,context_tokens,decode_only,measured_ms,predicted_ms,experts_measured,experts_predicted\n";
+  // graph_measured only from an engine that says how it ran each step (not a playback of a
+  // recording without it: its empty cells would read as steps run op by op).
+  const bool reported = std::all_of(v.steps.begin(), v.steps.end(),
+                                    [](const StepComparison& s) { return s.graphs_reported; });
+  std::string csv = std::string("tokens,seqs,context_tokens,decode_only,measured_ms,predicted_ms,experts_measured,"
+                                "experts_predicted,") +
+                    (reported ? "graph_measured," : "") + "graph_predicted\n";
   for (const StepComparison& s : v.steps) {
     // %.6f of a double is at most 317 bytes (DBL_MAX): the row fits whatever its times.
     char row[1024];
@@ -52,6 +59,11 @@ std::string StepsCsv(const LoadValidation& v) {
       csv += row;
     } else {
       csv += ',';
+    }
+    for (const std::optional<DecodeGraphRun>* graph : {&s.graph_measured, &s.graph_predicted}) {
+      if (graph == &s.graph_measured && !reported) continue;
+      csv += ',';
+      if (*graph) csv += std::to_string((*graph)->rows) + "x" + std::to_string((*graph)->context_bucket);
     }
     csv += '\n';
   }

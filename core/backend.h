@@ -31,6 +31,16 @@ struct ExpertsRun {
   double single_row = 0;
 };
 
+// A step run as a CUDA graph: servelab's CUDA runner replays a pure-decode step as the graph
+// of its padded batch and context bucket (kernels/decode_graph_shape.h); the graph's rows
+// (the step's sequences and the padding after them) and the context bucket it was
+// launched for.
+struct DecodeGraphRun {
+  int32_t rows = 0;
+  int32_t context_bucket = 0;
+  bool operator==(const DecodeGraphRun&) const = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -72,6 +82,13 @@ class Backend {
   // engine counted it (a runner that counts) or as the simulator expects it (a cost model
   // that routes); none for a dense model or a backend that cannot say.
   virtual std::optional<ExpertsRun> Routing(const StepPlan& plan) const { return std::nullopt; }
+  // The CUDA graph `plan`, the step Execute() last ran, ran as: the one the engine's runner
+  // replayed, or the one the simulator's cost model prices it as; none when it ran op by op
+  // (or the backend cannot say).
+  virtual std::optional<DecodeGraphRun> DecodeGraph(const StepPlan& plan) const { return std::nullopt; }
+  // Whether DecodeGraph says how each step ran (an engine, the simulator), or cannot say
+  // (a recording made without it): only then is its "none" a step run op by op.
+  virtual bool ReportsDecodeGraphs() const { return false; }
 };
 
 }  // namespace servelab

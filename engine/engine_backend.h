@@ -54,6 +54,10 @@ class EngineBackend final : public Backend {
   std::optional<ExpertsRun> Routing(const StepPlan& /*plan*/) const override {
     return runner_->LastRouting();
   }
+  std::optional<DecodeGraphRun> DecodeGraph(const StepPlan& /*plan*/) const override {
+    return runner_->LastDecodeGraph();
+  }
+  bool ReportsDecodeGraphs() const override { return true; }
 
   // Before serving, as vLLM's profile run does: the widest steps the scheduler can form,
   // each executed once and untimed, so the first steps served do not pay for first

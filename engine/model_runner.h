@@ -45,14 +45,6 @@ class OpTimer {
   virtual void RecordExperts(int32_t run, int32_t single_row) {}
 };
 
-// How a runner ran a pure-decode step it replayed as a CUDA graph (the CUDA runner's
-// decode graphs, kernels/decode_graph_shape.h): the graph's rows (the step's sequences and
-// the padding after them) and the context bucket it was launched for.
-struct DecodeGraphRun {
-  int32_t rows = 0;
-  int32_t context_bucket = 0;
-};
-
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -97,7 +89,7 @@ class ModelRunner {
   // A mixture of experts: the routing its MoE layers ran in the last Execute (the mean per
   // layer), by runners that count it; none otherwise.
   virtual std::optional<ExpertsRun> LastRouting() const { return std::nullopt; }
-  // The graph the last Execute replayed; none when it ran op by op (every step of a runner
+  // The graph (core/backend.h) the last Execute replayed; none when it ran op by op (every step of a runner
   // without graphs). The profiler records it on each whole step's row, so a fit prices
   // the step as it ran (the graph's padding, its bucket) instead of assuming.
   virtual std::optional<DecodeGraphRun> LastDecodeGraph() const { return std::nullopt; }

@@ -390,6 +390,17 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
   return OpSeconds(Of(all_single ? Op::kAttentionDecode : Op::kAttentionPrefill), attention);
 }
 
+std::optional<DecodeGraphRun> CalibratedCostModel::ExpectedDecodeGraph(const StepPlan& plan) const {
+  const StepParts p = PartsOf(plan);
+  if (!p.graph) return std::nullopt;
+  int64_t longest = 1;
+  for (const ScheduledRequest& seq : plan.seqs) longest = std::max<int64_t>(longest, CostedContextLen(seq));
+  const int64_t rows = static_cast<int64_t>(plan.seqs.size()) + p.graph_padding;
+  return DecodeGraphRun{static_cast<int32_t>(std::min<int64_t>(rows, INT32_MAX)),
+                        kernels::DecodeGraphContextBucket(static_cast<int32_t>(std::min<int64_t>(longest, INT32_MAX)),
+                                                          graph_max_model_len_)};
+}
+
 TimeNs CalibratedCostModel::StepTime(const StepPlan& plan) const {
   const StepParts p = PartsOf(plan);
   const double ops = OpsSeconds(p);

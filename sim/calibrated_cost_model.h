@@ -121,6 +121,10 @@ class CalibratedCostModel final : public CostModel {
     if (!moe_) return std::nullopt;
     return routing_.Expected(plan);
   }
+  // With decode_graphs, a pure-decode step whose sequences all emit: the graph of its
+  // padded batch (at most the deployment's max_num_seqs) launched for the bucket of its
+  // longest context (at most the context served), as PartsOf prices it.
+  std::optional<DecodeGraphRun> ExpectedDecodeGraph(const StepPlan& plan) const override;
   // Pipeline parallelism: each stage its own layers (the first stage also the embedding,
   // the last the final norm, LM head and sampling), its share of the step overhead and the
   // transfer to the next stage; summing to StepTime exactly.

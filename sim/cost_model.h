@@ -66,6 +66,9 @@ class CostModel {
   // experts touched over all GPUs; those given one row on the busiest GPU); none for a
   // dense model or a model that does not route.
   virtual std::optional<ExpertsRun> ExpectedRouting(const StepPlan& plan) const { return std::nullopt; }
+  // The CUDA graph the model prices `plan` as (servelab's CUDA runner's decode graphs);
+  // none when it prices the step as run op by op.
+  virtual std::optional<DecodeGraphRun> ExpectedDecodeGraph(const StepPlan& plan) const { return std::nullopt; }
 };
 
 // Tokens a scheduled seq costs this step: its num_new_tokens, except that a padding seq

@@ -1,6 +1,8 @@
 #include "sim/recorded_engine.h"
 
+#include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cstdint>
 #include <cmath>
 #include <cstdio>
@@ -32,7 +34,24 @@ std::string Said(int32_t seqs, int64_t tokens, int64_t context) {
   return buf;
 }
 
-StatusOr<std::vector<RecordedStep>> ReadSteps(const std::string& path) {
+// A graph_measured cell: "ROWSxCONTEXT_BUCKET" (each in [1, INT32_MAX]) or empty (op by op).
+bool ParseGraph(std::string_view cell, std::optional<DecodeGraphRun>& graph) {
+  graph.reset();
+  if (cell.empty()) return true;
+  const size_t x = cell.find('x');
+  if (x == std::string_view::npos) return false;
+  int64_t parts[2] = {0, 0};
+  const std::string_view texts[2] = {cell.substr(0, x), cell.substr(x + 1)};
+  for (size_t i = 0; i < 2; ++i) {
+    const std::string_view t = texts[i];
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), parts[i]);
+    if (ec != std::errc() || end != t.data() + t.size() || parts[i] < 1 || parts[i] > INT32_MAX) return false;
+  }
+  graph = DecodeGraphRun{static_cast<int32_t>(parts[0]), static_cast<int32_t>(parts[1])};
+  return true;
+}
+
+StatusOr<std::vector<RecordedStep>> ReadSteps(const std::string& path, bool& graphs_recorded) {
   auto file = LineFile::Open(path);
   if (!file.ok()) return file.status();
   std::string line;
@@ -46,6 +65,10 @@ StatusOr<std::vector<RecordedStep>> ReadSteps(const std::string& path) {
     if (!column.ok()) return column.status();
     at[c] = *column;
   }
+  // The graph each step ran as: recordings made since validate wrote it.
+  const auto graph_at = std::find(header.begin(), header.end(), "graph_measured");
+  graphs_recorded = graph_at != header.end();
+  const auto graph_column = static_cast<size_t>(graph_at - header.begin());
   std::vector<RecordedStep> steps;
   std::vector<std::string_view> fields;
   while (file->Next(line)) {
@@ -81,6 +104,15 @@ StatusOr<std::vector<RecordedStep>> ReadSteps(const std::string& path) {
                        names[3]);
     }
     s.elapsed = static_cast<TimeNs>(std::llround(ms * 1e6));
+    if (graphs_recorded) {
+      if (graph_column >= fields.size()) return LineError(path, n, "missing field", "graph_measured");
+      if (!ParseGraph(fields[graph_column], s.graph)) {
+        return LineError(path, n,
+                         "expected ROWSxCONTEXT_BUCKET (each a whole number in [1, 2147483647]) or nothing, got '" +
+                             std::string(fields[graph_column]) + "'",
+                         "graph_measured");
+      }
+    }
     steps.push_back(s);
   }
   if (steps.empty()) return InvalidArgument(path + ": no steps recorded");
@@ -109,6 +141,8 @@ class RecordedEngineBackend final : public validation_internal::WrappingBackend 
   std::optional<TimeNs> PredictPrefillTime(int32_t) const override { return std::nullopt; }
   std::string Describe() const override { return "played back from " + recording_->steps_path; }
   std::optional<ExpertsRun> Routing(const StepPlan&) const override { return std::nullopt; }
+  std::optional<DecodeGraphRun> DecodeGraph(const StepPlan&) const override { return graph_; }
+  bool ReportsDecodeGraphs() const override { return recording_->graphs_recorded; }
 
   StatusOr<StepResult> Execute(const StepPlan& plan) override {
     int64_t tokens = 0, context = 0;
@@ -135,6 +169,7 @@ class RecordedEngineBackend final : public validation_internal::WrappingBackend 
                            "a stop token)");
     }
     ++next_;
+    graph_ = r.graph;
     result->elapsed = r.elapsed;
     result->stages.clear();
     return result;
@@ -143,6 +178,7 @@ class RecordedEngineBackend final : public validation_internal::WrappingBackend 
  private:
   std::shared_ptr<const EngineRecording> recording_;
   size_t next_ = 0;
+  std::optional<DecodeGraphRun> graph_;  // the last step's, as recorded
 };
 
 }  // namespace
@@ -150,7 +186,7 @@ class RecordedEngineBackend final : public validation_internal::WrappingBackend 
 StatusOr<EngineRecording> ReadEngineRecording(const std::string& load_dir) {
   EngineRecording recording;
   recording.steps_path = (fs::path(load_dir) / "steps_compared.csv").string();
-  auto steps = ReadSteps(recording.steps_path);
+  auto steps = ReadSteps(recording.steps_path, recording.graphs_recorded);
   if (!steps.ok()) return steps.status();
   recording.steps = std::move(steps).value();
   std::string summary_path = (fs::path(load_dir) / "engine" / "summary.json").string();

@@ -13,6 +13,7 @@
 // first that differs ends the run with an error naming it: a recording of other requests,
 // another policy, a wall clock's or a stop token's schedule.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,12 +29,16 @@ struct RecordedStep {
   int32_t seqs = 0;
   int64_t context_tokens = 0;  // cached tokens, summed over its sequences
   TimeNs elapsed = 0;          // what the engine measured
-  int64_t line = 0;            // of the steps file, for messages
+  // The CUDA graph the engine replayed it as (graph_measured, "ROWSxCONTEXT_BUCKET"; empty:
+  // op by op), when the recording has the column.
+  std::optional<DecodeGraphRun> graph;
+  int64_t line = 0;  // of the steps file, for messages
 };
 
 struct EngineRecording {
   std::string steps_path;  // for messages
   std::vector<RecordedStep> steps;
+  bool graphs_recorded = false;  // steps_compared.csv has graph_measured
   int32_t num_gpu_blocks = 0;  // the engine's KV pool, blocks
   int32_t block_size = 0;      // tokens a block
   int32_t max_model_len = 0;   // the context it served
@@ -52,7 +57,8 @@ StatusOr<EngineRecording> ReadEngineRecording(const std::string& load_dir);
 // simulator of `config` on the recording's KV pool and context, its time the recorded
 // step's once the plan is checked against it. Steps with no new tokens (swap copies alone;
 // never recorded) take the simulator's time. Like the engine, it predicts no prefill and
-// no decode run; it counts no MoE routing (the recording keeps none to replay). Its
+// no decode run; it counts no MoE routing (the recording keeps none to replay); it says the
+// CUDA graph each step ran as when the recording does (graphs_recorded). Its
 // Execute fails with InvalidArgument, naming the steps file's line, at the first plan the
 // recording does not have, or past its last step.
 StatusOr<BackendFactory> MakeRecordedEngineFactory(const ExperimentConfig& config,

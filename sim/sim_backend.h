@@ -67,6 +67,10 @@ class SimBackend final : public Backend {
   std::optional<ExpertsRun> Routing(const StepPlan& plan) const override {
     return cost_model_->ExpectedRouting(plan);
   }
+  std::optional<DecodeGraphRun> DecodeGraph(const StepPlan& plan) const override {
+    return cost_model_->ExpectedDecodeGraph(plan);
+  }
+  bool ReportsDecodeGraphs() const override { return true; }
   // Decode runs: in O(1) per iteration when the cost model times decode batches from
   // their aggregates (CostModel::TimesDecodeBatches), else by costing each iteration's plan.
   bool PredictsDecodeRuns() const override { return true; }

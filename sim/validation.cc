@@ -54,6 +54,34 @@ double SumOf(const std::vector<ReferenceStep>& steps, double ReferenceStep::*sec
 
 double RelativeChange(double from, double to) { return from > 0 ? (to - from) / from : 0.0; }
 
+GraphAgreement GraphAgreementOf(std::span<const StepComparison> steps) {
+  GraphAgreement a;
+  const auto said = [](const std::optional<DecodeGraphRun>& g) {
+    return g ? "a graph of " + std::to_string(g->rows) + " rows for context " + std::to_string(g->context_bucket)
+             : std::string("op by op");
+  };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const StepComparison& step = steps[i];
+    if (!step.graphs_reported) continue;
+    const std::optional<DecodeGraphRun>& engine = step.graph_measured;
+    const std::optional<DecodeGraphRun>& sim = step.graph_predicted;
+    if (sim) ++a.priced_graphs;
+    if (engine) {
+      ++a.engine_graphs;
+      if (!sim) ++a.priced_eager;
+      else if (*sim == *engine) ++a.same;
+      else ++a.other_graph;
+    } else if (sim) {
+      ++a.sim_only;
+    }
+    if (a.first_difference.empty() && engine != sim) {
+      a.first_difference = "step " + std::to_string(i + 1) + " (" + std::to_string(step.seqs) + " sequences): the engine ran " +
+                           said(engine) + ", the simulator priced " + said(sim);
+    }
+  }
+  return a;
+}
+
 StepRange StepRangeOf(const StepComparison& step) {
   if (!step.decode_only) return StepRange{0, "mixed"};
   int64_t top = 1;  // 64 bits: doubling past 2^30 sequences stays defined

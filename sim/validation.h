@@ -40,7 +40,27 @@ struct StepComparison {
   // layers ran, and what the simulator's cost model expects of the step.
   std::optional<ExpertsRun> experts_measured, experts_predicted;
   int64_t context_tokens = 0;  // the tokens already in its sequences' KV cache before it, summed
+  // The CUDA graph the step ran as (Backend::DecodeGraph): as the engine's runner replayed
+  // it, and as the simulator's cost model priced it; none: op by op. graphs_reported:
+  // whether the engine says (a recording made without it does not).
+  std::optional<DecodeGraphRun> graph_measured = std::nullopt, graph_predicted = std::nullopt;
+  bool graphs_reported = true;
 };
+
+// How a run's steps ran as CUDA graphs, the engine's against the simulator's pricing
+// (StepComparison::graph_measured, graph_predicted): the steps the engine replayed as a
+// graph, and of them those the simulator priced as the same graph (rows and context
+// bucket), as another graph, or as run op by op; the steps the simulator priced as a graph
+// that the engine ran op by op; the first step where the two differ, said. Any(): a step
+// of either ran as a graph (a CUDA engine with decode graphs, or a model fitted on one).
+// Steps whose engine does not say how it ran them (graphs_reported false) are left out.
+struct GraphAgreement {
+  int64_t engine_graphs = 0, same = 0, other_graph = 0, priced_eager = 0, sim_only = 0;
+  int64_t priced_graphs = 0;     // steps the simulator priced as a graph
+  std::string first_difference;  // "" when none
+  bool Any() const { return engine_graphs > 0 || priced_graphs > 0; }
+};
+GraphAgreement GraphAgreementOf(std::span<const StepComparison> steps);
 
 // Which of a run's steps a figure is over: every step, the decode-only ones (every
 // sequence brought one token), or the others (a prefill chunk in them).

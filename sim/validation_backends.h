@@ -89,6 +89,8 @@ class WrappingBackend : public Backend {
   std::string Describe() const override { return inner_->Describe(); }
   void OnRequestFinished(int64_t request_id) override { inner_->OnRequestFinished(request_id); }
   std::optional<ExpertsRun> Routing(const StepPlan& plan) const override { return inner_->Routing(plan); }
+  std::optional<DecodeGraphRun> DecodeGraph(const StepPlan& plan) const override { return inner_->DecodeGraph(plan); }
+  bool ReportsDecodeGraphs() const override { return inner_->ReportsDecodeGraphs(); }
 
  protected:
   Backend& inner() const { return *inner_; }
@@ -125,6 +127,9 @@ class RecordingBackend final : public WrappingBackend {
     step.predicted_s = ToSeconds(predicted->elapsed);
     step.experts_measured = inner().Routing(plan);
     step.experts_predicted = sim_->Routing(plan);
+    step.graphs_reported = inner().ReportsDecodeGraphs();
+    step.graph_measured = inner().DecodeGraph(plan);
+    step.graph_predicted = sim_->DecodeGraph(plan);
     if (step.tokens > 0) steps_->push_back(step);  // swap-only steps: nothing to compare
     if (trace_ != nullptr) trace_->push_back(EngineStep{key, result->elapsed, result->stages});
     return result;

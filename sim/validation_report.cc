@@ -119,6 +119,30 @@ std::string RunToRunMarkdown(const std::vector<LoadValidation>& loads) {
   return md;
 }
 
+// validation.md's section on CUDA graphs (empty when no step of any run ran or was priced
+// as one): per run, the engine's graph steps against the graph the simulator priced each
+// as, and the first step where they differ.
+std::string GraphsMarkdown(const std::vector<const LoadValidation*>& runs) {
+  std::string rows, differences;
+  for (const LoadValidation* run : runs) {
+    const GraphAgreement a = GraphAgreementOf(run->steps);
+    if (!a.Any()) continue;
+    char cells[192];
+    std::snprintf(cells, sizeof cells, " | %lld | %lld | %lld | %lld | %lld |\n", static_cast<long long>(a.engine_graphs),
+                  static_cast<long long>(a.same), static_cast<long long>(a.other_graph),
+                  static_cast<long long>(a.priced_eager), static_cast<long long>(a.sim_only));
+    rows += "| " + run->label + cells;
+    if (!a.first_difference.empty()) differences += "- " + run->label + ": " + a.first_difference + "\n";
+  }
+  if (rows.empty()) return "";
+  return "\nCUDA graphs: the steps the engine replayed as a decode graph, against the graph the simulator "
+         "priced each as (its rows and context bucket: kernels/decode_graph_shape.h under the deployment's "
+         "max_num_seqs and context served), and the steps it priced as a graph that the engine ran op by op.\n\n"
+         "| load | engine's graphs | priced as the same graph | as another graph | as run op by op | "
+         "a graph the engine did not run |\n|---|---|---|---|---|---|\n" +
+         rows + (differences.empty() ? "" : "\nThe first step where they differ:\n\n" + differences);
+}
+
 // validation.md's section on a mixture of experts' routing (empty without counts): per run
 // and kind of step, the experts counted against the simulator's expectation, then the
 // routing skew each run's decode batches fit.
@@ -294,6 +318,17 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
                "\n";
       }
     }
+    if (const GraphAgreement g = GraphAgreementOf(v.steps); g.Any()) {
+      // engine: the steps it replayed as graphs; sim: of them, priced as the same graph.
+      csv += v.label + ",decode_graphs,same_graph," + std::to_string(g.engine_graphs) + "," +
+             std::to_string(g.same) + "," + Number(100.0 * RelativeChange(static_cast<double>(g.engine_graphs),
+                                                                       static_cast<double>(g.same))) + "\n";
+      // engine: the steps it replayed as graphs; sim: the steps priced as one.
+      csv += v.label + ",decode_graphs,steps," + std::to_string(g.engine_graphs) + "," +
+             std::to_string(g.priced_graphs) + "," +
+             Number(100.0 * RelativeChange(static_cast<double>(g.engine_graphs), static_cast<double>(g.priced_graphs))) +
+             "\n";
+    }
     for (const RoutingRow& row : RoutingRows(v.steps)) {
       csv += v.label + ",routing_experts," + row.steps + "," + Number(row.engine.run) + "," +
              Number(row.sim.run) + "," + Number(100.0 * RelativeChange(row.engine.run, row.sim.run)) + "\n";
@@ -393,6 +428,7 @@ std::string ValidationMarkdown(const std::string& experiment,
     }
   }
   md += RoutingMarkdown(runs);
+  md += GraphsMarkdown(runs);
   bool checked = false;
   for (const LoadValidation* v : runs) checked = checked || !v->host.steps.empty();
   if (checked) {

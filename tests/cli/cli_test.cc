@@ -622,9 +622,10 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
     const std::string steps = ReadFile(out / load / "steps_compared.csv");
     EXPECT_EQ(steps.substr(0, steps.find('\n')),
               "tokens,seqs,context_tokens,decode_only,measured_ms,predicted_ms,experts_measured,"
-              "experts_predicted");
-    // A dense model: no routing to count.
-    EXPECT_NE(steps.find(",,\n"), std::string::npos);
+              "experts_predicted,graph_measured,graph_predicted");
+    // A dense model: no routing to count; the CPU runner and a cpu model: no graphs.
+    EXPECT_NE(steps.find(",,,,\n"), std::string::npos);
+    EXPECT_EQ(steps.find('x', steps.find('\n')), std::string::npos);
   }
   EXPECT_THAT(ReadFile(out / "validation.md"), HasSubstr("| metric | rate-50 | rate-400 |"));
   // The replay on the real engine's step times: its schedule and every request's times
