@@ -204,10 +204,24 @@ double CalibratedCostModel::MoeMlpSeconds(const RoutedTokens& step) const {
   return s + OpSeconds(Of(Op::kSiluAndMul), RowsWork(Op::kSiluAndMul, expert_shape_, rows));
 }
 
+std::optional<DecodeGraphRun> CalibratedCostModel::GraphOf(const StepPlan& plan) const {
+  if (!decode_graphs_ || plan.seqs.empty()) return std::nullopt;
+  int64_t longest = 1;
+  for (const ScheduledRequest& seq : plan.seqs) {
+    if (CostedNewTokens(seq) != 1 || !(seq.emits_token || seq.is_padding)) return std::nullopt;
+    longest = std::max<int64_t>(longest, CostedContextLen(seq));
+  }
+  constexpr int64_t kMax = INT32_MAX;
+  const auto seqs = static_cast<int32_t>(std::min<int64_t>(static_cast<int64_t>(plan.seqs.size()), kMax));
+  return DecodeGraphRun{kernels::DecodeGraphBatch(seqs, graph_max_seqs_),
+                        kernels::DecodeGraphContextBucket(static_cast<int32_t>(std::min(longest, kMax)),
+                                                          graph_max_model_len_)};
+}
+
 CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan) const {
   StepParts p;
   double emitting = 0;
-  bool all_single = true, all_emit = true;
+  bool all_single = true;
   RoutedTokens routed;
   for (const ScheduledRequest& seq : plan.seqs) {
     const int32_t n = CostedNewTokens(seq);
@@ -215,17 +229,16 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
     if (moe_) routing_.Add(routed, n);
     const bool emits = seq.emits_token || seq.is_padding;
     if (emits) emitting += 1;
-    all_emit = all_emit && emits;
     all_single = all_single && n == 1;
   }
   p.decode_only = all_single && !plan.seqs.empty();
   // The CUDA runner's graph for the step: every op over its padded rows, one token each.
-  p.graph = decode_graphs_ && p.decode_only && all_emit;
+  const std::optional<DecodeGraphRun> graph = GraphOf(plan);
+  p.graph = graph.has_value();
   if (p.graph) {
     const auto seqs = static_cast<int64_t>(plan.seqs.size());
-    const int32_t rows = kernels::DecodeGraphBatch(static_cast<int32_t>(std::min<int64_t>(seqs, INT32_MAX)),
-                                                   graph_max_seqs_);
-    p.graph_padding = std::max<int64_t>(0, rows - seqs);
+    p.graph_padding = std::max<int64_t>(0, graph->rows - seqs);
+    p.graph_bucket = graph->context_bucket;
     // The padding rows are one token (id 0 at position 0) each, so they go to the same
     // experts: routed as one token.
     if (moe_ && p.graph_padding > 0) routing_.Add(routed, 1);
@@ -235,7 +248,7 @@ CalibratedCostModel::StepParts CalibratedCostModel::PartsOf(const StepPlan& plan
   const double tokens = p.tokens;
   if (tokens <= 0) return p;  // swaps only: the backend times the copies
   double layer = mla_ ? roofline_->AttentionLayerSeconds(plan)
-                      : FittedAttentionSeconds(plan, all_single, p.graph, p.graph_padding);
+                      : FittedAttentionSeconds(plan, all_single, p);
   const double allreduce = AllReduceSeconds(tokens);
   if (!moe_ && !mla_) {
     for (const Op op : per_layer_rows_) {
@@ -338,8 +351,9 @@ void CalibratedCostModel::AddPrefillGridWork(OpWork& work, const StepPlan& plan,
                           [&](int64_t i) { return ChunkOf(plan.seqs[first + static_cast<size_t>(i)]); });
 }
 
-double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool all_single, bool graph,
-                                                   int64_t graph_padding) const {
+double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool all_single, const StepParts& p) const {
+  const bool graph = p.graph;
+  const int64_t graph_padding = p.graph_padding;
   const auto seqs = static_cast<int64_t>(plan.seqs.size());
   const auto attended = [&](int64_t i) { return CostedContextLen(plan.seqs[static_cast<size_t>(i)]); };
   // servelab's CUDA engine (a decode fit on its own kernel's grid) attends a mixed step's
@@ -382,23 +396,12 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
   // servelab's own decode kernel: its launch's grid (nothing without a fit on it).
   // A graph's launch: its padding rows too, its partitions for the context bucket.
   if (all_single && graph) {
-    AddDecodeGraphGridWork(attention, shape_, paged_grid_sms_, paged_grid_resident_, seqs, seqs + graph_padding,
-                           attended, graph_max_model_len_);
+    AddDecodeGraphLaunchWork(attention, shape_, paged_grid_sms_, paged_grid_resident_, seqs, seqs + graph_padding,
+                             attended, p.graph_bucket);
   } else if (all_single) {
     AddPagedDecodeGridWork(attention, shape_, paged_grid_sms_, paged_grid_resident_, seqs, attended);
   }
   return OpSeconds(Of(all_single ? Op::kAttentionDecode : Op::kAttentionPrefill), attention);
-}
-
-std::optional<DecodeGraphRun> CalibratedCostModel::ExpectedDecodeGraph(const StepPlan& plan) const {
-  const StepParts p = PartsOf(plan);
-  if (!p.graph) return std::nullopt;
-  int64_t longest = 1;
-  for (const ScheduledRequest& seq : plan.seqs) longest = std::max<int64_t>(longest, CostedContextLen(seq));
-  const int64_t rows = static_cast<int64_t>(plan.seqs.size()) + p.graph_padding;
-  return DecodeGraphRun{static_cast<int32_t>(std::min<int64_t>(rows, INT32_MAX)),
-                        kernels::DecodeGraphContextBucket(static_cast<int32_t>(std::min<int64_t>(longest, INT32_MAX)),
-                                                          graph_max_model_len_)};
 }
 
 TimeNs CalibratedCostModel::StepTime(const StepPlan& plan) const {

@@ -124,7 +124,7 @@ class CalibratedCostModel final : public CostModel {
   // With decode_graphs, a pure-decode step whose sequences all emit: the graph of its
   // padded batch (at most the deployment's max_num_seqs) launched for the bucket of its
   // longest context (at most the context served), as PartsOf prices it.
-  std::optional<DecodeGraphRun> ExpectedDecodeGraph(const StepPlan& plan) const override;
+  std::optional<DecodeGraphRun> ExpectedDecodeGraph(const StepPlan& plan) const override { return GraphOf(plan); }
   // Pipeline parallelism: each stage its own layers (the first stage also the embedding,
   // the last the final norm, LM head and sampling), its share of the step overhead and the
   // transfer to the next stage; summing to StepTime exactly.
@@ -153,7 +153,11 @@ class CalibratedCostModel final : public CostModel {
     bool decode_only = false;  // every seq brings one token (padding costed as one)
     bool graph = false;         // run as the runner's decode graph (decode_graphs_)
     int64_t graph_padding = 0;  // the rows the graph adds to the step's
+    int32_t graph_bucket = 0;   // the context bucket it is launched for
   };
+  // The graph `plan` runs as (GraphOf's rule): with decode_graphs_, a step whose
+  // sequences all bring one token and emit (static batching's padding counted as such).
+  std::optional<DecodeGraphRun> GraphOf(const StepPlan& plan) const;
   StepParts PartsOf(const StepPlan& plan) const;
   double OpsSeconds(const StepParts& p) const;
   // `dense` dense layers' and `moe` MoE layers' time (a dense model's layers all dense).
@@ -166,11 +170,9 @@ class CalibratedCostModel final : public CostModel {
   void SetUpMixtureOfExperts(const DeploymentSpec& d, const ExpertRoutingOptions& routing);
   void SetUpLatentAttention(const DeploymentSpec& d);
   void SetUpAttentionSide();
-  // One layer's attention from its fit: decode or prefill, the split-KV grid when fitted.
-  // `graph`: the step runs as a decode graph, with `graph_padding` rows past the plan's
-  // (StepParts).
-  double FittedAttentionSeconds(const StepPlan& plan, bool all_single, bool graph,
-                                int64_t graph_padding) const;
+  // One layer's attention from its fit: decode or prefill, the split-KV grid when fitted;
+  // a step run as a decode graph (p.graph), with the graph's padding rows and its bucket.
+  double FittedAttentionSeconds(const StepPlan& plan, bool all_single, const StepParts& p) const;
   // Adds the prefill kernel's grid term (paged_prefill_grid.h) for plan.seqs[first, end),
   // one launch; nothing when the fit prices no token walked.
   void AddPrefillGridWork(OpWork& work, const StepPlan& plan, size_t first) const;

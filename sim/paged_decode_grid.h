@@ -32,7 +32,6 @@
 #include <cstdint>
 #include <limits>
 
-#include "kernels/decode_graph_shape.h"
 #include "kernels/decode_partition.h"
 #include "sim/block_slots.h"
 #include "sim/memory.h"
@@ -103,25 +102,13 @@ void AddPagedDecodeGridWork(OpWork& work, const OpShape& shape, int32_t sms, int
 // A decode step as the CUDA runner's graph runs it (kernels/decode_graph_shape.h): the
 // launch's `graph_rows` rows, the step's `seqs` sequences (sequence i attending
 // `attended(i)` tokens) and the padding's after them (one position each), launched for
-// `context_bucket` (which covers every sequence's context).
+// `context_bucket` (which covers every sequence's context; the runner's is
+// kernels::DecodeGraphContextBucket of the longest).
 template <class Attended>
 void AddDecodeGraphLaunchWork(OpWork& work, const OpShape& shape, int32_t sms, int32_t resident_ctas,
                               int64_t seqs, int64_t graph_rows, Attended attended, int32_t context_bucket) {
   AddPagedDecodeGridWork(work, shape, sms, resident_ctas, std::max(seqs, graph_rows),
                          [&](int64_t i) { return i < seqs ? attended(i) : int64_t{1}; }, context_bucket);
-}
-
-// As AddDecodeGraphLaunchWork, for the context bucket the runner picks: its longest
-// context's, at most `max_model_len` (<= 0: no cap).
-template <class Attended>
-void AddDecodeGraphGridWork(OpWork& work, const OpShape& shape, int32_t sms, int32_t resident_ctas,
-                            int64_t seqs, int64_t graph_rows, Attended attended, int32_t max_model_len) {
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  int64_t longest = 1;
-  for (int64_t i = 0; i < seqs; ++i) longest = std::max<int64_t>(longest, attended(i));
-  const int32_t bucket =
-      kernels::DecodeGraphContextBucket(static_cast<int32_t>(std::min(longest, kMax)), max_model_len);
-  AddDecodeGraphLaunchWork(work, shape, sms, resident_ctas, seqs, graph_rows, attended, bucket);
 }
 
 }  // namespace servelab

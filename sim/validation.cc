@@ -62,7 +62,14 @@ GraphAgreement GraphAgreementOf(std::span<const StepComparison> steps) {
   };
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepComparison& step = steps[i];
-    if (!step.graphs_reported) continue;
+    if (!step.graphs_reported) {
+      if (step.graph_predicted) ++a.unreported;
+      continue;
+    }
+    if (step.padding > 0) {
+      ++a.padded;
+      continue;
+    }
     const std::optional<DecodeGraphRun>& engine = step.graph_measured;
     const std::optional<DecodeGraphRun>& sim = step.graph_predicted;
     if (sim) ++a.priced_graphs;

@@ -45,6 +45,9 @@ struct StepComparison {
   // whether the engine says (a recording made without it does not).
   std::optional<DecodeGraphRun> graph_measured = std::nullopt, graph_predicted = std::nullopt;
   bool graphs_reported = true;
+  // Static batching's padding sequences in the step: the engine's runner computes nothing
+  // for them, the simulator prices each as a sequence of one token.
+  int32_t padding = 0;
 };
 
 // How a run's steps ran as CUDA graphs, the engine's against the simulator's pricing
@@ -53,10 +56,15 @@ struct StepComparison {
 // bucket), as another graph, or as run op by op; the steps the simulator priced as a graph
 // that the engine ran op by op; the first step where the two differ, said. Any(): a step
 // of either ran as a graph (a CUDA engine with decode graphs, or a model fitted on one).
-// Steps whose engine does not say how it ran them (graphs_reported false) are left out.
+// Left out: steps whose engine does not say how it ran them (graphs_reported false; counted
+// in unreported when the simulator priced them as a graph), and steps with static
+// batching's padding (counted in padded), which the two run differently whatever the
+// graphs (StepComparison::padding).
 struct GraphAgreement {
   int64_t engine_graphs = 0, same = 0, other_graph = 0, priced_eager = 0, sim_only = 0;
-  int64_t priced_graphs = 0;     // steps the simulator priced as a graph
+  int64_t priced_graphs = 0;     // compared steps the simulator priced as a graph
+  int64_t unreported = 0;        // steps priced as a graph whose engine did not say
+  int64_t padded = 0;            // steps with padding, left out
   std::string first_difference;  // "" when none
   bool Any() const { return engine_graphs > 0 || priced_graphs > 0; }
 };

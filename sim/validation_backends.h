@@ -115,6 +115,7 @@ class RecordingBackend final : public WrappingBackend {
       step.tokens += seq.num_new_tokens;
       step.context_tokens += seq.num_computed_tokens;
       decode_only = decode_only && seq.IsDecode();
+      if (seq.is_padding) ++step.padding;
     }
     step.seqs = static_cast<int32_t>(plan.seqs.size());
     step.decode_only = decode_only && !plan.seqs.empty();

@@ -123,9 +123,19 @@ std::string RunToRunMarkdown(const std::vector<LoadValidation>& loads) {
 // as one): per run, the engine's graph steps against the graph the simulator priced each
 // as, and the first step where they differ.
 std::string GraphsMarkdown(const std::vector<const LoadValidation*>& runs) {
-  std::string rows, differences;
+  std::string rows, differences, unsaid;
   for (const LoadValidation* run : runs) {
     const GraphAgreement a = GraphAgreementOf(run->steps);
+    if (a.unreported > 0) {
+      unsaid += "\nThe engine of " + run->label + " does not say how it ran its steps (a recording without "
+                "graph_measured): " + std::to_string(a.unreported) +
+                " steps the simulator priced as CUDA graphs are not compared.\n";
+    }
+    if (a.padded > 0) {
+      differences += "- " + run->label + ": " + std::to_string(a.padded) +
+                     " steps with static batching's padding left out (the engine computes nothing for it, "
+                     "the simulator prices it)\n";
+    }
     if (!a.Any()) continue;
     char cells[192];
     std::snprintf(cells, sizeof cells, " | %lld | %lld | %lld | %lld | %lld |\n", static_cast<long long>(a.engine_graphs),
@@ -134,13 +144,14 @@ std::string GraphsMarkdown(const std::vector<const LoadValidation*>& runs) {
     rows += "| " + run->label + cells;
     if (!a.first_difference.empty()) differences += "- " + run->label + ": " + a.first_difference + "\n";
   }
-  if (rows.empty()) return "";
+  if (rows.empty()) return unsaid;
   return "\nCUDA graphs: the steps the engine replayed as a decode graph, against the graph the simulator "
          "priced each as (its rows and context bucket: kernels/decode_graph_shape.h under the deployment's "
          "max_num_seqs and context served), and the steps it priced as a graph that the engine ran op by op.\n\n"
          "| load | engine's graphs | priced as the same graph | as another graph | as run op by op | "
          "a graph the engine did not run |\n|---|---|---|---|---|---|\n" +
-         rows + (differences.empty() ? "" : "\nThe first step where they differ:\n\n" + differences);
+         rows + (differences.empty() ? "" : "\nWhere they differ (the first step), and what was left out:\n\n" + differences) +
+         unsaid;
 }
 
 // validation.md's section on a mixture of experts' routing (empty without counts): per run
@@ -319,15 +330,16 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
       }
     }
     if (const GraphAgreement g = GraphAgreementOf(v.steps); g.Any()) {
-      // engine: the steps it replayed as graphs; sim: of them, priced as the same graph.
-      csv += v.label + ",decode_graphs,same_graph," + std::to_string(g.engine_graphs) + "," +
-             std::to_string(g.same) + "," + Number(100.0 * RelativeChange(static_cast<double>(g.engine_graphs),
-                                                                       static_cast<double>(g.same))) + "\n";
-      // engine: the steps it replayed as graphs; sim: the steps priced as one.
-      csv += v.label + ",decode_graphs,steps," + std::to_string(g.engine_graphs) + "," +
-             std::to_string(g.priced_graphs) + "," +
-             Number(100.0 * RelativeChange(static_cast<double>(g.engine_graphs), static_cast<double>(g.priced_graphs))) +
-             "\n";
+      // engine: the steps it replayed as graphs; sim: of them (or, for graph_not_run, of the
+      // steps it ran op by op) those priced so; error_pct empty: counts, not errors.
+      const std::pair<const char*, int64_t> counts[] = {{"same_graph", g.same},
+                                                        {"other_graph", g.other_graph},
+                                                        {"priced_op_by_op", g.priced_eager},
+                                                        {"graph_not_run", g.sim_only}};
+      for (const auto& [statistic, count] : counts) {
+        csv += v.label + ",decode_graphs," + statistic + "," + std::to_string(g.engine_graphs) + "," +
+               std::to_string(count) + ",\n";
+      }
     }
     for (const RoutingRow& row : RoutingRows(v.steps)) {
       csv += v.label + ",routing_experts," + row.steps + "," + Number(row.engine.run) + "," +

@@ -23,7 +23,11 @@ namespace servelab {
 // two or more sequences, engine on its counts, sim on its expectations, error_pct sim -
 // engine) and routing_locality and routing_favourites rows (statistic chunk: at that
 // skew, the locality and favourites that fit the lone prefill chunks,
-// FitRoutingLocality), each when there are such steps; with a host
+// FitRoutingLocality), each when there are such steps; when a step ran or was priced as
+// a CUDA graph (GraphAgreementOf), decode_graphs rows, statistic same_graph, other_graph,
+// priced_op_by_op and graph_not_run, engine the steps the engine replayed as graphs, sim
+// how many of them the simulator priced as the same graph, as another, as run op by op,
+// and how many the engine ran op by op that it priced as a graph, error_pct empty; with a host
 // check, a reference_step row per step and side, statistic before:<label> or
 // after:<label> (ReferenceStep::Label), engine its median and sim its predicted time in
 // seconds); a load's reruns (LoadValidation::reruns) follow it, under their own labels,
@@ -37,7 +41,7 @@ namespace servelab {
 // matched steps, sim those that started at another time, error_pct their share in
 // percent), then the end-to-end figures, sim the replay's;
 // validation.md: the same as tables, with the loads' busy fractions, the decode errors'
-// wander, the routing, per load the host check's steps, attempts, drift and errors, the replay's
+// wander, the routing, the CUDA graphs (and the first step where the two differ), per load the host check's steps, attempts, drift and errors, the replay's
 // steps, largest error and where it parted, and with reruns a table of the engine's
 // run-to-run changes, how many of TTFT, TPOT and E2E at p50 and p99 the simulator's
 // error on the first run is within the largest of them, and a table of the simulated run

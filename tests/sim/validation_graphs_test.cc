@@ -28,6 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 StepComparison Step(int32_t seqs, std::optional<DecodeGraphRun> engine, std::optional<DecodeGraphRun> sim) {
   StepComparison s;
@@ -47,17 +48,27 @@ TEST(GraphAgreementTest, CountedByHand) {
       Step(3, std::nullopt, DecodeGraphRun{4, 512}),               // a graph the engine did not run
       Step(2, std::nullopt, std::nullopt),                         // op by op on both sides
   };
-  const GraphAgreement a = GraphAgreementOf(steps);
+  std::vector<StepComparison> more = steps;
+  // Left out: a step with static batching's padding (3 sequences and 5 padding: the runner
+  // runs the graph of 4 rows, the simulator prices 8), and one whose engine does not say.
+  more.insert(more.begin(), Step(8, DecodeGraphRun{4, 512}, DecodeGraphRun{8, 512}));
+  more.front().padding = 5;
+  more.insert(more.begin(), Step(4, std::nullopt, DecodeGraphRun{4, 512}));
+  more.front().graphs_reported = false;
+  const GraphAgreement a = GraphAgreementOf(more);
   EXPECT_EQ(a.engine_graphs, 3);
   EXPECT_EQ(a.same, 1);
   EXPECT_EQ(a.other_graph, 1);
   EXPECT_EQ(a.priced_eager, 1);
   EXPECT_EQ(a.sim_only, 1);
   EXPECT_EQ(a.priced_graphs, 3);
+  EXPECT_EQ(a.padded, 1);
+  EXPECT_EQ(a.unreported, 1);
   EXPECT_TRUE(a.Any());
   EXPECT_EQ(a.first_difference,
-            "step 2 (10 sequences): the engine ran a graph of 12 rows for context 700, the simulator priced a "
+            "step 4 (10 sequences): the engine ran a graph of 12 rows for context 700, the simulator priced a "
             "graph of 16 rows for context 1024");
+  EXPECT_EQ(GraphAgreementOf(steps).first_difference.substr(0, 7), "step 2 ");
   // A CPU engine and a model without graphs: nothing to say.
   const GraphAgreement none = GraphAgreementOf(std::vector<StepComparison>{Step(2, std::nullopt, std::nullopt)});
   EXPECT_FALSE(none.Any());
@@ -180,10 +191,28 @@ TEST_F(ValidationGraphsTest, TheEnginesGraphsAgainstTheSimulators) {
                                 " | 0 | 0 | 0 |\n"));
   EXPECT_THAT(md, HasSubstr("- capped: step "));
   const std::string csv = ValidationCsv({*same, *capped});
-  EXPECT_THAT(csv, HasSubstr("\nsame,decode_graphs,same_graph," + std::to_string(a.engine_graphs) + "," +
-                             std::to_string(a.same) + ",0\n"));
-  EXPECT_THAT(csv, HasSubstr("\ncapped,decode_graphs,same_graph," + std::to_string(b.engine_graphs) + "," +
-                             std::to_string(b.same) + ","));
+  const std::string n = std::to_string(a.engine_graphs);
+  EXPECT_THAT(csv, HasSubstr("\nsame,decode_graphs,same_graph," + n + "," + n + ",\nsame,decode_graphs,other_graph," +
+                             n + ",0,\nsame,decode_graphs,priced_op_by_op," + n + ",0,\nsame,decode_graphs,graph_not_run," +
+                             n + ",0,\n"));
+  EXPECT_THAT(csv, HasSubstr("\ncapped,decode_graphs,other_graph," + n + "," + std::to_string(b.other_graph) + ",\n"));
+  // A CPU engine (no graphs) against a model with graphs: every step a graph it did not
+  // run, and no error to compute.
+  std::vector<StepComparison> cpu = same->steps;
+  for (StepComparison& s : cpu) s.graph_measured.reset();
+  LoadValidation on_cpu = *same;
+  on_cpu.label = "cpu";
+  on_cpu.steps = cpu;
+  EXPECT_THAT(ValidationCsv({on_cpu}), HasSubstr("\ncpu,decode_graphs,graph_not_run,0," + n + ",\n"));
+  // A recording that does not say: no table, a line saying what was not compared.
+  LoadValidation unsaid_run = on_cpu;
+  unsaid_run.label = "played";
+  for (StepComparison& s : unsaid_run.steps) s.graphs_reported = false;
+  const std::string unsaid_md = ValidationMarkdown("g", {unsaid_run});
+  EXPECT_THAT(unsaid_md, Not(HasSubstr("| load | engine's graphs |")));
+  EXPECT_THAT(unsaid_md, HasSubstr("The engine of played does not say how it ran its steps (a recording without "
+                                   "graph_measured): " + n + " steps the simulator priced as CUDA graphs are not "
+                                   "compared."));
 }
 
 // A recording made since validate writes graph_measured plays each step's graph back
