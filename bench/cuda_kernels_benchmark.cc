@@ -56,6 +56,41 @@ void FillRandom(bf16* dst, size_t n, std::mt19937& rng) {
   }
 }
 
+// One decode launch's device buffers, freed with it: the K/V cache and the queries random
+// (FillRandom), `tables` and `lens` copied up, split-KV workspace for `max_context` tokens.
+struct DecodeBuffers {
+  DecodeBuffers(const KvCacheShape& cache, int32_t batch, int32_t num_heads, int32_t head_dim,
+                const std::vector<int32_t>& host_tables, const std::vector<int32_t>& host_lens,
+                int32_t max_context, std::mt19937& rng)
+      : k_cache(DeviceAlloc<bf16>(cache.NumElements())),
+        v_cache(DeviceAlloc<bf16>(cache.NumElements())),
+        q(DeviceAlloc<bf16>(size_t(batch) * num_heads * head_dim)),
+        out(DeviceAlloc<bf16>(size_t(batch) * num_heads * head_dim)),
+        tables(DeviceAlloc<int32_t>(host_tables.size())),
+        lens(DeviceAlloc<int32_t>(host_lens.size())),
+        ws_bytes(servelab::kernels::cuda::PagedDecodeAttentionWorkspaceBytes(batch, num_heads, max_context, cache)),
+        ws(DeviceAlloc<float>(ws_bytes / sizeof(float) + 1)) {
+    FillRandom(k_cache, cache.NumElements(), rng);
+    FillRandom(v_cache, cache.NumElements(), rng);
+    FillRandom(q, size_t(batch) * num_heads * head_dim, rng);
+    CudaOk(cudaMemcpy(tables, host_tables.data(), host_tables.size() * 4, cudaMemcpyHostToDevice), "up");
+    CudaOk(cudaMemcpy(lens, host_lens.data(), host_lens.size() * 4, cudaMemcpyHostToDevice), "up");
+  }
+  DecodeBuffers(const DecodeBuffers&) = delete;
+  DecodeBuffers& operator=(const DecodeBuffers&) = delete;
+  ~DecodeBuffers() {
+    for (void* p : {static_cast<void*>(k_cache), static_cast<void*>(v_cache), static_cast<void*>(q),
+                    static_cast<void*>(out), static_cast<void*>(tables), static_cast<void*>(lens),
+                    static_cast<void*>(ws)}) {
+      CudaOk(cudaFree(p), "free");
+    }
+  }
+  bf16 *k_cache, *v_cache, *q, *out;
+  int32_t *tables, *lens;
+  size_t ws_bytes;
+  float* ws;
+};
+
 // Median milliseconds of `reps` timed runs of fn after `warmup` untimed ones.
 template <typename Fn>
 double MedianMs(Fn&& fn, int warmup, int reps) {
@@ -194,27 +229,13 @@ void BenchmarkEmptyBlocks(FILE* csv, int32_t sm_count, std::mt19937& rng) {
                 block_size = 16, most = 8192;
   const int32_t blocks_per_seq = (context + block_size - 1) / block_size;
   const KvCacheShape cache{batch * blocks_per_seq, block_size, num_kv_heads, head_dim};
-  bf16* k_cache = DeviceAlloc<bf16>(cache.NumElements());
-  bf16* v_cache = DeviceAlloc<bf16>(cache.NumElements());
-  bf16* q = DeviceAlloc<bf16>(size_t(batch) * num_heads * head_dim);
-  bf16* out = DeviceAlloc<bf16>(size_t(batch) * num_heads * head_dim);
-  FillRandom(k_cache, cache.NumElements(), rng);
-  FillRandom(v_cache, cache.NumElements(), rng);
-  FillRandom(q, size_t(batch) * num_heads * head_dim, rng);
   // A table stride for the longest launch, each sequence's first blocks its own.
   const int32_t stride = most / block_size;
   std::vector<int32_t> tables(size_t(batch) * stride, 0);
   for (int32_t s = 0; s < batch; ++s) {
     for (int32_t b = 0; b < blocks_per_seq; ++b) tables[size_t(s) * stride + b] = s * blocks_per_seq + b;
   }
-  const std::vector<int32_t> lens(batch, context);
-  int32_t* d_tables = DeviceAlloc<int32_t>(tables.size());
-  int32_t* d_lens = DeviceAlloc<int32_t>(lens.size());
-  CudaOk(cudaMemcpy(d_tables, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice), "up");
-  CudaOk(cudaMemcpy(d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice), "up");
-  const size_t ws_bytes =
-      servelab::kernels::cuda::PagedDecodeAttentionWorkspaceBytes(batch, num_heads, most, cache);
-  float* ws = DeviceAlloc<float>(ws_bytes / sizeof(float) + 1);
+  const DecodeBuffers d(cache, batch, num_heads, head_dim, tables, std::vector<int32_t>(batch, context), most, rng);
   std::printf("\nempty blocks: %d sequences of %d tokens, launched for a longer context\n", batch, context);
   std::printf("%-14s %10s %10s %8s %14s\n", "launch", "ms", "blocks", "empty", "ns an empty");
   double own_ms = 0;
@@ -225,9 +246,9 @@ void BenchmarkEmptyBlocks(FILE* csv, int32_t sm_count, std::mt19937& rng) {
         blocks - int64_t{batch} * num_kv_heads * servelab::kernels::DecodePartitions(context, len);
     const double ms = MedianMs(
         [&] {
-          servelab::kernels::cuda::PagedDecodeAttention(out, q, k_cache, v_cache, d_tables, d_lens, batch,
+          servelab::kernels::cuda::PagedDecodeAttention(d.out, d.q, d.k_cache, d.v_cache, d.tables, d.lens, batch,
                                                         num_heads, stride, launch,
-                                                        1.0f / std::sqrt(float(head_dim)), cache, ws, ws_bytes,
+                                                        1.0f / std::sqrt(float(head_dim)), cache, d.ws, d.ws_bytes,
                                                         nullptr);
         },
         3, 50);
@@ -240,11 +261,6 @@ void BenchmarkEmptyBlocks(FILE* csv, int32_t sm_count, std::mt19937& rng) {
       std::fprintf(csv, "decode_empty_blocks,%d,%d,launch-%d,%.5f,%lld,,%.3f\n", batch, context, launch, ms,
                    static_cast<long long>(empty), ns_each);
     }
-  }
-  for (void* p : {static_cast<void*>(k_cache), static_cast<void*>(v_cache), static_cast<void*>(q),
-                  static_cast<void*>(out), static_cast<void*>(d_tables), static_cast<void*>(d_lens),
-                  static_cast<void*>(ws)}) {
-    CudaOk(cudaFree(p), "free");
   }
 }
 
@@ -281,33 +297,20 @@ int main(int argc, char** argv) {
     for (const int32_t context : {2048, 8192}) {
       const int32_t blocks_per_seq = context / block_size;
       const KvCacheShape cache{batch * blocks_per_seq, block_size, num_kv_heads, head_dim};
-      bf16* k_cache = DeviceAlloc<bf16>(cache.NumElements());
-      bf16* v_cache = DeviceAlloc<bf16>(cache.NumElements());
-      bf16* q = DeviceAlloc<bf16>(size_t(batch) * num_heads * head_dim);
-      bf16* out = DeviceAlloc<bf16>(size_t(batch) * num_heads * head_dim);
-      FillRandom(k_cache, cache.NumElements(), rng);
-      FillRandom(v_cache, cache.NumElements(), rng);
-      FillRandom(q, size_t(batch) * num_heads * head_dim, rng);
       std::vector<int32_t> tables(size_t(batch) * blocks_per_seq);
       std::iota(tables.begin(), tables.end(), 0);
       std::shuffle(tables.begin(), tables.end(), rng);  // scattered blocks, as in serving
-      std::vector<int32_t> lens(batch, context);
-      int32_t* d_tables = DeviceAlloc<int32_t>(tables.size());
-      int32_t* d_lens = DeviceAlloc<int32_t>(lens.size());
-      CudaOk(cudaMemcpy(d_tables, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice), "up");
-      CudaOk(cudaMemcpy(d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice), "up");
-      const size_t ws_bytes = servelab::kernels::cuda::PagedDecodeAttentionWorkspaceBytes(
-          batch, num_heads, context, cache);
-      float* ws = DeviceAlloc<float>(ws_bytes / sizeof(float) + 1);
+      const DecodeBuffers d(cache, batch, num_heads, head_dim, tables, std::vector<int32_t>(batch, context), context,
+                            rng);
       const double bytes = 2.0 * cache.NumElements() * sizeof(bf16) +
                            2.0 * batch * num_heads * head_dim * sizeof(bf16) + tables.size() * 4;
       for (const bool split : {true, false}) {
         const double ms = MedianMs(
             [&] {
               servelab::kernels::cuda::PagedDecodeAttention(
-                  out, q, k_cache, v_cache, d_tables, d_lens, batch, num_heads, blocks_per_seq,
-                  context, 1.0f / std::sqrt(float(head_dim)), cache, split ? ws : nullptr,
-                  split ? ws_bytes : 0, nullptr);
+                  d.out, d.q, d.k_cache, d.v_cache, d.tables, d.lens, batch, num_heads, blocks_per_seq,
+                  context, 1.0f / std::sqrt(float(head_dim)), cache, split ? d.ws : nullptr,
+                  split ? d.ws_bytes : 0, nullptr);
             },
             3, 20);
         CudaOk(cudaDeviceSynchronize(), "decode");
@@ -320,12 +323,6 @@ int main(int argc, char** argv) {
           std::fprintf(csv, "decode_attention,%d,%d,%s,%.5f,%.0f,%.1f,%.3f\n", batch, context,
                        mode, ms, bytes, gbs, gbs / copy_gbs);
         }
-      }
-      for (void* p : {static_cast<void*>(k_cache), static_cast<void*>(v_cache),
-                      static_cast<void*>(q), static_cast<void*>(out),
-                      static_cast<void*>(d_tables), static_cast<void*>(d_lens),
-                      static_cast<void*>(ws)}) {
-        CudaOk(cudaFree(p), "free");
       }
     }
   }
