@@ -297,6 +297,24 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   std::printf("fit on %s (%zu file%s, %zu rows)\n", model->device.c_str(), tables.size(),
               tables.size() == 1 ? "" : "s", everything.rows.size());
   PrintCalibration(*model, *in_sample, fitted, evaluations);
+  // How the fitted profiles' decode steps ran, where they record it (graph_rows): what the
+  // decode step overhead above was fitted from.
+  for (const ProfileTable& t : tables) {
+    int64_t graphs = 0, padded = 0, eager = 0;
+    for (const ProfileRow& r : t.rows) {
+      if (r.op != "step" || r.tokens != r.batch || !r.GraphRecorded()) continue;
+      if (r.graph_rows == 0) {
+        ++eager;
+      } else {
+        ++graphs;
+        if (r.graph_rows > r.batch) ++padded;
+      }
+    }
+    if (graphs + eager == 0 || t.rows.front().device == "cpu") continue;
+    std::printf("decode steps of %s, as recorded: %lld ran as CUDA graphs (%lld padded to the graph's rows), %lld op by op\n",
+                t.path.c_str(), static_cast<long long>(graphs), static_cast<long long>(padded),
+                static_cast<long long>(eager));
+  }
   std::printf("model: %s\n", out.c_str());
   RemoveStalePlot((fs::path(dir) / "calibration.png").string());
   if (!vm.count("no-plots")) {

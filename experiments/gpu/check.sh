@@ -277,19 +277,11 @@ if want calibration && [[ -x $SERVELAB ]] && has_time "profile -> calibrate -> v
       --out "$OUT/calibration/profile_cuda.csv" --max-tokens 4096 --max-batch 128 \
       --max-context 4096 --repeats 5 --warmup 2 --settle-ms 10 --no-progress "${profile_args[@]}" >"$OUT/profile.log" 2>&1 ||
     { note "profile FAILED (profile.log)"; status=1; }
-  # How its decode steps ran: each step row records the CUDA graph it replayed (graph_rows,
-  # graph_context; 0: op by op), which the fit prices.
-  [[ -f $OUT/calibration/profile_cuda.csv ]] && python3 - "$OUT/calibration/profile_cuda.csv" <<'PY' | tee -a "$SUMMARY"
-import csv, sys
-steps = [r for r in csv.DictReader(open(sys.argv[1])) if r["op"] == "step" and r["tokens"] == r["batch"]]
-graphs = [r for r in steps if r.get("graph_rows") not in (None, "", "0")]
-padded = sum(1 for r in graphs if int(r["graph_rows"]) > int(r["batch"]))
-print(f"profile: {len(graphs)} of {len(steps)} decode steps ran as CUDA graphs ({padded} padded)")
-PY
   timeout "$(limit 30)" "$SERVELAB" calibrate "$OUT/calibration/profile_cuda.csv" \
       --out "$OUT/calibration/MODEL.yaml" --no-plots >"$OUT/calibrate.log" 2>&1 ||
     { note "calibrate FAILED (calibrate.log)"; status=1; }
-  grep -E "in sample|whole steps|step overhead" "$OUT/calibrate.log" | tee -a "$SUMMARY"
+  # (and how the profile's decode steps ran: each step row records the CUDA graph it replayed)
+  grep -E "in sample|whole steps|step overhead|as recorded" "$OUT/calibrate.log" | tee -a "$SUMMARY"
   # engine_cuda.yaml again on the simulator, now on the fitted model and the engine's own
   # KV pool: the engine-vs-simulator comparison the calibration is for.
   if [[ -f $OUT/calibration/MODEL.yaml && -f $OUT/engine_cuda/summary.json ]]; then
