@@ -60,11 +60,12 @@ std::string StepsCsv(const LoadValidation& v) {
     } else {
       csv += ',';
     }
-    for (const std::optional<DecodeGraphRun>* graph : {&s.graph_measured, &s.graph_predicted}) {
-      if (graph == &s.graph_measured && !reported) continue;
+    const auto graph = [&csv](const std::optional<DecodeGraphRun>& g) {
       csv += ',';
-      if (*graph) csv += std::to_string((*graph)->rows) + "x" + std::to_string((*graph)->context_bucket);
-    }
+      if (g) csv += std::to_string(g->rows) + "x" + std::to_string(g->context_bucket);
+    };
+    if (reported) graph(s.graph_measured);
+    graph(s.graph_predicted);
     csv += '\n';
   }
   return csv;

@@ -377,12 +377,10 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
     model.gemm_corrections = GemmCorrectionsOf(std::move(ratios), options.min_distinct_sizes);
   }
   std::vector<double> residuals, decode_residuals;
-  // Decode steps run as CUDA graphs: as the rows record it, or, on rows that do not say,
-  // of servelab's own CUDA kernels (StepGraphOf).
-  model.decode_graphs = std::any_of(steps.begin(), steps.end(), [&](const ProfileRow* r) {
-    return r->tokens == r->batch &&
-           (r->graph_rows > 0 || (!r->GraphRecorded() && ServelabGpuKernels(*r, *gpu)));
-  });
+  // Decode steps run as CUDA graphs, each as StepGraphOf says (as its row records it, or,
+  // on a row that does not say, of servelab's own CUDA kernels); the model keeps
+  // decode_graphs when any did (below).
+  model.decode_graphs = true;
   for (const ProfileRow* row : steps) {
     const double residual = row->median_ms * 1e-3 - PredictOps(model, *gpu, *row);
     (StepGraphOf(model, *gpu, *row) ? decode_residuals : residuals).push_back(residual);
