@@ -39,15 +39,12 @@ bool ParseGraph(std::string_view cell, std::optional<DecodeGraphRun>& graph) {
   graph.reset();
   if (cell.empty()) return true;
   const size_t x = cell.find('x');
-  if (x == std::string_view::npos) return false;
-  int64_t parts[2] = {0, 0};
-  const std::string_view texts[2] = {cell.substr(0, x), cell.substr(x + 1)};
-  for (size_t i = 0; i < 2; ++i) {
-    const std::string_view t = texts[i];
-    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), parts[i]);
-    if (ec != std::errc() || end != t.data() + t.size() || parts[i] < 1 || parts[i] > INT32_MAX) return false;
+  DecodeGraphRun g;
+  if (x == std::string_view::npos || !ParseCount(cell.substr(0, x), g.rows) ||
+      !ParseCount(cell.substr(x + 1), g.context_bucket) || g.rows < 1 || g.context_bucket < 1) {
+    return false;
   }
-  graph = DecodeGraphRun{static_cast<int32_t>(parts[0]), static_cast<int32_t>(parts[1])};
+  graph = g;
   return true;
 }
 
