@@ -32,7 +32,9 @@ if [ "$run_tests" = 1 ]; then
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-for yaml in $(find experiments -name '*.yaml' | sort); do
+# experiments/results/ holds what runs wrote (fitted MODEL.yaml files, resolved configs),
+# not experiments to run.
+for yaml in $(find experiments -name '*.yaml' -not -path 'experiments/results/*' | sort); do
   if grep -q 'device: cuda' "$yaml"; then continue; fi
   verb=run
   if grep -q '^sweep:' "$yaml"; then verb=sweep; fi
