@@ -72,10 +72,11 @@ std::string StepsCsv(const LoadValidation& v) {
 }
 
 // The engine's reference steps (HostCheckPoints, or `points`: the same steps again), timed
-// as `servelab profile` times its rows (in passes, each configuration warmed up first).
-// The first is where a load's model is first loaded: its errors keep their kind (a model
-// file missing or broken, a KV pool too small for the context: bad input).
+// as `servelab profile` times its rows (in passes, each configuration warmed up first), on
+// `model`, the load's: the weights its engine runs. Errors keep their kind (a KV pool too
+// small for the context: bad input).
 StatusOr<std::vector<TimedStep>> TimeReferenceSteps(const ExperimentConfig& config,
+                                                    std::shared_ptr<EngineModel> model,
                                                     const std::vector<ProfilePoint>& points,
                                                     double settle_ms) {
   ProfileOptions options;
@@ -83,7 +84,7 @@ StatusOr<std::vector<TimedStep>> TimeReferenceSteps(const ExperimentConfig& conf
   options.host_check = points.empty();
   options.points = points;
   options.repeats = 9;
-  auto steps = TimeSteps(config, options);
+  auto steps = TimeSteps(config, options, std::move(model));
   if (!steps.ok()) return Status(steps.status().code(), "host check: " + steps.status().message());
   return steps;
 }
@@ -356,8 +357,17 @@ int ValidateCommand(const std::vector<std::string>& args) {
     const std::string& label = load.first;
     ExperimentConfig& config = load.second;
     if (config.hardware.num_gpu_blocks == 0) config.hardware.num_gpu_blocks = pinned_blocks;
+    // The load's model, read once: its engine runs and its host check's reference steps
+    // run on the same weights (two copies of one model's weights in one process ran the
+    // same decode 5-10% apart here; experiments/validation/README.md).
+    std::shared_ptr<EngineModel> model;
+    if (recorded.empty()) {
+      auto loaded = EngineModel::Load(config);
+      if (!loaded.ok()) return Report(Status(loaded.status().code(), label + ": " + loaded.status().message()));
+      model = std::move(loaded).value();
+    }
     const auto make_engine = [&]() -> StatusOr<BackendFactory> {
-      if (recorded.empty()) return MakeEngineBackendFactory(config);
+      if (recorded.empty()) return MakeEngineBackendFactory(config, model);
       auto factory = MakeRecordedEngineFactory(config, recordings.at(label));
       if (!factory.ok()) return Status(factory.status().code(), label + ": " + factory.status().message());
       return factory;
@@ -368,7 +378,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
     StatusOr<LoadValidation> v = Internal("validate: no run");
     for (int32_t attempt = 1; attempt <= retries + 1; ++attempt) {
       StatusOr<std::vector<TimedStep>> before = std::vector<TimedStep>{};
-      if (host_check) before = TimeReferenceSteps(config, {}, settle_ms);
+      if (host_check) before = TimeReferenceSteps(config, model, {}, settle_ms);
       if (!before.ok()) return Report(Status(before.status().code(), label + ": " + before.status().message()));
       // When each engine run starts, for matching a run to what the device logged then
       // (experiments/gpu/check.sh stamps these lines with the time).
@@ -392,7 +402,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
       }
       std::vector<ProfilePoint> points;
       for (const TimedStep& t : *before) points.push_back(t.point);
-      auto after = TimeReferenceSteps(config, points, settle_ms);  // the very steps timed before
+      auto after = TimeReferenceSteps(config, model, points, settle_ms);  // the very steps timed before
       if (!after.ok()) return Report(Status(after.status().code(), label + ": " + after.status().message()));
       HostCheck& host = v->host;
       for (size_t i = 0; i < points.size(); ++i) {
@@ -429,6 +439,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
     if (config.hardware.num_gpu_blocks == 0) {  // the first load's first run: pin its pool
       pinned_blocks = v->sim_config.hardware.num_gpu_blocks;
       config.hardware.num_gpu_blocks = pinned_blocks;
+      if (model != nullptr) model = model->WithKvBlocks(pinned_blocks);
       engine = make_engine();  // for this load's further runs
       if (!engine.ok()) return Report(engine.status());
     }

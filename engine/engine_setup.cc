@@ -160,6 +160,13 @@ Status EngineModel::LoadModel() {
   return Status::Ok();
 }
 
+std::shared_ptr<EngineModel> EngineModel::WithKvBlocks(int64_t num_gpu_blocks) const {
+  SERVELAB_CHECK(num_gpu_blocks >= 0);
+  std::shared_ptr<EngineModel> model(new EngineModel(*this));
+  model->config_.hardware.num_gpu_blocks = num_gpu_blocks;
+  return model;
+}
+
 std::string EngineModel::Device() const {
   return config_.engine.device == EngineDevice::kCuda ? config_.hardware.gpu.name : "cpu";
 }
@@ -204,14 +211,15 @@ StatusOr<std::unique_ptr<ModelRunner>> EngineModel::MakeRunner() const {
   return std::unique_ptr<ModelRunner>(std::move(runner).value());
 }
 
-StatusOr<BackendFactory> MakeEngineBackendFactory(const ExperimentConfig& config) {
+StatusOr<BackendFactory> MakeEngineBackendFactory(const ExperimentConfig& config,
+                                                  std::shared_ptr<EngineModel> model) {
   SERVELAB_RETURN_IF_ERROR(CheckEngineSection(config));
   struct Shared {
     ExperimentConfig config;
     EngineBackendOptions options;
-    std::shared_ptr<EngineModel> model;  // on the first replica
+    std::shared_ptr<EngineModel> model;  // given, or loaded for the first replica
   };
-  auto shared = std::make_shared<Shared>(Shared{config, BackendOptions(config), nullptr});
+  auto shared = std::make_shared<Shared>(Shared{config, BackendOptions(config), std::move(model)});
   return BackendFactory([shared](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
     if (shared->model == nullptr) {
       auto model = EngineModel::Load(shared->config);

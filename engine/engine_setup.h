@@ -35,6 +35,10 @@ class EngineModel {
   std::string Device() const;
   // A runner with its own KV pool. Errors: device set-up, memory.
   StatusOr<std::unique_ptr<ModelRunner>> MakeRunner() const;
+  // The same model with its runners' KV pools of exactly `num_gpu_blocks` blocks
+  // (hardware.num_gpu_blocks; what validate pins after its first engine run), sharing
+  // the weights already read.
+  std::shared_ptr<EngineModel> WithKvBlocks(int64_t num_gpu_blocks) const;
 
  private:
   explicit EngineModel(ExperimentConfig config) : config_(std::move(config)) {}
@@ -49,6 +53,9 @@ class EngineModel {
 // Checks the engine section at once (what the options allow, without reading the
 // model: sweeps check every point before any runs); the model is read, or written, when
 // the driver asks for the first replica's backend, and shared by the others.
-StatusOr<BackendFactory> MakeEngineBackendFactory(const ExperimentConfig& config);
+// `model`, when given, is the experiment's model already loaded (EngineModel::Load(config)),
+// for the backends to run instead of reading it again.
+StatusOr<BackendFactory> MakeEngineBackendFactory(const ExperimentConfig& config,
+                                                  std::shared_ptr<EngineModel> model = nullptr);
 
 }  // namespace servelab

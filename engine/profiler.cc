@@ -175,7 +175,9 @@ struct Session {
   std::vector<std::unique_ptr<Timed>> timed;
 };
 
-StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const ProfileOptions& options) {
+// `model`: the experiment's, already loaded; null: loaded here.
+StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const ProfileOptions& options,
+                                           std::shared_ptr<EngineModel> model) {
   if (config.backend != BackendKind::kEngine) {
     return InvalidArgument(config.Where("backend") + ": profile needs an engine experiment "
                            "(backend: engine)");
@@ -193,9 +195,12 @@ StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const
                            std::to_string(config.scheduler.max_num_seqs));
   }
   auto session = std::make_unique<Session>();
-  auto model = EngineModel::Load(config);
-  if (!model.ok()) return model.status();
-  session->model = std::move(*model);
+  if (model == nullptr) {
+    auto loaded = EngineModel::Load(config);
+    if (!loaded.ok()) return loaded.status();
+    model = std::move(*loaded);
+  }
+  session->model = std::move(model);
   auto made = session->model->MakeRunner();
   if (!made.ok()) return made.status();
   session->runner = std::move(*made);
@@ -423,16 +428,19 @@ std::vector<ProfileRow> Rows(Session& s, const ProfileOptions& options) {
 }
 
 // Every experiment's session, prepared (all checked before any is measured), then measured.
+// `model`: one experiment's model, already loaded; null: each loaded here.
 StatusOr<std::vector<std::unique_ptr<Session>>> Measured(std::span<const ExperimentConfig> configs,
-                                                         const ProfileOptions& options) {
+                                                         const ProfileOptions& options,
+                                                         std::shared_ptr<EngineModel> model = nullptr) {
   SERVELAB_RETURN_IF_ERROR(CheckProfileOptions(options));
   if (configs.empty() || configs.size() > static_cast<size_t>(kMaxProfileExperiments)) {
     return InvalidArgument("profile: " + std::to_string(configs.size()) + " experiments: from 1 to " +
                            std::to_string(kMaxProfileExperiments) + " at once");
   }
+  SERVELAB_CHECK(model == nullptr || configs.size() == 1);
   std::vector<std::unique_ptr<Session>> sessions;
   for (const ExperimentConfig& config : configs) {
-    auto session = Prepare(config, options);
+    auto session = Prepare(config, options, model);
     if (!session.ok()) return session.status();
     (*session)->index = sessions.size();
     sessions.push_back(std::move(*session));
@@ -459,8 +467,9 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
   return std::move(rows->front());
 }
 
-StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const ProfileOptions& options) {
-  auto sessions = Measured(std::span<const ExperimentConfig>(&config, 1), options);
+StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const ProfileOptions& options,
+                                           std::shared_ptr<EngineModel> model) {
+  auto sessions = Measured(std::span<const ExperimentConfig>(&config, 1), options, std::move(model));
   if (!sessions.ok()) return sessions.status();
   std::vector<TimedStep> steps;
   for (const auto& t : sessions->front()->timed) {

@@ -36,6 +36,7 @@
 // max_num_seqs and context served) or none (0 and 0: op by op, as every op row).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -44,6 +45,8 @@
 #include "driver/profile_table.h"
 
 namespace servelab {
+
+class EngineModel;  // engine/engine_setup.h
 
 // One configuration of the grid: a prefill chunk of `tokens` tokens of one sequence, or
 // a decode of `tokens` sequences, after `context` cached tokens each.
@@ -134,8 +137,12 @@ struct TimedStep {
 
 // ProfileEngine's whole steps only, each with its configuration (decodes told from
 // prefill chunks of one token, which the rows cannot). `options.points` or `host_check`
-// usually choose them.
-StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const ProfileOptions& options);
+// usually choose them. `model`, when given, is the experiment's model already loaded
+// (EngineModel::Load(config)): its weights are timed, not a copy read again. On this
+// host two copies of one model's weights in one process ran the same decode 5-10% apart,
+// so `servelab validate` times its host check on the weights its engine runs.
+StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const ProfileOptions& options,
+                                           std::shared_ptr<EngineModel> model = nullptr);
 
 // `config` must run on the engine (backend: engine). Errors: the engine's, and options
 // out of range (InvalidArgument).

@@ -18,6 +18,7 @@
 
 #include "core/op.h"
 #include "driver/config_yaml.h"
+#include "engine/engine_setup.h"
 
 namespace servelab {
 namespace {
@@ -355,6 +356,50 @@ TEST_F(ProfilerTest, TimesTheGivenPointsOrTheHostChecks) {
     EXPECT_EQ((*timed)[i].point.context, options.points[i].context) << i;
     EXPECT_GT((*timed)[i].median_s, 0.0) << i;
   }
+}
+
+// A model already loaded is what TimeSteps and the engine's backends run: its weights, not
+// a copy read again (validate's host check times the weights its engine runs). With the
+// model folder gone, loading fails; the loaded model still times and serves, and
+// WithKvBlocks gives its runners a pool of exactly that many blocks.
+TEST_F(ProfilerTest, ALoadedModelIsTimedAndServedWithoutReadingItAgain) {
+  const ExperimentConfig config = Config();
+  auto model = EngineModel::Load(config);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  fs::remove_all(config.engine.model_path);
+  ExperimentConfig unwritable = config;  // so that nothing writes the model back either
+  unwritable.engine.create_model = false;
+  ProfileOptions options;
+  options.warmup = 0;
+  options.warmup_ms = 0;
+  options.repeats = 1;
+  options.settle_ms = 0;
+  options.max_context = 40;
+  options.points = {{true, 2, 15}};
+  auto again = TimeSteps(unwritable, options);
+  ASSERT_FALSE(again.ok());
+  EXPECT_THAT(again.status().message(), HasSubstr("model"));
+  auto timed = TimeSteps(unwritable, options, *model);
+  ASSERT_TRUE(timed.ok()) << timed.status().message();
+  ASSERT_EQ(timed->size(), 1u);
+  EXPECT_GT(timed->front().median_s, 0.0);
+
+  auto reread = MakeEngineBackendFactory(unwritable);
+  ASSERT_TRUE(reread.ok()) << reread.status().message();
+  EXPECT_FALSE((*reread)(0).ok());
+  auto factory = MakeEngineBackendFactory(unwritable, *model);
+  ASSERT_TRUE(factory.ok()) << factory.status().message();
+  auto backend = (*factory)(0);
+  ASSERT_TRUE(backend.ok()) << backend.status().message();
+
+  auto runner = (*model)->MakeRunner();
+  ASSERT_TRUE(runner.ok()) << runner.status().message();
+  const int32_t blocks = (*runner)->Capacity().num_gpu_blocks;
+  ASSERT_GT(blocks, 7);
+  auto pinned = (*model)->WithKvBlocks(blocks - 7)->MakeRunner();
+  ASSERT_TRUE(pinned.ok()) << pinned.status().message();
+  EXPECT_EQ((*pinned)->Capacity().num_gpu_blocks, blocks - 7);
+  EXPECT_EQ((*(*model)->MakeRunner())->Capacity().num_gpu_blocks, blocks);  // the original keeps its pool
 }
 
 // The host check's steps: a chunk, then decodes at the grid's contexts, clamped to the
