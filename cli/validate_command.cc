@@ -150,8 +150,9 @@ engine's runs drawn).
 
 Host check: right before and after each load's run, three reference steps (a prefill
 chunk of up to 128 tokens, a decode of max_num_seqs sequences, halved until the KV pool
-holds it, and a decode of one sequence) are timed as `servelab profile` times its rows;
-each time loads the load's model once more (--no-host-check skips them). Their change
+holds it, and a decode of one sequence) are timed as `servelab profile` times its rows,
+on the load's own model: on the CPU engine the very weights its runs stream (a CUDA runner
+reads its own copy onto the device) (--no-host-check skips them). Their change
 across the run is the host's drift: a shared or throttled host that changes speed during
 a run shows up there, not only as the model's error; the simulator's error on them says
 how far the host then was from the one the model was fitted on. validation.md has a
@@ -311,11 +312,15 @@ int ValidateCommand(const std::vector<std::string>& args) {
                                     "with the simulator; set backend: engine"));
     }
     // A recording is played back, not run: its engine need not be one this build can run
-    // (the H200's recording, played back where servelab was built without CUDA), and
-    // what is checked is the simulated side, which plays it back.
-    ExperimentConfig checked_config = config;
-    if (!recorded.empty()) checked_config.backend = BackendKind::kSim;
-    if (Status checked = CheckExperiment(checked_config); !checked.ok()) {
+    // (the H200's recording, played back where servelab was built without CUDA); each
+    // load's playback is checked below, once its recording is read.
+    if (!recorded.empty()) {
+      if (auto prepared = PrepareExperiment(config); !prepared.ok()) {
+        return Report(Status(prepared.status().code(), label + ": " + prepared.status().message()));
+      }
+      continue;
+    }
+    if (Status checked = CheckExperiment(config); !checked.ok()) {
       return Report(Status(checked.code(), label + ": " + checked.message()));
     }
   }
@@ -342,6 +347,10 @@ int ValidateCommand(const std::vector<std::string>& args) {
       auto recording = ReadEngineRecording((fs::path(recorded) / label).string());
       if (!recording.ok()) return Report(Status(recording.status().code(), label + ": " + recording.status().message()));
       recordings[label] = std::make_shared<const EngineRecording>(std::move(recording).value());
+      // The playback as it will run (on the recording's KV pool and context), checked
+      // before anything is written.
+      auto playback = MakeRecordedEngineFactory(config, recordings[label]);
+      if (!playback.ok()) return Report(Status(playback.status().code(), label + ": " + playback.status().message()));
     }
   }
   const bool progress = !vm.count("no-progress") && ::isatty(STDERR_FILENO);
@@ -357,9 +366,10 @@ int ValidateCommand(const std::vector<std::string>& args) {
     const std::string& label = load.first;
     ExperimentConfig& config = load.second;
     if (config.hardware.num_gpu_blocks == 0) config.hardware.num_gpu_blocks = pinned_blocks;
-    // The load's model, read once: its engine runs and its host check's reference steps
-    // run on the same weights (two copies of one model's weights in one process ran the
-    // same decode 5-10% apart here; experiments/validation/README.md).
+    // The load's model, read once for its engine runs and its host check: on the CPU
+    // engine both run the same weights (two copies of one model's weights in one process
+    // can run at different speeds: experiments/validation/README.md, What limits); a
+    // CUDA runner reads its own copy onto the device either way.
     std::shared_ptr<EngineModel> model;
     if (recorded.empty()) {
       auto loaded = EngineModel::Load(config);

@@ -37,7 +37,7 @@ class EngineModel {
   StatusOr<std::unique_ptr<ModelRunner>> MakeRunner() const;
   // The same model with its runners' KV pools of exactly `num_gpu_blocks` blocks
   // (hardware.num_gpu_blocks; what validate pins after its first engine run), sharing
-  // the weights already read.
+  // the weights already read (the CPU engine's; a CUDA runner reads its own).
   std::shared_ptr<EngineModel> WithKvBlocks(int64_t num_gpu_blocks) const;
 
  private:

@@ -138,9 +138,10 @@ struct TimedStep {
 // ProfileEngine's whole steps only, each with its configuration (decodes told from
 // prefill chunks of one token, which the rows cannot). `options.points` or `host_check`
 // usually choose them. `model`, when given, is the experiment's model already loaded
-// (EngineModel::Load(config)): its weights are timed, not a copy read again. On this
-// host two copies of one model's weights in one process ran the same decode 5-10% apart,
-// so `servelab validate` times its host check on the weights its engine runs.
+// (EngineModel::Load(config)), for the runner to be made from: on the CPU engine its
+// weights are timed, not a copy read again (two copies in one process can run at
+// different speeds, experiments/validation/README.md), so `servelab validate` times its
+// host check on the weights its engine runs; a CUDA runner reads its own device copy.
 StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const ProfileOptions& options,
                                            std::shared_ptr<EngineModel> model = nullptr);
 

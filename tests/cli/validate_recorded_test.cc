@@ -71,6 +71,13 @@ TEST_F(ValidateRecordedTest, PlaysTheEngineRunBackStepForStep) {
   EXPECT_EQ(wall.exit_code, 2);
   EXPECT_THAT(wall.err, HasSubstr("engine.clock: a recording plays back on clock: virtual"));
   EXPECT_FALSE(fs::exists(dir_ / "o3"));
+  // Played back on the recording's KV pool, whatever the experiment's GPU would hold: on an
+  // H200 this tiny model's memory estimate is over 2^24 blocks, which a run would refuse.
+  const CliResult big = Run(common + " --recorded " + (dir_ / "v").string() + " --out " + (dir_ / "o4").string() +
+                            " --set hardware.gpu=h200-141gb");
+  EXPECT_EQ(big.exit_code, 0) << big.err;
+  EXPECT_EQ(ReadFile(dir_ / "o4" / "rate-100" / "engine" / "requests.csv"),
+            ReadFile(dir_ / "v" / "rate-100" / "engine" / "requests.csv"));
   // Run past the recording's end: fewer steps recorded than the run makes.
   const std::string steps = ReadFile(dir_ / "v" / "rate-100" / "steps_compared.csv");
   fs::copy(dir_ / "v", dir_ / "short", fs::copy_options::recursive);
