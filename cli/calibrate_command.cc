@@ -105,7 +105,8 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   double routing_skew = -1;
   options.add_options()
       ("help,h", "show this help")
-      ("out", po::value<std::string>(&out), "the model file to write (its folder gets the rest)")
+      ("out", po::value<std::string>(&out),
+       "the model file to write (its folder gets the rest), or a folder to write MODEL.yaml in")
       ("evaluate", po::value<std::vector<std::string>>(&evaluate)->multitoken(),
        "profiles to predict with the fit (other shapes, TP degrees, GPUs)")
       ("device", po::value<std::string>(&device),
@@ -146,7 +147,10 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   }
   // The outputs' place, checked before anything is read or fitted: the model file and,
   // beside it, calibration.json, calibration_points.csv and calibration.png.
-  const fs::path out_path(out);
+  // --out naming a folder (one that exists, or a path ending in '/'), as `run` and
+  // `validate` take theirs: the model is MODEL.yaml in it.
+  fs::path out_path(out);
+  if (std::error_code ec; out.back() == '/' || fs::is_directory(out_path, ec)) out_path /= "MODEL.yaml";
   const std::string dir = out_path.has_parent_path() ? out_path.parent_path().string() : ".";
   const std::string model_name = out_path.filename().string();
   for (const char* beside : {"calibration.json", "calibration_points.csv", "calibration.png"}) {
@@ -290,7 +294,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   }
 
   **model_out << CalibratedModelYaml(*model, in_sample->ops_form);
-  **json_out << CalibrationJson(out, *model, *in_sample, fitted, evaluations).dump(2) << "\n";
+  **json_out << CalibrationJson(out_path.string(), *model, *in_sample, fitted, evaluations).dump(2) << "\n";
   **points_out << CalibrationPointsCsv(fitted, evaluations);
   if (Status written = (*folder)->Commit(); !written.ok()) return Report(written);
 
@@ -315,7 +319,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
                 t.path.c_str(), static_cast<long long>(graphs), static_cast<long long>(padded),
                 static_cast<long long>(eager));
   }
-  std::printf("model: %s\n", out.c_str());
+  std::printf("model: %s\n", out_path.string().c_str());
   RemoveStalePlot((fs::path(dir) / "calibration.png").string());
   if (!vm.count("no-plots")) {
     RunPlotScript("calibrate", "calibration.py",

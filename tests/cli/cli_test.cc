@@ -577,7 +577,6 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
        "--routing-skew 5.0: must be in [0, 4]"},
       {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --routing-skew 0",
        "--routing-skew: no profile row counted a mixture of experts' routing"},
-      {profile.string() + " --out " + (dir_ / "m").string(), "m: is a folder"},
       // The model written over the profile it is fitted from; over a device.
       {profile.string() + " --out " + profile.string(), ", an input of this command; writing it would replace it"},
       {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --evaluate " +
@@ -603,6 +602,18 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
     EXPECT_THAT(r.err, HasSubstr(b.said)) << b.args;
     EXPECT_EQ(ReadFile(dir_ / "m" / "calibration.json"), before) << b.args;
     EXPECT_EQ(ReadFile(profile), profile_text) << b.args;
+  }
+
+  // --out naming a folder: MODEL.yaml in it (and the rest beside it), the same model.
+  const std::string model_text = ReadFile(fitted);
+  fs::create_directories(dir_ / "into");
+  for (const std::string& folder : {(dir_ / "into").string(), (dir_ / "new").string() + "/"}) {
+    const CliResult into = Run("calibrate " + profile.string() + " --out " + folder + " --no-plots");
+    ASSERT_EQ(into.exit_code, 0) << folder << ": " << into.err;
+    EXPECT_EQ(ReadFile(fs::path(folder) / "MODEL.yaml"), model_text) << folder;
+    EXPECT_THAT(ReadFile(fs::path(folder) / "calibration.json"),
+                HasSubstr((fs::path(folder) / "MODEL.yaml").string())) << folder;
+    EXPECT_THAT(into.out, HasSubstr("model: " + (fs::path(folder) / "MODEL.yaml").string())) << folder;
   }
 
   const fs::path out = dir_ / "v";
