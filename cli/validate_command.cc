@@ -73,8 +73,8 @@ std::string StepsCsv(const LoadValidation& v) {
 
 // The engine's reference steps (HostCheckPoints, or `points`: the same steps again), timed
 // as `servelab profile` times its rows (in passes, each configuration warmed up first), on
-// `model`, the load's: the weights its engine runs. Errors keep their kind (a KV pool too
-// small for the context: bad input).
+// `model`, the load's (on the CPU engine, the weights its runs stream). Errors keep their
+// kind (a KV pool too small for the context: bad input).
 StatusOr<std::vector<TimedStep>> TimeReferenceSteps(const ExperimentConfig& config,
                                                     std::shared_ptr<EngineModel> model,
                                                     const std::vector<ProfilePoint>& points,
