@@ -239,6 +239,12 @@ nlohmann::ordered_json CalibrationJson(const std::string& model_path, const Cali
     }
     json["routing"] = routing;
   }
+  if (const auto& a = model.after_prefill) {
+    json["after_prefill"] = {{"slowdown", a->slowdown},         {"decay_steps", a->decay_steps},
+                             {"rows", a->rows},                 {"prefill_tokens_min", a->prefill_tokens_min},
+                             {"prefill_tokens_max", a->prefill_tokens_max}, {"mape_pct", a->mape_pct},
+                             {"bias_pct", a->bias_pct}};
+  }
   json["in_sample"] = EvaluationJson(in_sample);
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
   for (const Evaluation& e : fitted) files.push_back(EvaluationJson(e));
@@ -287,6 +293,12 @@ void PrintCalibration(const CalibratedModel& model, const Evaluation& in_sample,
   if (model.has_decode_step_overhead) {
     std::printf("decode step overhead (decode steps beyond their ops, median; replayed as CUDA "
                 "graphs): %.2f us\n", model.decode_step_overhead_us);
+  }
+  if (const auto& a = model.after_prefill) {
+    std::printf("decodes after a prefill step (%lld rows, chunks of %d-%d tokens): the first %.1f%% slower than "
+                "settled, decaying over %.2f steps (the 4th: %.1f%%); the fit %.2f%% MAPE, bias %+.2f%%\n",
+                static_cast<long long>(a->rows), a->prefill_tokens_min, a->prefill_tokens_max, 100 * a->slowdown,
+                a->decay_steps, 100 * (a->Factor(4) - 1), a->mape_pct, a->bias_pct);
   }
 }
 

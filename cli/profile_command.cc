@@ -34,13 +34,16 @@ constexpr const char* kProfileHelp =
     "(device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,\n"
     "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats,num_experts,\n"
     "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size,experts_run,\n"
-    "single_row_experts,graph_rows,graph_context; per-layer ops per layer; a mixture of\n"
-    "experts' MLP as one op, moe_mlp, with the experts its layers ran; a decode step the\n"
-    "CUDA runner replayed as a graph, the graph's rows and context bucket, else 0 and 0),\n"
-    "for `servelab calibrate`. Repeats run in passes over the whole grid unless\n"
-    "--contiguous; in a pass each measured run follows\n"
+    "single_row_experts,graph_rows,graph_context,after_prefill,prefill_before; per-layer\n"
+    "ops per layer; a mixture of experts' MLP as one op, moe_mlp, with the experts its\n"
+    "layers ran; a decode step the CUDA runner replayed as a graph, the graph's rows and\n"
+    "context bucket, else 0 and 0), for `servelab calibrate`. Repeats run in passes over\n"
+    "the whole grid unless --contiguous; in a pass each measured run follows\n"
     "--settle-ms of its own step back to back, the state a serving run's streak of small\n"
-    "steps settles into. With 5 repeats or more it prints how far each profile's whole\n"
+    "steps settles into, and after each pass decodes of 1, 4 and max_batch sequences are\n"
+    "timed one by one right after a prefill chunk, --after-prefill-steps of them\n"
+    "(step_after_prefill rows: the first decodes after a compute-bound step run slower\n"
+    "than settled ones). With 5 repeats or more it prints how far each profile's whole\n"
     "steps moved within their rows (p10 to p90 over the median, the median and p90 of\n"
     "that over the rows), and a note when the median is above 15%: the host moved during\n"
     "the profile, and a fit of it carries that; with --max-spread P, a median above P\n"
@@ -72,6 +75,8 @@ int ProfileCommand(const std::vector<std::string>& args) {
       ("settle-ms", po::value<double>(&profile.settle_ms)->default_value(defaults.settle_ms),
        "before each measured run, the same step back to back for about this long (0: none)")
       ("repeats", po::value<int32_t>(&profile.repeats)->default_value(defaults.repeats), "measured runs per step")
+      ("after-prefill-steps", po::value<int32_t>(&profile.after_prefill_steps)->default_value(defaults.after_prefill_steps),
+       "in passes, decodes timed one by one after a prefill chunk, each pass (0: none)")
       ("max-tokens", po::value<int32_t>(&profile.max_tokens)->default_value(0),
        "longest prefill chunk (0: scheduler.max_num_batched_tokens)")
       ("max-batch", po::value<int32_t>(&profile.max_batch)->default_value(0),

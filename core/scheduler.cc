@@ -134,6 +134,12 @@ void Scheduler::FinishPlan() {
   plan_.num_decode_tokens = decode;
   plan_.num_emitting = emitting;
   plan_.num_padding = padding;
+  if (prefill > 0) {
+    decode_streak_ = 0;
+  } else if (decode > 0) {
+    decode_streak_ = std::min(decode_streak_ + 1, kMaxStepsSincePrefill);
+    plan_.steps_since_prefill = decode_streak_;
+  }
 }
 
 void Scheduler::PreemptForWaiting(TimeNs now, int32_t budget) {
@@ -368,6 +374,8 @@ int32_t Scheduler::BeginDecodeRun(TimeNs now) {
   plan_.num_decode_tokens = static_cast<int32_t>(n);
   plan_.num_emitting = static_cast<int32_t>(n);
   plan_.num_padding = 0;
+  // Iteration j is the streak's (decode_streak_ + 1 + j)th: the run's backend counts j.
+  plan_.steps_since_prefill = std::min(decode_streak_ + 1, kMaxStepsSincePrefill);
   preempted_last_step_ = 0;
   return limit;
 }
@@ -402,6 +410,9 @@ void Scheduler::EndDecodeRun(std::span<const TimeNs> ends) {
     start = end;
   }
   run_.completed = k;
+  // Every iteration allocated ran or runs (the tail): each a decode-only step.
+  decode_streak_ = static_cast<int32_t>(
+      std::min<int64_t>(int64_t{decode_streak_} + run_.allocated, kMaxStepsSincePrefill));
   if (run_.allocated == k + 1) {
     // The tail is in flight: its Commit applies the run's tokens with its own.
     run_.tail_in_flight = true;

@@ -181,6 +181,9 @@ class Scheduler {
   bool memory_preemption_this_step_ = false;
   int32_t preempted_last_step_ = 0;
   int64_t tokens_pending_ = 0;
+  // Decode-only steps planned since the last step with prompt tokens
+  // (StepPlan::steps_since_prefill).
+  int32_t decode_streak_ = 0;
   DecodeRun run_;
   // Pipeline parallelism: the batches in flight, oldest first, in a ring of
   // batches_in_flight plans (plan_ is swapped in as each is planned); the requests they hold.

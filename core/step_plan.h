@@ -38,6 +38,8 @@ struct BlockCopy {
   int32_t dst = 0;
 };
 
+inline constexpr int32_t kMaxStepsSincePrefill = 1 << 30;
+
 struct StepPlan {
   TimeNs start = 0;
   std::vector<ScheduledRequest> seqs;  // running order: decodes and chunks mixed
@@ -48,6 +50,13 @@ struct StepPlan {
   int32_t num_emitting = 0;            // seqs with emits_token (LM head rows)
   int32_t num_padding = 0;             // static-batching padding seqs
   int32_t num_cached_tokens = 0;       // sum of num_cached_tokens over seqs (admissions)
+  // This step's place in the streak of decode-only steps since the last step that
+  // computed prompt tokens (the scheduler's count, in the order it plans steps): 1 for the
+  // first decode-only step after it, 2 for the next, ...; 0 for a step with prompt tokens
+  // or a swap-only step. A device runs the first decodes after a
+  // compute-bound step slower than settled ones (the calibrated cost model's
+  // after_prefill); saturates at kMaxStepsSincePrefill.
+  int32_t steps_since_prefill = 0;
 
   bool empty() const { return seqs.empty() && swap_out.empty() && swap_in.empty(); }
   int32_t NumTokens() const { return num_prefill_tokens + num_decode_tokens; }
@@ -56,6 +65,7 @@ struct StepPlan {
     swap_out.clear();
     swap_in.clear();
     num_prefill_tokens = num_decode_tokens = num_emitting = num_padding = num_cached_tokens = 0;
+    steps_since_prefill = 0;
   }
 };
 

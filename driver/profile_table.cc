@@ -117,7 +117,7 @@ Status ReadGraph(const Cells& cells, const std::string& path, ProfileRow& r,
                      r.graph_rows == 0 ? "graph_rows" : "graph_context");
   }
   if (r.graph_rows == 0) return Status::Ok();
-  if (r.op != "step" || r.tokens != r.batch || r.device == "cpu") {
+  if ((r.op != "step" && r.op != kStepAfterPrefill) || r.tokens != r.batch || r.device == "cpu") {
     return LineError(path, r.line, "a CUDA graph on a row that is not a GPU's decode step", "graph_rows");
   }
   // At most the graph the runner's rule gives without its caps (which only lower it).
@@ -136,6 +136,28 @@ Status ReadGraph(const Cells& cells, const std::string& path, ProfileRow& r,
                          std::to_string(r.context) + " and the new token (the runner's: " +
                          std::to_string(r.context + 1) + " to " + std::to_string(most_context) + ")",
                      "graph_context");
+  }
+  return Status::Ok();
+}
+
+// A kStepAfterPrefill row's place after its chunk and the chunk's size: both >= 1 there
+// (a decode: tokens = batch), both 0 (or absent) on every other row.
+Status ReadAfterPrefill(const Cells& cells, const std::string& path, ProfileRow& r,
+                        std::optional<size_t> after, std::optional<size_t> chunk) {
+  int64_t k = 0, tokens = 0;
+  if (after) SERVELAB_RETURN_IF_ERROR(cells.Count(*after, "after_prefill", k, 0, kMaxAfterPrefill));
+  if (chunk) SERVELAB_RETURN_IF_ERROR(cells.Count(*chunk, "prefill_before", tokens, 0, Cells::kMaxTokens));
+  r.after_prefill = static_cast<int32_t>(k);
+  r.prefill_before = static_cast<int32_t>(tokens);
+  if (r.op != kStepAfterPrefill) {
+    if (k == 0 && tokens == 0) return Status::Ok();
+    return LineError(path, r.line, "after_prefill and prefill_before belong to " + std::string(kStepAfterPrefill) +
+                     " rows only", k != 0 ? "after_prefill" : "prefill_before");
+  }
+  if (k < 1) return LineError(path, r.line, "a decode step after a prefill chunk: 1 or more", "after_prefill");
+  if (tokens < 1) return LineError(path, r.line, "the chunk before the decodes: 1 token or more", "prefill_before");
+  if (r.tokens != r.batch) {
+    return LineError(path, r.line, "a decode step: tokens = batch (one new token a sequence)", "tokens");
   }
   return Status::Ok();
 }
@@ -159,8 +181,11 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
   const auto single_row = OptionalColumn(header, "single_row_experts");
   const auto graph_rows = OptionalColumn(header, "graph_rows");
   const auto graph_context = OptionalColumn(header, "graph_context");
+  const auto after_prefill = OptionalColumn(header, "after_prefill");
+  const auto prefill_before = OptionalColumn(header, "prefill_before");
   std::vector<std::string> ops = OpNames();
   ops.push_back("step");
+  ops.push_back(kStepAfterPrefill);
   return ForEachDataLine(file, header.size(), [&](const Cells& cells) -> Status {
     ProfileRow r;
     r.line = file.line_number();
@@ -208,6 +233,7 @@ Status ReadServelab(LineFile& file, const std::vector<std::string_view>& header,
     }
     SERVELAB_RETURN_IF_ERROR(ReadRouting(cells, file.path(), r, experts_run, single_row));
     SERVELAB_RETURN_IF_ERROR(ReadGraph(cells, file.path(), r, graph_rows, graph_context));
+    SERVELAB_RETURN_IF_ERROR(ReadAfterPrefill(cells, file.path(), r, after_prefill, prefill_before));
     table.rows.push_back(std::move(r));
     return Status::Ok();
   });
@@ -284,7 +310,7 @@ std::string ProfileCsvHeader() {
   return "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,"
          "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats,num_experts,"
          "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size,experts_run,"
-         "single_row_experts,graph_rows,graph_context\n";
+         "single_row_experts,graph_rows,graph_context,after_prefill,prefill_before\n";
 }
 
 void WriteProfileRow(std::ostream& out, const ProfileRow& r) {
@@ -301,7 +327,7 @@ void WriteProfileRow(std::ostream& out, const ProfileRow& r) {
       << routing << ',';
   if (r.GraphRecorded()) out << r.graph_rows << ',' << r.graph_context;
   else out << ',';  // not recorded: empty cells
-  out << '\n';
+  out << ',' << r.after_prefill << ',' << r.prefill_before << '\n';
 }
 
 ProfileSpread SpreadOf(std::span<const ProfileRow> rows) {

@@ -13,9 +13,12 @@
 //             layers of the experts run and of those given one row, may be absent or 0:
 //             not counted; the last two, how the runner ran a whole step: a decode step
 //             replayed as a CUDA graph, the graph's rows and context bucket, else 0 and 0;
-//             absent or empty: not recorded)
-//             device: a catalog GPU ("a100-80gb") or "cpu"; op: an op of core/op.h or
-//             "step" (a whole step); times per layer (per-layer ops) or per step, per GPU.
+//             absent or empty: not recorded), then after_prefill,prefill_before (absent: 0)
+//             device: a catalog GPU ("a100-80gb") or "cpu"; op: an op of core/op.h, "step" (a
+//             whole step) or "step_after_prefill": a whole decode step timed after_prefill
+//             decode steps after a prefill chunk of prefill_before tokens (1: the first
+//             decode after it; kStepAfterPrefill below); times per layer (per-layer ops) or
+//             per step, per GPU.
 //             A decode row has tokens = batch sequences of one new token after `context`
 //             cached ones each; any other row is one sequence's chunk of `tokens` after
 //             `context` (its prefill). `layers` matters for step rows only.
@@ -83,8 +86,19 @@ struct ProfileRow {
   int64_t graph_rows = kNotRecorded;
   int64_t graph_context = kNotRecorded;
   bool GraphRecorded() const { return graph_rows != kNotRecorded; }
+  // A kStepAfterPrefill row: the decode step's place after the chunk (1 = the first
+  // decode after it, at most kMaxAfterPrefill) and the chunk's tokens (from position 0);
+  // 0 and 0 on every other row.
+  int32_t after_prefill = 0;
+  int32_t prefill_before = 0;
   int64_t line = 0;  // in its file, for messages
 };
+
+// The op of a whole decode step timed right after a prefill chunk (ProfileRow's
+// after_prefill, prefill_before): how a device's first decodes after a compute-bound step
+// run slower than a streak's settled ones (`servelab profile`; sim/after_prefill.h fits it).
+inline constexpr char kStepAfterPrefill[] = "step_after_prefill";
+inline constexpr int32_t kMaxAfterPrefill = 1000;
 
 struct ProfileTable {
   std::string path;

@@ -108,6 +108,8 @@ Status CheckProfileOptions(const ProfileOptions& options) {
   SERVELAB_RETURN_IF_ERROR(range("--warmup-ms", options.warmup_ms, 0, kMaxProfileMs, "milliseconds"));
   SERVELAB_RETURN_IF_ERROR(range("--settle-ms", options.settle_ms, 0, kMaxProfileMs, "milliseconds"));
   SERVELAB_RETURN_IF_ERROR(range("--repeats", options.repeats, 1, kMaxProfileRepeats, "runs"));
+  SERVELAB_RETURN_IF_ERROR(range("--after-prefill-steps", options.after_prefill_steps, 0, kMaxAfterPrefill,
+                                 "decode steps (0: none)"));
   // Their upper bounds are the experiment's (ProfileEngine).
   SERVELAB_RETURN_IF_ERROR(range("--max-tokens", options.max_tokens, 0, INT32_MAX, "(0: the experiment's)"));
   SERVELAB_RETURN_IF_ERROR(range("--max-batch", options.max_batch, 0, INT32_MAX, "(0: the experiment's)"));
@@ -160,6 +162,14 @@ struct Timed {
   std::optional<DecodeGraphRun> graph;
 };
 
+// Decodes timed one by one right after a prefill chunk (ProfileOptions::
+// after_prefill_steps): two configurations of the grid, and each k-th decode's times.
+struct AfterPrefillRun {
+  Timed* chunk = nullptr;
+  Timed* decode = nullptr;
+  std::vector<std::vector<double>> after;  // [k - 1]: seconds, one a pass
+};
+
 // One experiment's engine (its model loaded, its runner made) and its configurations'
 // steps.
 struct Session {
@@ -173,6 +183,7 @@ struct Session {
   bool separate = false;
   StepTimes times;
   std::vector<std::unique_ptr<Timed>> timed;
+  std::vector<AfterPrefillRun> after_prefill;
 };
 
 // `model`: the experiment's, already loaded; null: loaded here.
@@ -273,6 +284,29 @@ StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const
     }
     session->timed.push_back(std::move(t));
   }
+  // The decodes after a chunk: the host check's chunk and one-sequence context, at 1, 4
+  // and max_batch sequences, where the grid has them.
+  if (options.after_prefill_steps > 0 && options.interleave && points.empty()) {
+    const std::vector<ProfilePoint> check = HostCheckPoints(max_tokens, max_batch, max_context);
+    const auto find = [&](const ProfilePoint& c) -> Timed* {
+      for (const auto& t : session->timed) {
+        if (t->c.decode == c.decode && t->c.tokens == c.tokens && t->c.context == c.context) return t.get();
+      }
+      return nullptr;
+    };
+    Timed* chunk = find(check.front());
+    std::vector<int32_t> batches = {1, 4, max_batch};
+    batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+    for (const int32_t b : batches) {
+      Timed* decode = find(ProfilePoint{true, b, check.back().context});
+      if (chunk == nullptr || decode == nullptr) continue;
+      AfterPrefillRun run;
+      run.chunk = chunk;
+      run.decode = decode;
+      run.after.resize(static_cast<size_t>(options.after_prefill_steps));
+      session->after_prefill.push_back(std::move(run));
+    }
+  }
   return session;
 }
 
@@ -342,12 +376,24 @@ Status Measure(std::span<const std::unique_ptr<Session>> sessions, const Profile
   int64_t total = 0;
   for (const auto& s : sessions) {
     total += int64_t{s->separate ? 2 : 1} * options.repeats * static_cast<int64_t>(s->timed.size());
+    total += int64_t{options.repeats} * options.after_prefill_steps * static_cast<int64_t>(s->after_prefill.size());
   }
   int64_t done = 0;
   auto measure = [&](Session& s, Timed& t, bool time_ops, bool time_step) -> Status {
     if (options.on_measure) options.on_measure(s.index, t.c);
     SERVELAB_RETURN_IF_ERROR(time_one(s, t, true, time_ops, time_step));
     if (options.on_progress) options.on_progress(++done, total);
+    return Status::Ok();
+  };
+  // A decode settled, a prefill chunk, then the decode's next runs, each timed.
+  auto after_prefill = [&](Session& s, AfterPrefillRun& run, bool time_ops) -> Status {
+    SERVELAB_RETURN_IF_ERROR(settle(s, *run.decode, time_ops, true));
+    SERVELAB_RETURN_IF_ERROR(time_one(s, *run.chunk, false, time_ops, true));
+    for (std::vector<double>& times : run.after) {
+      SERVELAB_RETURN_IF_ERROR(time_one(s, *run.decode, false, time_ops, true));
+      times.push_back(run.decode->last_s);
+      if (options.on_progress) options.on_progress(++done, total);
+    }
     return Status::Ok();
   };
   for (int32_t kind = 0; kind < 2; ++kind) {
@@ -375,6 +421,10 @@ Status Measure(std::span<const std::unique_ptr<Session>> sessions, const Profile
           for (const auto& t : r.s->timed) {
             SERVELAB_RETURN_IF_ERROR(settle(*r.s, *t, r.time_ops, r.time_step));
             SERVELAB_RETURN_IF_ERROR(measure(*r.s, *t, r.time_ops, r.time_step));
+          }
+          if (!r.time_step) continue;
+          for (AfterPrefillRun& run : r.s->after_prefill) {
+            SERVELAB_RETURN_IF_ERROR(after_prefill(*r.s, run, r.time_ops));
           }
         }
       }
@@ -423,6 +473,29 @@ std::vector<ProfileRow> Rows(Session& s, const ProfileOptions& options) {
     };
     for (auto& [op, values] : t->samples) row(std::string(InfoOf(op).name), std::move(values));
     row("step", std::move(t->steps));
+  }
+  for (AfterPrefillRun& run : s.after_prefill) {
+    for (size_t k = 0; k < run.after.size(); ++k) {
+      std::vector<double>& values = run.after[k];
+      std::sort(values.begin(), values.end());
+      ProfileRow r;
+      r.device = device;
+      r.shape = s.spec;
+      r.op = kStepAfterPrefill;
+      r.tokens = run.decode->c.tokens;
+      r.batch = static_cast<int64_t>(run.decode->step->Plan().seqs.size());
+      r.context = run.decode->c.context;
+      r.median_ms = 1e3 * PercentileOfSorted(values, 50);
+      r.p10_ms = 1e3 * PercentileOfSorted(values, 10);
+      r.p90_ms = 1e3 * PercentileOfSorted(values, 90);
+      r.repeats = options.repeats;
+      r.after_prefill = static_cast<int32_t>(k + 1);
+      r.prefill_before = run.chunk->c.tokens;
+      const std::optional<DecodeGraphRun>& graph = run.decode->graph;  // as its grid row ran
+      r.graph_rows = graph ? graph->rows : 0;
+      r.graph_context = graph ? graph->context_bucket : 0;
+      rows.push_back(std::move(r));
+    }
   }
   return rows;
 }

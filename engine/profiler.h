@@ -29,6 +29,8 @@
 // of decodes does (2026-12-03). An earlier try, a warm-up of the whole configuration
 // right before each measured run, on a host whose memory-bound steps then ran at one of
 // two speeds, did not bring the 62 MB model's one-sequence decodes to a serving run's.
+// After each pass over the grid, decodes timed one by one right after a prefill chunk
+// (ProfileOptions::after_prefill_steps), each decode's k-th as a kStepAfterPrefill row.
 // A row gives the median, p10 and p90 of the repeats (numpy's linear percentiles), per
 // layer for per-layer ops (the step's total over its layers, divided by them), per step
 // otherwise. A whole step's row also says how the runner ran it: the CUDA graph it replayed
@@ -78,6 +80,13 @@ struct ProfileOptions {
   // True (and no points): the experiment's HostCheckPoints instead of the grid, a decode's
   // batch halved until the KV pool holds it.
   bool host_check = false;
+  // In passes over the full grid (no points, no host check): per pass, decodes of 1, 4
+  // and max_batch sequences at the host check's one-sequence context, each settled, then
+  // a prefill chunk of the host check's (min(128, max_tokens) tokens), then this many of
+  // the decode back to back, each timed: kStepAfterPrefill rows, k = 1 ... this (the
+  // first decodes after a compute-bound step run slower than settled ones:
+  // sim/after_prefill.h). 0: none.
+  int32_t after_prefill_steps = 12;
   // Each step's sequences' KV blocks interleaved, block after block, as sequences that grew
   // together got theirs in a serving run (UniformStep's interleave_blocks); else each
   // sequence's blocks in a row.

@@ -1,6 +1,7 @@
 #include "sim/calibrated_cost_model.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/params.h"
 #include "core/text.h"
@@ -84,6 +85,13 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
                  "; roofline: " + (roofline.empty() ? std::string("none") : Join(roofline, ", "));
   if (decode_graphs_) description_ += "; decode steps as CUDA graphs (padded rows, context bucket)";
+  if (model.after_prefill && model.after_prefill->slowdown > 0) {
+    after_prefill_ = *model.after_prefill;
+    char said[160];
+    std::snprintf(said, sizeof said, "; decode steps after a prefill step: the first %.1f%% slower, decaying "
+                  "over %.2f steps", 100 * after_prefill_.slowdown, after_prefill_.decay_steps);
+    description_ += said;
+  }
   // The GEMM corrections at this deployment's shapes, on the fitted device (a CPU fit is
   // the CPU's whatever the deployment names), for 16-bit floating-point weights and
   // activations (what the profiles ran; fp8 or int4 GEMMs are other kernels), and for the
@@ -317,6 +325,7 @@ void CalibratedCostModel::StageTimes(const StepPlan& plan, std::span<TimeNs> sta
   }
   const StepParts p = PartsOf(plan);
   const TimeNs total = StepTime(plan);
+  const double factor = p.decode_only ? after_prefill_.Factor(plan.steps_since_prefill) : 1.0;
   // Stage ends as the running sum of stage times, rounded once each, the last the step's
   // time: the stage times sum to StepTime exactly. The embedding runs on the first stage,
   // the final norm, LM head and sampling on the last.
@@ -329,7 +338,7 @@ void CalibratedCostModel::StageTimes(const StepPlan& plan, std::span<TimeNs> sta
       elapsed += roofline_->StageTransferSeconds(stage, p.tokens);
     }
     const TimeNs end =
-        stage + 1 < stages.size() ? std::clamp(FromSeconds(elapsed), previous, total) : total;
+        stage + 1 < stages.size() ? std::clamp(FromSeconds(elapsed * factor), previous, total) : total;
     stages[stage] = end - previous;
     previous = end;
   }
@@ -407,11 +416,13 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
 TimeNs CalibratedCostModel::StepTime(const StepPlan& plan) const {
   const StepParts p = PartsOf(plan);
   const double ops = OpsSeconds(p);
-  if (ops <= 0) return FromSeconds(overhead_s_);
+  const double factor = p.decode_only ? after_prefill_.Factor(plan.steps_since_prefill) : 1.0;
+  if (ops <= 0) return FromSeconds(overhead_s_ * factor);
   // A decode step's own overhead (negative where graphs save launches): never below 0.
   // With the model's graphs, a decode step the runner runs eagerly takes the others'.
   const bool own = p.decode_only && (!decode_graphs_ || p.graph);
-  return FromSeconds(std::max(0.0, ops + (own ? decode_overhead_s_ : overhead_s_)));
+  const double seconds = std::max(0.0, ops + (own ? decode_overhead_s_ : overhead_s_));
+  return FromSeconds(seconds * factor);
 }
 
 StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params,
@@ -488,6 +499,16 @@ StatusOr<std::unique_ptr<CostModel>> MakeCalibratedCostModel(ParamReader& params
     return InvalidArgument(params.Where("decode_graphs") + ": " + path +
                            " was not fitted on decode steps run as CUDA graphs (no decode_graphs: true)");
   }
+  // Read (so known and recorded) when the model has the first decodes' slowdown after a
+  // prefill step, or when given.
+  const bool after_prefill = model->after_prefill.has_value() || params.Has("after_prefill")
+                                 ? params.GetBool("after_prefill", model->after_prefill.has_value())
+                                 : false;
+  if (after_prefill && !model->after_prefill) {
+    return InvalidArgument(params.Where("after_prefill") + ": " + path + " has no after_prefill fit (its "
+                           "profiles had no " + kStepAfterPrefill + " rows)");
+  }
+  if (!after_prefill) model->after_prefill.reset();
   SERVELAB_RETURN_IF_ERROR(params.Finish());
   return std::unique_ptr<CostModel>(std::make_unique<CalibratedCostModel>(
       *model, path, deployment, step_overhead_ms, split_kv_length, routing, gemm_corrections,

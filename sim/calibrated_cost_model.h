@@ -87,6 +87,12 @@
 //                     rows and contexts. With it, a decode-only step the runner runs
 //                     eagerly (a sequence that does not emit) takes step_overhead_ms, not
 //                     the graphs' decode overhead. Read (and recorded) when the model has it
+//   after_prefill     true (default) or false: with a model that fitted the first decode
+//                     steps after a prefill step (MODEL.yaml's `after_prefill`,
+//                     sim/after_prefill.h), a decode-only step k steps after a step with
+//                     prompt tokens (StepPlan::steps_since_prefill) takes its time x (1 +
+//                     slowdown x exp(-(k - 1) / decay_steps)); false: every decode step
+//                     settled. Read (and recorded) when the model has it
 //   expert_imbalance, routing_skew, routing_locality, routing_favourites
 //                     MoE models: as the roofline's (ExpertRoutingOptions); the skew,
 //                     locality and favourites default to those MODEL.yaml's `routing`
@@ -192,6 +198,8 @@ class CalibratedCostModel final : public CostModel {
   // Decode steps priced as servelab's CUDA graphs run them (the header's decode_graphs),
   // with the deployment's limits on the graphs' rows and context (0: none).
   bool decode_graphs_ = false;
+  // A decode-only step's factor by its place after a prefill step (none: slowdown 0).
+  AfterPrefill after_prefill_;
   int32_t graph_max_seqs_ = 0;
   int32_t graph_max_model_len_ = 0;
   std::vector<OpCoefficients> coefficients_;  // by Op

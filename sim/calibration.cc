@@ -168,6 +168,7 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
         if (row.shape.num_hidden_layers > 0 && row.median_ms > 0) steps.push_back(&row);
         continue;
       }
+      if (row.op == kStepAfterPrefill) continue;  // FitAfterPrefill's (below)
       if (row.median_ms <= 0) continue;  // no relative error to weigh
       by_op[*OpByName(row.op)].push_back(&row);
     }
@@ -175,6 +176,9 @@ StatusOr<CalibratedModel> FitProfiles(const std::vector<ProfileTable>& tables,
   auto gpu = DeviceSpec(model.device);
   if (!gpu.ok()) return gpu.status();
   model.routing = CountedRoutingOf(tables, options.routing_skew);
+  auto after_prefill = FitAfterPrefill(tables);
+  if (!after_prefill.ok()) return after_prefill.status();
+  model.after_prefill = *after_prefill;
   for (const auto& [op, rows] : by_op) {
     const OpInfo& info = InfoOf(op);
     // moe_mlp also has its cost per expert run and its one-row experts' rate.

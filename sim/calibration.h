@@ -46,6 +46,7 @@
 // work formulas): what transfers is exactly what the form assumes.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -54,6 +55,7 @@
 #include "core/status.h"
 #include "driver/gpu_spec.h"
 #include "driver/profile_table.h"
+#include "sim/after_prefill.h"
 #include "sim/counted_routing.h"
 #include "sim/gemm_corrections.h"
 #include "sim/op_model.h"
@@ -145,6 +147,9 @@ struct CalibratedModel {
   }
   // The routing MoE profiles counted, one entry per MoE shape (sim/counted_routing.h).
   std::vector<CountedRouting> routing;
+  // The first decode steps after a prefill step, slower than settled ones
+  // (sim/after_prefill.h): from kStepAfterPrefill rows; none without them.
+  std::optional<AfterPrefill> after_prefill;
   // The GEMMs' measured / fitted time at the weight shapes the profiles measured, on
   // `device` only (sim/gemm_corrections.h).
   std::vector<GemmCorrection> gemm_corrections;

@@ -159,7 +159,7 @@ StatusOr<Evaluation> Evaluate(const CalibratedModel& model, const ProfileTable& 
       e.points.push_back(PointPrediction{row.op, row.tokens, row.batch, row.context, row.tp,
                                          row.median_ms, predicted_ms, predicted_ms, predicted_ms});
     }
-    if (row.op == "step" || row.median_ms <= 0) continue;
+    if (row.op == "step" || row.op == kStepAfterPrefill || row.median_ms <= 0) continue;
     const Op op = *OpByName(row.op);
     if (model.ops.count(op) == 0) {
       missing.insert(row.op);

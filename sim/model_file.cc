@@ -223,7 +223,7 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
     if (!root.IsMap()) Fail(path, root, "(top)", "expected a mapping");
     CheckKeys(path, root, "",
               {"device", "fitted_from", "step_overhead_us", "decode_step_overhead_us", "decode_graphs", "routing",
-               "gemm_corrections", "ops", "complete"});
+               "gemm_corrections", "after_prefill", "ops", "complete"});
     // Written last by calibrate: a cut anywhere in the file takes it away.
     if (root["complete"] && !Bool(path, root["complete"], "complete")) {
       Fail(path, root["complete"], "complete", "false: the model was not written whole");
@@ -263,6 +263,18 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
       if (model.decode_graphs && model.device == "cpu") {
         Fail(path, root["decode_graphs"], "decode_graphs", "true on a cpu model: graphs are the CUDA runner's");
       }
+    }
+    if (const YAML::Node after = root["after_prefill"]) {
+      if (!after.IsMap()) Fail(path, after, "after_prefill", "expected a mapping");
+      CheckKeys(path, after, "after_prefill", {"slowdown", "decay_steps", "rows", "prefill_tokens", "mape_pct",
+                                               "bias_pct"});
+      if (!after["slowdown"]) Fail(path, after, "after_prefill.slowdown", "missing");
+      if (!after["decay_steps"]) Fail(path, after, "after_prefill.decay_steps", "missing");
+      AfterPrefill a;
+      a.slowdown = Number(path, after["slowdown"], "after_prefill.slowdown", 0, kMaxAfterPrefillSlowdown);
+      a.decay_steps = Number(path, after["decay_steps"], "after_prefill.decay_steps", kMinAfterPrefillDecay,
+                             kMaxAfterPrefillDecay);
+      model.after_prefill = a;  // the rest says how it was fitted: informational
     }
     if (const YAML::Node routing = root["routing"]) {
       if (!routing.IsSequence()) Fail(path, routing, "routing", "expected a list");

@@ -74,6 +74,17 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
     out << "decode_step_overhead_us: " << FormatDouble(model.decode_step_overhead_us) << "\n";
   }
   if (model.decode_graphs) out << "decode_graphs: true\n";
+  if (const auto& a = model.after_prefill) {
+    out << "after_prefill:  # a decode-only step k steps after a step with prompt tokens takes its settled\n"
+           "                # time x (1 + slowdown x exp(-(k - 1) / decay_steps)) (sim/after_prefill.h)\n";
+    out << "  slowdown: " << FormatDouble(a->slowdown) << "\n";
+    out << "  decay_steps: " << FormatDouble(a->decay_steps) << "\n";
+    out << "  rows: " << a->rows << "  # " << kStepAfterPrefill << " rows fitted\n";
+    out << "  prefill_tokens: [" << a->prefill_tokens_min << ", " << a->prefill_tokens_max
+        << "]  # the chunks before their decodes\n";
+    out << "  mape_pct: " << FormatDouble(a->mape_pct) << "\n";
+    out << "  bias_pct: " << FormatDouble(a->bias_pct) << "\n";
+  }
   if (!model.routing.empty()) out << "routing:\n";
   for (const CountedRouting& r : model.routing) {
     out << "  - num_experts: " << r.num_experts << "\n";

@@ -1,5 +1,6 @@
 #include "sim/sim_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -163,6 +164,8 @@ StatusOr<TimeNs> SimBackend::DecodeRunStepTime(int32_t j) {
   }
   const int32_t delta = j - run_iteration_;
   for (ScheduledRequest& seq : run_plan_.seqs) seq.num_computed_tokens += delta;
+  run_plan_.steps_since_prefill = static_cast<int32_t>(
+      std::min<int64_t>(int64_t{run_plan_.steps_since_prefill} + delta, kMaxStepsSincePrefill));
   run_iteration_ = j;
   return CheckedStepTime(cost_model_->StepTime(run_plan_), 0);
 }

@@ -411,7 +411,7 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
             "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,vocab_size,"
             "layers,op,tokens,batch,context,tp,median_ms,p10_ms,p90_ms,repeats,num_experts,"
             "experts_per_token,expert_intermediate_size,shared_expert_intermediate_size,"
-            "experts_run,single_row_experts,graph_rows,graph_context");
+            "experts_run,single_row_experts,graph_rows,graph_context,after_prefill,prefill_before");
   EXPECT_THAT(csv, HasSubstr("\ncpu,64,4,2,16,128,97,2,attention_prefill,16,1,128,1,"));
   EXPECT_THAT(p.out, HasSubstr("measurements of t on cpu"));
   const CliResult unsettled = Run("profile " + exp.string() + " --out " + (dir_ / "bad.csv").string() +
@@ -550,7 +550,7 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   std::string few_rows = ProfileCsvHeader();
   for (int tokens = 1; tokens <= 9; ++tokens) {
     few_rows += "cpu,64,4,2,16,128,97,2,qkv_proj," + std::to_string(tokens) + "," +
-                std::to_string(tokens) + ",0,1," + std::to_string(0.01 * tokens) + ",0,0,3,0,0,0,0,0,0,0,0\n";
+                std::to_string(tokens) + ",0,1," + std::to_string(0.01 * tokens) + ",0,0,3,0,0,0,0,0,0,0,0,0,0\n";
   }
   const std::string too_few = Write("few.csv", few_rows).string();
   struct Bad {

@@ -299,7 +299,7 @@ TEST_F(ProfileTableTest, ExpertColumnsRoundTripAndMayBeAbsent) {
   csv << ProfileCsvHeader();
   WriteProfileRow(csv, r);
   EXPECT_THAT(csv.str(),
-              HasSubstr(",moe_mlp,16,1,0,1,0.500000,0.000000,0.000000,0,6,2,320,640,0.0000,0.0000,,\n"));
+              HasSubstr(",moe_mlp,16,1,0,1,0.500000,0.000000,0.000000,0,6,2,320,640,0.0000,0.0000,,,0,0\n"));
   auto t = ReadProfile(Write("moe.csv", csv.str()));
   ASSERT_TRUE(t.ok()) << t.status().message();
   const ModelSpec& m = t->rows.at(0).shape;
@@ -350,7 +350,7 @@ TEST_F(ProfileTableTest, CountedRoutingRoundTripsAndIsChecked) {
   std::ostringstream csv;
   csv << ProfileCsvHeader();
   WriteProfileRow(csv, r);
-  EXPECT_THAT(csv.str(), HasSubstr(",8,2,0,0,5.5000,1.2500,,\n"));
+  EXPECT_THAT(csv.str(), HasSubstr(",8,2,0,0,5.5000,1.2500,,,0,0\n"));
   auto t = ReadProfile(Write("moe.csv", csv.str()));
   ASSERT_TRUE(t.ok()) << t.status().message();
   EXPECT_DOUBLE_EQ(t->rows.at(0).experts_run, 5.5);
@@ -393,9 +393,9 @@ TEST_F(ProfileTableTest, AStepsGraphRoundTripsAndIsChecked) {
   std::ostringstream csv;
   csv << ProfileCsvHeader();
   for (const ProfileRow& row : {r, eager, unknown}) WriteProfileRow(csv, row);
-  EXPECT_THAT(csv.str(), HasSubstr(",0.0000,0.0000,100,1000\n"));
-  EXPECT_THAT(csv.str(), HasSubstr(",0.0000,0.0000,0,0\n"));
-  EXPECT_THAT(csv.str(), HasSubstr(",0.0000,0.0000,,\n"));
+  EXPECT_THAT(csv.str(), HasSubstr(",0.0000,0.0000,100,1000,0,0\n"));
+  EXPECT_THAT(csv.str(), HasSubstr(",0.0000,0.0000,0,0,0,0\n"));
+  EXPECT_THAT(csv.str(), HasSubstr(",0.0000,0.0000,,,0,0\n"));
   auto t = ReadProfile(Write("g.csv", csv.str()));
   ASSERT_TRUE(t.ok()) << t.status().message();
   ASSERT_EQ(t->rows.size(), 3u);  // how a step ran is part of what was measured: no merge
@@ -407,7 +407,7 @@ TEST_F(ProfileTableTest, AStepsGraphRoundTripsAndIsChecked) {
   const std::string head = "h200-141gb,256,4,2,64,704,8000,4,";
   const std::string routing = ",1,1,1,1,3,0,0,0,0,0,0,";  // tp, times, repeats, experts, routing
   auto error = [&](const std::string& name, const std::string& line) {
-    auto bad = ReadProfile(Write(name, ProfileCsvHeader() + head + line + "\n"));
+    auto bad = ReadProfile(Write(name, ProfileCsvHeader() + head + line + ",0,0\n"));
     return bad.ok() ? std::string("read") : bad.status().message();
   };
   EXPECT_THAT(error("a.csv", "rope,8,1,0" + routing + "8,512"),
@@ -438,8 +438,51 @@ TEST_F(ProfileTableTest, AStepsGraphRoundTripsAndIsChecked) {
   EXPECT_THAT(one_column.status().message(),
               HasSubstr("k.csv:2: graph_rows and graph_context come together, column 'graph_context'"));
   auto cpu = ReadProfile(Write("j.csv", ProfileCsvHeader() + "cpu,256,4,2,64,704,8000,4,step,6,6,0" + routing +
-                                            "8,512\n"));
+                                            "8,512,0,0\n"));
   EXPECT_THAT(cpu.status().message(), HasSubstr("j.csv:2: a CUDA graph on a row that is not a GPU's decode step"));
+}
+
+// A decode timed k steps after a prefill chunk (kStepAfterPrefill): both columns >= 1 on
+// such a row of a decode, both 0 (or absent) on every other row.
+TEST_F(ProfileTableTest, AfterPrefillRowsRoundTripAndAreChecked) {
+  const std::string head = "cpu,256,4,2,64,704,8000,4,";
+  const std::string times = ",1,2,1.9,2.2,15,0,0,0,0,0,0,0,0,";  // tp, times, repeats, experts, routing, graph
+  auto t = ReadProfile(Write("ok.csv", ProfileCsvHeader() + head + "step,4,4,63" + times + "0,0\n" + head +
+                                           "step_after_prefill,4,4,63" + times + "1,128\n" + head +
+                                           "step_after_prefill,4,4,63" + times + "2,128\n"));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->rows.size(), 3u);  // k is part of the configuration: no merge
+  EXPECT_EQ(t->rows[1].op, kStepAfterPrefill);
+  EXPECT_EQ(t->rows[1].after_prefill, 1);
+  EXPECT_EQ(t->rows[2].after_prefill, 2);
+  EXPECT_EQ(t->rows[2].prefill_before, 128);
+  std::ostringstream csv;
+  csv << ProfileCsvHeader();
+  WriteProfileRow(csv, t->rows[2]);
+  EXPECT_THAT(csv.str(), HasSubstr(",step_after_prefill,4,4,63,1,2.000000,1.900000,2.200000,15,"));
+  EXPECT_THAT(csv.str(), HasSubstr(",0,0,2,128\n"));
+  auto error = [&](const std::string& name, const std::string& line) {
+    auto bad = ReadProfile(Write(name, ProfileCsvHeader() + head + line + "\n"));
+    return bad.ok() ? std::string("read") : bad.status().message();
+  };
+  EXPECT_THAT(error("a.csv", "step,4,4,63" + times + "1,128"),
+              HasSubstr("a.csv:2: after_prefill and prefill_before belong to step_after_prefill rows only, "
+                        "column 'after_prefill'"));
+  EXPECT_THAT(error("b.csv", "rope,4,1,0" + times + "0,128"), HasSubstr("column 'prefill_before'"));
+  EXPECT_THAT(error("c.csv", "step_after_prefill,4,4,63" + times + "0,128"),
+              HasSubstr("c.csv:2: a decode step after a prefill chunk: 1 or more, column 'after_prefill'"));
+  EXPECT_THAT(error("d.csv", "step_after_prefill,4,4,63" + times + "1,0"),
+              HasSubstr("d.csv:2: the chunk before the decodes: 1 token or more, column 'prefill_before'"));
+  EXPECT_THAT(error("e.csv", "step_after_prefill,4,4,63" + times + "1001,128"),
+              HasSubstr("e.csv:2: expected a whole number in [0, 1000]"));
+  EXPECT_THAT(error("f.csv", "step_after_prefill,4,1,63" + times + "1,128"),
+              HasSubstr("f.csv:2: a decode step: tokens = batch (one new token a sequence), column 'tokens'"));
+  // A profile written before these columns: every row 0 and 0.
+  auto old = ReadProfile(Write("old.csv", "device,hidden_size,num_heads,num_kv_heads,head_dim,intermediate_size,"
+                                          "vocab_size,layers,op,tokens,batch,context,tp,median_ms,p10_ms,"
+                                          "p90_ms,repeats\n" + head + "step,4,4,63,1,2,1.9,2.2,15\n"));
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_EQ(old->rows[0].after_prefill, 0);
 }
 
 TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {
@@ -462,10 +505,10 @@ TEST_F(ProfileTableTest, MalformedFilesNameFileLineAndColumn) {
   EXPECT_THAT(short_line.status().message(), HasSubstr("r.csv:2: missing field"));
   // A field more than the header names: a shifted row, not read as if it fit.
   auto wide = ReadProfile(Write("w.csv", ProfileCsvHeader() +
-                                             "cpu,256,4,2,64,704,8000,4,rope,1,1,0,1,1,1,1,3,0,0,0,0,0,0,0,0,99\n"));
+                                             "cpu,256,4,2,64,704,8000,4,rope,1,1,0,1,1,1,1,3,0,0,0,0,0,0,0,0,0,0,99\n"));
   ASSERT_FALSE(wide.ok());
   EXPECT_TRUE(wide.status().IsBadInput());
-  EXPECT_THAT(wide.status().message(), HasSubstr("w.csv:2: 26 fields, more than the header's 25"));
+  EXPECT_THAT(wide.status().message(), HasSubstr("w.csv:2: 28 fields, more than the header's 27"));
   // Times past 10^7 ms: a fit squares their relative errors (1e308 would be inf).
   auto huge = ReadProfile(Write("h.csv", ProfileCsvHeader() +
                                              "cpu,256,4,2,64,704,8000,4,rope,1,1,0,1,1e308,1,1,3\n"));

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
@@ -63,6 +64,7 @@ TEST_F(ProfilerTest, TimesEveryOpOverTheSchedulersGrid) {
   // is past max_context); decodes of 1, 2, 3, 4 sequences (max_num_seqs) at context 15.
   std::set<std::tuple<int64_t, int64_t, int64_t>> steps;
   std::map<std::tuple<int64_t, int64_t, int64_t>, double> parts, whole;
+  int64_t after_prefill = 0;
   for (const ProfileRow& r : *rows) {
     EXPECT_EQ(r.device, "cpu");
     EXPECT_EQ(r.shape.hidden_size, 64);
@@ -77,6 +79,12 @@ TEST_F(ProfilerTest, TimesEveryOpOverTheSchedulersGrid) {
     EXPECT_EQ(r.graph_rows, 0) << r.op;
     EXPECT_EQ(r.graph_context, 0) << r.op;
     const auto key = std::make_tuple(r.tokens, r.batch, r.context);
+    if (r.op == kStepAfterPrefill) {  // ProfilerTest.DecodesAfterAPrefillChunkAreTimedOneByOne
+      ++after_prefill;
+      continue;
+    }
+    EXPECT_EQ(r.after_prefill, 0);
+    EXPECT_EQ(r.prefill_before, 0);
     if (r.op == "step") {
       steps.insert(key);
       whole[key] = r.median_ms;
@@ -92,7 +100,9 @@ TEST_F(ProfilerTest, TimesEveryOpOverTheSchedulersGrid) {
   EXPECT_EQ(steps, expected);
   // Every op of the runner's step but the all-reduce (one GPU) and the attention it does
   // not run, once per configuration: 14 ops and the step.
-  EXPECT_EQ(rows->size(), expected.size() * 15);
+  // And 12 decodes after a chunk (the default) for each of 1 and 4 sequences.
+  EXPECT_EQ(after_prefill, 2 * 12);
+  EXPECT_EQ(rows->size(), expected.size() * 15 + 2 * 12);
   for (const auto& key : expected) {
     EXPECT_GT(parts[key], 0.0);
     // The laps partition the forward pass; sampling is timed inside the step too.
@@ -112,6 +122,81 @@ TEST_F(ProfilerTest, TimesEveryOpOverTheSchedulersGrid) {
   }
   EXPECT_EQ(decode, 5);
   EXPECT_EQ(prefill, 5);
+}
+
+// After each pass, decodes of 1, 4 and max_batch sequences at the host check's context
+// run one by one right after the host check's chunk, each k-th decode its own row
+// (kStepAfterPrefill) against the same decode's settled step row; passes only, and
+// after_prefill_steps of them (0: none). Progress counts them.
+TEST_F(ProfilerTest, DecodesAfterAPrefillChunkAreTimedOneByOne) {
+  ProfileOptions options;
+  options.warmup = 0;
+  options.warmup_ms = 0;
+  options.settle_ms = 1;
+  options.repeats = 3;
+  options.max_context = 100;
+  options.after_prefill_steps = 5;
+  int64_t done = 0, total = 0;
+  options.on_progress = [&](int64_t d, int64_t t) {
+    done = d;
+    total = t;
+  };
+  auto c = Config();
+  c.scheduler.max_num_seqs = 6;  // batches 1, 4 and 6
+  auto rows = ProfileEngine(c, options);
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  std::set<std::tuple<int64_t, int64_t, int32_t>> after;  // batch, context, k
+  int64_t configurations = 0;
+  for (const ProfileRow& r : *rows) {
+    configurations += r.op == "step" ? 1 : 0;
+    if (r.op != kStepAfterPrefill) continue;
+    after.emplace(r.batch, r.context, r.after_prefill);
+    EXPECT_EQ(r.tokens, r.batch);
+    EXPECT_EQ(r.prefill_before, 8);  // min(128, max_num_batched_tokens)
+    EXPECT_EQ(r.repeats, 3);
+    EXPECT_GT(r.median_ms, 0);
+    EXPECT_LE(r.p10_ms, r.median_ms);
+    EXPECT_LE(r.median_ms, r.p90_ms);
+    EXPECT_EQ(r.graph_rows, 0);  // the CPU runner: op by op, as its step row
+    // Each has its settled row: the same decode in the grid.
+    EXPECT_TRUE(std::any_of(rows->begin(), rows->end(), [&](const ProfileRow& s) {
+      return s.op == "step" && s.tokens == r.tokens && s.batch == r.batch && s.context == r.context;
+    }));
+  }
+  std::set<std::tuple<int64_t, int64_t, int32_t>> expected;
+  for (const int64_t batch : {1, 4, 6}) {
+    for (int32_t k = 1; k <= 5; ++k) expected.emplace(batch, 63, k);
+  }
+  EXPECT_EQ(after, expected);
+  EXPECT_EQ(done, total);
+  EXPECT_EQ(total, 3 * configurations + 3 * 3 * 5);
+  // The profile as written is read back, the rows and their places alike.
+  const fs::path csv = dir_ / "after.csv";
+  {
+    std::ofstream out(csv);
+    out << ProfileCsvHeader();
+    for (const ProfileRow& r : *rows) WriteProfileRow(out, r);
+  }
+  auto table = ReadProfile(csv.string());
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  ASSERT_EQ(table->rows.size(), rows->size());
+  for (size_t i = 0; i < rows->size(); ++i) {
+    EXPECT_EQ(table->rows[i].op, (*rows)[i].op);
+    EXPECT_EQ(table->rows[i].after_prefill, (*rows)[i].after_prefill);
+    EXPECT_EQ(table->rows[i].prefill_before, (*rows)[i].prefill_before);
+  }
+  for (const bool interleave : {true, false}) {
+    options.interleave = interleave;
+    options.after_prefill_steps = interleave ? 0 : 5;  // none asked; none back to back
+    auto none = ProfileEngine(c, options);
+    ASSERT_TRUE(none.ok()) << none.status().message();
+    EXPECT_TRUE(std::none_of(none->begin(), none->end(),
+                             [](const ProfileRow& r) { return r.op == kStepAfterPrefill; }));
+  }
+  options.after_prefill_steps = kMaxAfterPrefill + 1;
+  auto refused = ProfileEngine(c, options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("--after-prefill-steps 1001: must be in [0, 1000]"));
 }
 
 // A mixture of experts: its MLP is timed as one op, moe_mlp, in place of the dense MLP's
@@ -145,6 +230,7 @@ TEST_F(ProfilerTest, AMixtureOfExpertsTimesItsMlpAsOneOp) {
       whole[key] = r.median_ms;
       continue;
     }
+    if (r.op == kStepAfterPrefill) continue;  // whole steps too
     moe += r.op == "moe_mlp" ? 1 : 0;
     parts[key] += r.median_ms * (InfoOf(*OpByName(r.op)).scope == OpScope::kPerLayer ? 2 : 1);
   }
@@ -178,6 +264,7 @@ TEST_F(ProfilerTest, PassesOverTheGridOrRunsBackToBackTimeTheSameRows) {
     options.repeats = 3;
     options.max_context = 40;
     options.interleave = interleave;
+    options.after_prefill_steps = 0;  // passes only: DecodesAfterAPrefillChunkAreTimedOneByOne
     int64_t calls = 0, last_total = 0;
     options.on_progress = [&](int64_t done, int64_t total) {
       ++calls;
@@ -229,6 +316,7 @@ TEST_F(ProfilerTest, SeveralExperimentsTogetherEachPassOverEveryGrid) {
     options.repeats = 3;
     options.max_context = 40;
     options.interleave = interleave;
+    options.after_prefill_steps = 0;  // passes only: DecodesAfterAPrefillChunkAreTimedOneByOne
     std::vector<std::pair<size_t, std::tuple<bool, int32_t, int32_t>>> order;
     options.on_measure = [&](size_t experiment, const ProfilePoint& c) {
       order.emplace_back(experiment, std::make_tuple(c.decode, c.tokens, c.context));

@@ -579,7 +579,7 @@ TEST(CalibrationTest, AMeasuredMixtureOfExpertsMlpFitsAtTheBoundedOptimum) {
     csv << ProfileCsvHeader();
     for (const Measured& m : measured) {
       char row[200];
-      std::snprintf(row, sizeof row, "cpu,256,4,2,64,1024,8000,6,moe_mlp,%lld,%lld,%lld,1,%.6f,%.6f,%.6f,15,8,2,0,0,%.4f,%.4f,0,0\n",
+      std::snprintf(row, sizeof row, "cpu,256,4,2,64,1024,8000,6,moe_mlp,%lld,%lld,%lld,1,%.6f,%.6f,%.6f,15,8,2,0,0,%.4f,%.4f,0,0,0,0\n",
                     static_cast<long long>(m.tokens), static_cast<long long>(m.batch),
                     static_cast<long long>(m.context), m.median_ms, m.median_ms, m.median_ms, m.experts_run,
                     m.single_row_experts);

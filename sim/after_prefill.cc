@@ -1,0 +1,101 @@
+#include "sim/after_prefill.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+#include <vector>
+
+namespace servelab {
+
+double AfterPrefill::Factor(int32_t steps_since_prefill) const {
+  if (steps_since_prefill <= 0 || slowdown <= 0) return 1;
+  return 1 + slowdown * std::exp(-static_cast<double>(steps_since_prefill - 1) / decay_steps);
+}
+
+namespace {
+
+// What makes a step row the same configuration as a kStepAfterPrefill row.
+using Configuration = std::tuple<std::string, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t,
+                                 int32_t, int64_t, int64_t, int64_t, int32_t>;
+Configuration ConfigurationOf(const ProfileRow& r) {
+  const ModelSpec& m = r.shape;
+  return {r.device, m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.intermediate_size,
+          m.vocab_size, m.num_hidden_layers, m.num_experts, m.num_experts_per_tok, r.tokens, r.batch,
+          r.context, r.tp};
+}
+
+struct Ratio {
+  int32_t k = 0;
+  double excess = 0;  // measured / settled - 1
+};
+
+}  // namespace
+
+StatusOr<std::optional<AfterPrefill>> FitAfterPrefill(std::span<const ProfileTable> tables) {
+  std::vector<Ratio> ratios;
+  AfterPrefill fit;
+  for (const ProfileTable& table : tables) {
+    std::map<Configuration, double> settled;
+    for (const ProfileRow& r : table.rows) {
+      if (r.op == "step" && r.median_ms > 0) settled.emplace(ConfigurationOf(r), r.median_ms);
+    }
+    for (const ProfileRow& r : table.rows) {
+      if (r.op != kStepAfterPrefill || !(r.median_ms > 0)) continue;
+      const auto it = settled.find(ConfigurationOf(r));
+      if (it == settled.end()) {
+        return InvalidArgument(table.path + ":" + std::to_string(r.line) + ": a " + kStepAfterPrefill +
+                               " row of " + std::to_string(r.batch) + " sequences at context " +
+                               std::to_string(r.context) + " and no step row of that decode to compare it with");
+      }
+      ratios.push_back(Ratio{r.after_prefill, r.median_ms / it->second - 1});
+      fit.prefill_tokens_min = fit.rows == 0 ? r.prefill_before : std::min(fit.prefill_tokens_min, r.prefill_before);
+      fit.prefill_tokens_max = std::max(fit.prefill_tokens_max, r.prefill_before);
+      ++fit.rows;
+    }
+  }
+  if (ratios.empty()) return std::optional<AfterPrefill>();
+  std::set<int32_t> places;
+  for (const Ratio& r : ratios) places.insert(r.k);
+  if (ratios.size() < 4 || places.size() < 3) {
+    return InvalidArgument(std::to_string(ratios.size()) + " " + kStepAfterPrefill + " rows at " +
+                           std::to_string(places.size()) + " distinct places after the chunk: too few to tell "
+                           "a slowdown from its decay (at least 4 rows at 3 places)");
+  }
+  // The decay on a log grid; for each, the least-squares slowdown >= 0 (closed form).
+  double best_sse = std::numeric_limits<double>::infinity();
+  constexpr int kGrid = 97;  // 0.25 to 64 steps, 12 points an octave
+  for (int i = 0; i < kGrid; ++i) {
+    const double decay = 0.25 * std::exp2(i / 12.0);
+    double ye = 0, ee = 0;
+    for (const Ratio& r : ratios) {
+      const double e = std::exp(-(r.k - 1) / decay);
+      ye += r.excess * e;
+      ee += e * e;
+    }
+    const double slowdown = std::clamp(ee > 0 ? ye / ee : 0.0, 0.0, kMaxAfterPrefillSlowdown);
+    double sse = 0;
+    for (const Ratio& r : ratios) {
+      const double d = r.excess - slowdown * std::exp(-(r.k - 1) / decay);
+      sse += d * d;
+    }
+    if (sse < best_sse) {
+      best_sse = sse;
+      fit.slowdown = slowdown;
+      fit.decay_steps = decay;
+    }
+  }
+  double abs_sum = 0, sum = 0;
+  for (const Ratio& r : ratios) {
+    const double rel = fit.Factor(r.k) / (1 + r.excess) - 1;
+    abs_sum += std::abs(rel);
+    sum += rel;
+  }
+  fit.mape_pct = 100 * abs_sum / static_cast<double>(ratios.size());
+  fit.bias_pct = 100 * sum / static_cast<double>(ratios.size());
+  return std::optional<AfterPrefill>(fit);
+}
+
+}  // namespace servelab

@@ -1,0 +1,263 @@
+// The first decode steps after a prefill step (sim/after_prefill.h): the fit recovers a
+// known slowdown and decay from rows a known model made (with and without noise), says
+// when rows are too few or have nothing to compare with, MODEL.yaml carries the fit, and
+// the calibrated cost model prices a simulated run's decode steps by their place after
+// the last prefill step, counted here from steps.csv, with decode runs and without.
+#include "sim/after_prefill.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "driver/config_yaml.h"
+#include "sim/calibrated_cost_model.h"
+#include "sim/sim_backend.h"
+#include "tests/sim/calibration_fixtures.h"
+
+namespace servelab {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FreeOpsModel;
+using testing::ReadModelText;
+
+TEST(AfterPrefillTest, TheFactorDecaysFromTheFirstDecode) {
+  AfterPrefill a;
+  a.slowdown = 0.4;
+  a.decay_steps = 2;
+  EXPECT_EQ(a.Factor(0), 1.0);  // a step with prompt tokens
+  EXPECT_DOUBLE_EQ(a.Factor(1), 1.4);
+  EXPECT_DOUBLE_EQ(a.Factor(3), 1 + 0.4 * std::exp(-1.0));
+  EXPECT_NEAR(a.Factor(60), 1.0, 1e-12);
+  EXPECT_EQ(AfterPrefill{}.Factor(1), 1.0);  // none fitted
+}
+
+// A settled decode row and its rows k = 1 ... `steps` after a chunk of 128 tokens, timed
+// as `factor(k)` times it.
+template <typename Factor>
+void AddDecode(ProfileTable& table, int64_t batch, double settled_ms, int32_t steps, Factor factor) {
+  ProfileRow step;
+  step.device = "cpu";
+  step.shape = *FindModel("llama-2-7b");
+  step.op = "step";
+  step.tokens = step.batch = batch;
+  step.context = 63;
+  step.median_ms = settled_ms;
+  step.line = static_cast<int64_t>(table.rows.size()) + 2;
+  table.rows.push_back(step);
+  for (int32_t k = 1; k <= steps; ++k) {
+    ProfileRow r = step;
+    r.op = kStepAfterPrefill;
+    r.after_prefill = k;
+    r.prefill_before = 128;
+    r.median_ms = settled_ms * factor(k);
+    r.line = static_cast<int64_t>(table.rows.size()) + 2;
+    table.rows.push_back(r);
+  }
+}
+
+// Rows from slowdown 0.3 and decay 4 steps (on the fit's grid: 0.25 x 2^(48/12)) give
+// them back; with each time off by up to 2% (seeded), near them.
+TEST(AfterPrefillTest, TheFitRecoversAKnownSlowdownAndDecay) {
+  const auto known = [](int32_t k) { return 1 + 0.3 * std::exp(-(k - 1) / 4.0); };
+  ProfileTable table;
+  table.path = "known.csv";
+  for (const int64_t batch : {1, 4, 16}) AddDecode(table, batch, 2.0 + batch, 12, known);
+  auto fit = FitAfterPrefill(std::vector<ProfileTable>{table});
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  ASSERT_TRUE(fit->has_value());
+  EXPECT_EQ((*fit)->decay_steps, 4.0);
+  EXPECT_NEAR((*fit)->slowdown, 0.3, 1e-12);
+  EXPECT_NEAR((*fit)->mape_pct, 0.0, 1e-9);
+  EXPECT_EQ((*fit)->rows, 36);
+  EXPECT_EQ((*fit)->prefill_tokens_min, 128);
+  EXPECT_EQ((*fit)->prefill_tokens_max, 128);
+
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> noise(-0.02, 0.02);
+  ProfileTable noisy;
+  noisy.path = "noisy.csv";
+  for (const int64_t batch : {1, 2, 4, 8, 16}) {
+    AddDecode(noisy, batch, 2.0 + batch, 12, [&](int32_t k) { return known(k) * (1 + noise(rng)); });
+  }
+  fit = FitAfterPrefill(std::vector<ProfileTable>{noisy});
+  ASSERT_TRUE(fit.ok() && fit->has_value()) << fit.status().message();
+  EXPECT_NEAR((*fit)->slowdown, 0.3, 0.03);
+  EXPECT_GT((*fit)->decay_steps, 3.0);
+  EXPECT_LT((*fit)->decay_steps, 5.5);
+  EXPECT_GT((*fit)->mape_pct, 0.1);
+  EXPECT_LT((*fit)->mape_pct, 2.0);
+
+  // Decodes that run as fast after a chunk as settled: no slowdown.
+  ProfileTable flat;
+  flat.path = "flat.csv";
+  AddDecode(flat, 1, 2.0, 8, [](int32_t) { return 1.0; });
+  fit = FitAfterPrefill(std::vector<ProfileTable>{flat});
+  ASSERT_TRUE(fit.ok() && fit->has_value()) << fit.status().message();
+  EXPECT_EQ((*fit)->slowdown, 0.0);
+}
+
+TEST(AfterPrefillTest, TooFewRowsOrNothingToCompareWithIsSaid) {
+  const auto known = [](int32_t k) { return 1 + 0.3 * std::exp(-(k - 1) / 4.0); };
+  ProfileTable none;
+  none.path = "none.csv";
+  AddDecode(none, 1, 2.0, 0, known);
+  auto fit = FitAfterPrefill(std::vector<ProfileTable>{none});
+  ASSERT_TRUE(fit.ok());
+  EXPECT_FALSE(fit->has_value());  // no such rows: no fit, no error
+
+  ProfileTable two;
+  two.path = "two.csv";
+  AddDecode(two, 1, 2.0, 2, known);
+  AddDecode(two, 4, 5.0, 2, known);
+  fit = FitAfterPrefill(std::vector<ProfileTable>{two});
+  ASSERT_FALSE(fit.ok());
+  EXPECT_EQ(fit.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(fit.status().message(), HasSubstr("4 step_after_prefill rows at 2 distinct places"));
+
+  ProfileTable orphan;
+  orphan.path = "orphan.csv";
+  AddDecode(orphan, 1, 2.0, 4, known);
+  orphan.rows[2].context = 255;  // its settled row is at context 63
+  fit = FitAfterPrefill(std::vector<ProfileTable>{orphan});
+  ASSERT_FALSE(fit.ok());
+  EXPECT_THAT(fit.status().message(),
+              HasSubstr("orphan.csv:4: a step_after_prefill row of 1 sequences at context 255 and no step row"));
+}
+
+// MODEL.yaml carries the fit; out of its range, the key is named.
+TEST(AfterPrefillTest, TheModelFileCarriesIt) {
+  CalibratedModel model = FreeOpsModel("cpu");
+  AfterPrefill a;
+  a.slowdown = 0.125;
+  a.decay_steps = 3.5;
+  a.rows = 36;
+  a.prefill_tokens_min = a.prefill_tokens_max = 128;
+  model.after_prefill = a;
+  const std::string text = CalibratedModelYaml(model, {});
+  EXPECT_THAT(text, HasSubstr("after_prefill:"));
+  auto read = ReadModelText(text, "after_prefill");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_TRUE(read->after_prefill.has_value());
+  EXPECT_EQ(read->after_prefill->slowdown, 0.125);
+  EXPECT_EQ(read->after_prefill->decay_steps, 3.5);
+  model.after_prefill.reset();
+  read = ReadModelText(CalibratedModelYaml(model, {}), "after_prefill_none");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_FALSE(read->after_prefill.has_value());
+
+  std::string bad = text;
+  bad.replace(bad.find("slowdown: 0.125"), 15, "slowdown: -0.1");
+  read = ReadModelText(bad, "after_prefill_bad");
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(read.status().message(), HasSubstr("after_prefill.slowdown"));
+  bad = text;
+  bad.replace(bad.find("decay_steps: 3.5"), 16, "decay_steps: 0");
+  read = ReadModelText(bad, "after_prefill_bad2");
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(read.status().message(), HasSubstr("after_prefill.decay_steps"));
+}
+
+class AfterPrefillRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("servelab_after_prefill_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    // Every op free and a 10 ms step: a prefill step takes 10 ms, a decode-only step
+    // 10 ms x (1 + 0.5 exp(-(k - 1) / 2)).
+    CalibratedModel model = FreeOpsModel("a100-80gb");
+    model.has_step_overhead = true;
+    model.step_overhead_us = 10000;
+    AfterPrefill a;
+    a.slowdown = 0.5;
+    a.decay_steps = 2;
+    model.after_prefill = a;
+    std::ofstream(dir_ / "m.yaml") << CalibratedModelYaml(model, {});
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // steps.csv of a run on that model (`extra`: more of the cost model's parameters).
+  std::string Steps(const std::string& extra) {
+    auto config = ParseExperiment(
+        "name: t\nseed: 3\nmodel: llama-2-7b\nhardware: {gpu: a100-80gb}\n"
+        "scheduler: {max_num_seqs: 8}\n"
+        "workload: {num_requests: 60, arrival: {process: poisson, rate: 4},\n"
+        "  input_tokens: {dist: uniform, min: 10, max: 300},\n"
+        "  output_tokens: {dist: uniform, min: 1, max: 60}}\n"
+        "cost_model: {type: calibrated, path: m.yaml" + extra + "}\n",
+        (dir_ / "exp.yaml").string(), dir_.string());
+    EXPECT_TRUE(config.ok()) << config.status().message();
+    std::ostringstream steps;
+    MetricsSinks sinks;
+    sinks.steps_csv = &steps;
+    auto run = RunSimulation(*config, sinks);
+    EXPECT_TRUE(run.ok()) << run.status().message();
+    return steps.str();
+  }
+
+  std::filesystem::path dir_;
+};
+
+// A steps.csv row's duration in ns (its exact decimal seconds).
+int64_t DurationNs(const std::string& cell) {
+  const size_t dot = cell.find('.');
+  std::string frac = dot == std::string::npos ? "" : cell.substr(dot + 1);
+  frac.resize(9, '0');
+  return std::stoll(cell.substr(0, dot)) * 1'000'000'000 + std::stoll(frac);
+}
+
+// Each step's place after the last prefill step, counted from steps.csv itself, gives its
+// time; the same with decode runs (the default) and stepping every iteration.
+TEST_F(AfterPrefillRunTest, EachDecodeStepTakesItsPlaceAfterThePrefill) {
+  for (const bool runs : {true, false}) {
+    SCOPED_TRACE(runs ? "decode runs" : "every iteration");
+    if (!runs) ::setenv("SERVELAB_DECODE_RUNS", "0", 1);
+    const std::string csv = Steps("");
+    ::unsetenv("SERVELAB_DECODE_RUNS");
+    std::istringstream in(csv);
+    std::string line;
+    std::getline(in, line);
+    ASSERT_THAT(line, HasSubstr("replica,start_s,duration_s,batch_size,prefill_tokens,decode_tokens"));
+    int32_t k = 0;
+    int64_t decodes = 0, late = 0;
+    while (std::getline(in, line)) {
+      std::vector<std::string> cells;
+      std::stringstream row(line);
+      for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+      ASSERT_GE(cells.size(), 6u) << line;
+      const bool prefill = std::stoi(cells[4]) > 0;
+      k = prefill ? 0 : k + 1;
+      const double expected_s = prefill ? 0.010 : 0.010 * (1 + 0.5 * std::exp(-(k - 1) / 2.0));
+      EXPECT_NEAR(static_cast<double>(DurationNs(cells[2])), expected_s * 1e9, 1.0) << line << " k " << k;
+      decodes += prefill ? 0 : 1;
+      late += k > 10 ? 1 : 0;
+    }
+    EXPECT_GT(decodes, 500);
+    EXPECT_GT(late, 100);  // settled streaks, not only first decodes
+  }
+  // after_prefill: false: every step 10 ms.
+  std::istringstream in(Steps(", after_prefill: false"));
+  std::string line;
+  std::getline(in, line);
+  int64_t rows = 0;
+  while (std::getline(in, line)) {
+    std::stringstream row(line);
+    std::vector<std::string> cells;
+    for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+    EXPECT_EQ(DurationNs(cells[2]), 10'000'000) << line;
+    ++rows;
+  }
+  EXPECT_GT(rows, 500);
+}
+
+}  // namespace
+}  // namespace servelab
