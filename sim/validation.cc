@@ -126,6 +126,33 @@ std::vector<StepRangeError> StepErrorsByRange(std::span<const StepComparison> st
   return out;
 }
 
+std::vector<StepRangeError> DecodeErrorsAfterPrefill(std::span<const StepComparison> steps) {
+  struct Bucket {
+    int32_t last;  // 0: no end
+    const char* name;
+  };
+  static constexpr Bucket kBuckets[] = {{1, "k=1"}, {2, "k=2"}, {3, "k=3"}, {7, "k=4-7"}, {15, "k=8-15"},
+                                        {0, "k=16+"}};
+  std::vector<StepRangeError> out;
+  int32_t first = 1;
+  for (const Bucket& b : kBuckets) {
+    std::vector<double> errors;
+    double measured = 0, predicted = 0;
+    for (const StepComparison& step : steps) {
+      if (!step.decode_only || !(step.measured_s > 0) || step.after_prefill < first) continue;
+      if (b.last > 0 && step.after_prefill > b.last) continue;
+      errors.push_back((step.predicted_s - step.measured_s) / step.measured_s);
+      measured += step.measured_s;
+      predicted += step.predicted_s;
+    }
+    first = b.last + 1;
+    if (errors.empty()) continue;
+    const double n = static_cast<double>(errors.size());
+    out.push_back(StepRangeError{b.last, b.name, ErrorStats::Of(errors), measured / n, predicted / n});
+  }
+  return out;
+}
+
 double LoadValidation::MeanStepS(StepKind kind, bool predicted) const {
   double sum = 0;
   int64_t n = 0;

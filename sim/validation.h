@@ -48,6 +48,9 @@ struct StepComparison {
   // Static batching's padding sequences in the step: the engine's runner computes nothing
   // for them, the simulator prices each as a sequence of one token.
   int32_t padding = 0;
+  // Its place in the streak of decode-only steps since the last step with a prefill chunk
+  // (StepPlan::steps_since_prefill; 0: a step with one).
+  int32_t after_prefill = 0;
 };
 
 // How a run's steps ran as CUDA graphs, the engine's against the simulator's pricing
@@ -95,6 +98,11 @@ struct StepRangeError {
   double measured_s = 0, predicted_s = 0;
 };
 std::vector<StepRangeError> StepErrorsByRange(std::span<const StepComparison> steps);
+// The decode-only steps' error by their place after the last step with a prefill chunk
+// (StepComparison::after_prefill): k = 1, 2, 3, 4-7, 8-15, 16 and later (top: the range's
+// last k, 0 for the last range), in that order, those with steps. A model that prices
+// every decode as settled is fast on the first few (sim/after_prefill.h).
+std::vector<StepRangeError> DecodeErrorsAfterPrefill(std::span<const StepComparison> steps);
 
 struct MetricComparison {
   std::string metric;     // ttft, tpot, itl, e2e, output_throughput, request_throughput

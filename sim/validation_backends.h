@@ -119,6 +119,7 @@ class RecordingBackend final : public WrappingBackend {
     }
     step.seqs = static_cast<int32_t>(plan.seqs.size());
     step.decode_only = decode_only && !plan.seqs.empty();
+    step.after_prefill = plan.steps_since_prefill;
     auto predicted = sim_->Execute(plan);
     if (!predicted.ok()) return predicted.status();
     const StepKey key = StepKey::Of(plan);  // before the engine runs it, as the replay's

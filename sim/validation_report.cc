@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <span>
 #include <optional>
 #include <utility>
 
@@ -236,20 +237,20 @@ void MetricRows(std::string& csv, const std::string& label, const std::vector<Me
   }
 }
 
-// The step-time error by kind of step (StepErrorsByRange), a column a run.
-std::string ByRangeMarkdown(const std::vector<const LoadValidation*>& runs) {
-  std::map<std::pair<bool, int64_t>, std::string> kinds;  // decode ranges by top, then mixed
+// A step-time error by kind of step (`ranges`: StepErrorsByRange or
+// DecodeErrorsAfterPrefill, ranges by top, the one of top 0 last), a column a run, after
+// `heading`.
+std::string RangesMarkdown(const std::vector<const LoadValidation*>& runs,
+                           std::vector<StepRangeError> (*ranges)(std::span<const StepComparison>),
+                           const std::string& heading) {
+  std::map<std::pair<bool, int64_t>, std::string> kinds;  // ranges by top, then top 0
   std::vector<std::vector<StepRangeError>> by_run;
   for (const LoadValidation* v : runs) {
-    by_run.push_back(StepErrorsByRange(v->steps));
+    by_run.push_back(ranges(v->steps));
     for (const StepRangeError& r : by_run.back()) kinds[{r.top == 0, r.top}] = r.steps;
   }
   if (kinds.empty()) return "";
-  std::string md =
-      "\nStep time by kind of step (decode_B: decode-only steps of B sequences, decode_A-B of A "
-      "to B; mixed: steps with a prefill chunk), MAPE % / bias % (steps); a model's residual by configuration, or a host "
-      "whose memory-bound steps (few sequences: every weight streamed) move while the rest "
-      "hold:\n\n| steps |";
+  std::string md = heading + "\n\n| steps |";
   for (const LoadValidation* v : runs) md += " " + v->label + " |";
   md += "\n|---|";
   for (size_t i = 0; i < runs.size(); ++i) md += "---|";
@@ -302,6 +303,13 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
     for (const StepRangeError& r : StepErrorsByRange(v.steps)) {
       if (r.top == 0) continue;
       const std::string at = v.label + ",step_time_" + r.steps + ",";
+      const std::string times = Number(r.measured_s) + "," + Number(r.predicted_s) + ",";
+      csv += at + "mape," + times + Number(r.error.mape) + "\n";
+      csv += at + "bias," + times + Number(r.error.bias) + "\n";
+    }
+    // The decode-only steps by their place after the last prefill step.
+    for (const StepRangeError& r : DecodeErrorsAfterPrefill(v.steps)) {
+      const std::string at = v.label + ",step_time_decode_after_prefill_" + r.steps + ",";
       const std::string times = Number(r.measured_s) + "," + Number(r.predicted_s) + ",";
       csv += at + "mape," + times + Number(r.error.mape) + "\n";
       csv += at + "bias," + times + Number(r.error.bias) + "\n";
@@ -409,7 +417,16 @@ std::string ValidationMarkdown(const std::string& experiment,
                   v.decode_step_error.mape, v.mixed_step_error.mape);
     md += "| " + v.label + row;
   }
-  md += ByRangeMarkdown(runs);
+  md += RangesMarkdown(
+      runs, StepErrorsByRange,
+      "\nStep time by kind of step (decode_B: decode-only steps of B sequences, decode_A-B of A "
+      "to B; mixed: steps with a prefill chunk), MAPE % / bias % (steps); a model's residual by configuration, or a "
+      "host whose memory-bound steps (few sequences: every weight streamed) move while the rest hold:");
+  md += RangesMarkdown(
+      runs, DecodeErrorsAfterPrefill,
+      "\nDecode-only steps by their place after the last step with a prefill chunk (k = 1: the first decode "
+      "after it), MAPE % / bias % (steps); a device runs the first few slower than settled ones, which a model "
+      "without `after_prefill` prices as settled:");
   std::string again;
   for (const LoadValidation& v : loads) {
     if (v.attempts > 1) again += (again.empty() ? " " : ", ") + v.label + " " + std::to_string(v.attempts);

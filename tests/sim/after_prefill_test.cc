@@ -21,6 +21,8 @@
 #include "driver/config_yaml.h"
 #include "sim/calibrated_cost_model.h"
 #include "sim/sim_backend.h"
+#include "sim/validation.h"
+#include "sim/validation_report.h"
 #include "tests/sim/calibration_fixtures.h"
 
 namespace servelab {
@@ -257,6 +259,107 @@ TEST_F(AfterPrefillRunTest, EachDecodeStepTakesItsPlaceAfterThePrefill) {
     ++rows;
   }
   EXPECT_GT(rows, 500);
+}
+
+// An engine whose steps take 10 ms, its decode-only steps 10 ms x (1 + 0.3 exp(-(k - 1) /
+// 2)), k counted here from the plans it runs.
+class SlowAfterPrefillEngine final : public Backend {
+ public:
+  std::string_view Name() const override { return "engine-fake"; }
+  KvCapacity Capacity() const override {
+    KvCapacity c;
+    c.num_gpu_blocks = 300;
+    c.block_size = 16;
+    return c;
+  }
+  int32_t MaxModelLen() const override { return 1024; }
+  StatusOr<StepResult> Execute(const StepPlan& plan) override {
+    const bool decode_only = plan.num_prefill_tokens == 0 && plan.num_decode_tokens > 0;
+    k_ = plan.num_prefill_tokens > 0 ? 0 : k_ + (decode_only ? 1 : 0);
+    StepResult r;
+    r.elapsed = FromSeconds(decode_only ? 0.010 * (1 + 0.3 * std::exp(-(k_ - 1) / 2.0)) : 0.010);
+    return r;
+  }
+
+ private:
+  int32_t k_ = 0;
+};
+
+// Validated against that engine, a model with its slowdown has no error, step by step and
+// end to end; one without it (after_prefill: false) is 1 / 1.3 - 1 off on the first decodes
+// after a prefill step, and validation.md and .csv say so by place.
+TEST_F(AfterPrefillRunTest, AValidationOfAnEngineSlowAfterAPrefillStep) {
+  CalibratedModel model = FreeOpsModel("a100-80gb");
+  model.has_step_overhead = true;
+  model.step_overhead_us = 10000;
+  AfterPrefill a;
+  a.slowdown = 0.3;
+  a.decay_steps = 2;
+  model.after_prefill = a;
+  std::ofstream(dir_ / "engine.yaml") << CalibratedModelYaml(model, {});
+  const BackendFactory engine = [](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
+    return std::unique_ptr<Backend>(std::make_unique<SlowAfterPrefillEngine>());
+  };
+  for (const bool knows : {true, false}) {
+    SCOPED_TRACE(knows ? "with after_prefill" : "without");
+    auto config = ParseExperiment(
+        "name: v\nseed: 3\nbackend: engine\nmodel: llama-3-8b\nhardware: {gpu: a100-80gb}\n"
+        "scheduler: {max_num_seqs: 16, max_num_batched_tokens: 512}\n"
+        "workload: {num_requests: 60, arrival: {process: poisson, rate: 12},\n"
+        "  input_tokens: {dist: uniform, min: 20, max: 400},\n"
+        "  output_tokens: {dist: uniform, min: 2, max: 80}}\n"
+        "cost_model: {type: calibrated, path: engine.yaml, after_prefill: " +
+            std::string(knows ? "true" : "false") + "}\n",
+        (dir_ / "exp.yaml").string(), dir_.string());
+    ASSERT_TRUE(config.ok()) << config.status().message();
+    auto v = ValidateLoad(*config, engine, (dir_ / (knows ? "knows" : "not")).string(), false);
+    ASSERT_TRUE(v.ok()) << v.status().message();
+    v->label = "r";
+    const std::vector<StepRangeError> ranges = DecodeErrorsAfterPrefill(v->steps);
+    ASSERT_GE(ranges.size(), 5u);
+    EXPECT_EQ(ranges.front().steps, "k=1");
+    EXPECT_GT(ranges.front().error.points, 10);
+    if (knows) {
+      EXPECT_NEAR(v->step_error.mape, 0.0, 1e-9);
+      for (const MetricComparison& m : v->metrics) EXPECT_NEAR(m.error_pct, 0.0, 1e-9) << m.metric;
+      continue;
+    }
+    EXPECT_NEAR(ranges.front().error.bias, 100 * (1 / 1.3 - 1), 1e-6);
+    EXPECT_NEAR(ranges[1].error.bias, 100 * (1 / (1 + 0.3 * std::exp(-0.5)) - 1), 1e-6);
+    EXPECT_GT(ranges.back().error.bias, -0.1);  // k = 16 and later: settled
+    EXPECT_LT(v->ErrorPct("tpot", "p50"), 0.0);
+    EXPECT_THAT(ValidationMarkdown("v", {*v}), HasSubstr("| k=1 | 23.1 / -23.1 ("));
+    EXPECT_THAT(ValidationCsv({*v}), HasSubstr("\nr,step_time_decode_after_prefill_k=1,bias,"));
+  }
+}
+
+// By hand: decode-only steps by their place, the mixed and unmeasured left out.
+TEST(DecodeErrorsAfterPrefillTest, ByPlaceByHand) {
+  auto step = [](int32_t k, bool decode, double measured_ms, double predicted_ms) {
+    StepComparison s;
+    s.decode_only = decode;
+    s.after_prefill = k;
+    s.measured_s = measured_ms * 1e-3;
+    s.predicted_s = predicted_ms * 1e-3;
+    return s;
+  };
+  const std::vector<StepComparison> steps = {step(0, false, 20, 10), step(1, true, 2, 1),  step(2, true, 2, 3),
+                                             step(5, true, 4, 3),    step(7, true, 4, 5),  step(30, true, 1, 1),
+                                             step(1, true, 0, 1)};
+  const std::vector<StepRangeError> r = DecodeErrorsAfterPrefill(steps);
+  ASSERT_EQ(r.size(), 4u);  // k=1, k=2, k=4-7, k=16+ (none at 3 or 8-15)
+  EXPECT_EQ(r[0].steps, "k=1");
+  EXPECT_EQ(r[0].error.points, 1);
+  EXPECT_DOUBLE_EQ(r[0].error.bias, -50.0);
+  EXPECT_EQ(r[1].steps, "k=2");
+  EXPECT_DOUBLE_EQ(r[1].error.bias, 50.0);
+  EXPECT_EQ(r[2].steps, "k=4-7");
+  EXPECT_EQ(r[2].top, 7);
+  EXPECT_DOUBLE_EQ(r[2].error.mape, 25.0);
+  EXPECT_DOUBLE_EQ(r[2].error.bias, 0.0);
+  EXPECT_EQ(r[3].steps, "k=16+");
+  EXPECT_EQ(r[3].top, 0);
+  EXPECT_DOUBLE_EQ(r[3].error.mape, 0.0);
 }
 
 }  // namespace
