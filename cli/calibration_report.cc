@@ -240,10 +240,11 @@ nlohmann::ordered_json CalibrationJson(const std::string& model_path, const Cali
     json["routing"] = routing;
   }
   if (const auto& a = model.after_prefill) {
-    json["after_prefill"] = {{"slowdown", a->slowdown},         {"decay_steps", a->decay_steps},
-                             {"rows", a->rows},                 {"prefill_tokens_min", a->prefill_tokens_min},
-                             {"prefill_tokens_max", a->prefill_tokens_max}, {"mape_pct", a->mape_pct},
-                             {"bias_pct", a->bias_pct}};
+    json["after_prefill"] = {{"batches", a->batches},   {"slowdown", a->slowdown},
+                             {"decay_steps", a->decay_steps}, {"rows", a->rows},
+                             {"prefill_tokens_min", a->prefill_tokens_min},
+                             {"prefill_tokens_max", a->prefill_tokens_max},
+                             {"mape_pct", a->mape_pct}, {"bias_pct", a->bias_pct}};
   }
   json["in_sample"] = EvaluationJson(in_sample);
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
@@ -295,10 +296,17 @@ void PrintCalibration(const CalibratedModel& model, const Evaluation& in_sample,
                 "graphs): %.2f us\n", model.decode_step_overhead_us);
   }
   if (const auto& a = model.after_prefill) {
-    std::printf("decodes after a prefill step (%lld rows, chunks of %d-%d tokens): the first %.1f%% slower than "
-                "settled, decaying over %.2f steps (the 4th: %.1f%%); the fit %.2f%% MAPE, bias %+.2f%%\n",
-                static_cast<long long>(a->rows), a->prefill_tokens_min, a->prefill_tokens_max, 100 * a->slowdown,
-                a->decay_steps, 100 * (a->Factor(4) - 1), a->mape_pct, a->bias_pct);
+    std::string at;
+    for (size_t i = 0; i < a->batches.size(); ++i) {
+      char said[64];
+      std::snprintf(said, sizeof said, "%s%.1f%% at %lld", i > 0 ? ", " : "", 100 * a->slowdown[i],
+                    static_cast<long long>(a->batches[i]));
+      at += said;
+    }
+    std::printf("decodes after a prefill step (%lld rows, chunks of %d-%d tokens): the first slower than settled "
+                "by %s sequences, decaying over %.2f steps; the fit %.2f%% MAPE, bias %+.2f%%\n",
+                static_cast<long long>(a->rows), a->prefill_tokens_min, a->prefill_tokens_max, at.c_str(),
+                a->decay_steps, a->mape_pct, a->bias_pct);
   }
 }
 

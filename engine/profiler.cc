@@ -284,8 +284,8 @@ StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const
     }
     session->timed.push_back(std::move(t));
   }
-  // The decodes after a chunk: the host check's chunk and one-sequence context, at 1, 4
-  // and max_batch sequences, where the grid has them.
+  // The decodes after a chunk: the host check's chunk (or the grid's largest below it)
+  // and one-sequence context, at 1, 4 and max_batch sequences, where the grid has them.
   if (options.after_prefill_steps > 0 && options.interleave && points.empty()) {
     const std::vector<ProfilePoint> check = HostCheckPoints(max_tokens, max_batch, max_context);
     const auto find = [&](const ProfilePoint& c) -> Timed* {
@@ -294,7 +294,12 @@ StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const
       }
       return nullptr;
     };
-    Timed* chunk = find(check.front());
+    // The grid's chunk from position 0 closest to the host check's, not above it.
+    Timed* chunk = nullptr;
+    for (const auto& t : session->timed) {
+      if (t->c.decode || t->c.context != 0 || t->c.tokens > check.front().tokens) continue;
+      if (chunk == nullptr || t->c.tokens > chunk->c.tokens) chunk = t.get();
+    }
     std::vector<int32_t> batches = {1, 4, max_batch};
     batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
     for (const int32_t b : batches) {

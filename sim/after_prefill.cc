@@ -10,9 +10,22 @@
 
 namespace servelab {
 
-double AfterPrefill::Factor(int32_t steps_since_prefill) const {
-  if (steps_since_prefill <= 0 || slowdown <= 0) return 1;
-  return 1 + slowdown * std::exp(-static_cast<double>(steps_since_prefill - 1) / decay_steps);
+double AfterPrefill::SlowdownAt(int64_t seqs) const {
+  if (batches.empty()) return 0;
+  if (seqs <= batches.front()) return slowdown.front();
+  if (seqs >= batches.back()) return slowdown.back();
+  const size_t hi = static_cast<size_t>(std::upper_bound(batches.begin(), batches.end(), seqs) - batches.begin());
+  const size_t lo = hi - 1;
+  const double t = std::log(static_cast<double>(seqs) / static_cast<double>(batches[lo])) /
+                   std::log(static_cast<double>(batches[hi]) / static_cast<double>(batches[lo]));
+  return slowdown[lo] + t * (slowdown[hi] - slowdown[lo]);
+}
+
+double AfterPrefill::Factor(int32_t steps_since_prefill, int64_t seqs) const {
+  if (steps_since_prefill <= 0) return 1;
+  const double s = SlowdownAt(seqs);
+  if (s <= 0) return 1;
+  return 1 + s * std::exp(-static_cast<double>(steps_since_prefill - 1) / decay_steps);
 }
 
 namespace {
@@ -28,6 +41,7 @@ Configuration ConfigurationOf(const ProfileRow& r) {
 }
 
 struct Ratio {
+  int64_t batch = 0;
   int32_t k = 0;
   double excess = 0;  // measured / settled - 1
 };
@@ -50,7 +64,7 @@ StatusOr<std::optional<AfterPrefill>> FitAfterPrefill(std::span<const ProfileTab
                                " row of " + std::to_string(r.batch) + " sequences at context " +
                                std::to_string(r.context) + " and no step row of that decode to compare it with");
       }
-      ratios.push_back(Ratio{r.after_prefill, r.median_ms / it->second - 1});
+      ratios.push_back(Ratio{r.batch, r.after_prefill, r.median_ms / it->second - 1});
       fit.prefill_tokens_min = fit.rows == 0 ? r.prefill_before : std::min(fit.prefill_tokens_min, r.prefill_before);
       fit.prefill_tokens_max = std::max(fit.prefill_tokens_max, r.prefill_before);
       ++fit.rows;
@@ -64,21 +78,37 @@ StatusOr<std::optional<AfterPrefill>> FitAfterPrefill(std::span<const ProfileTab
                            std::to_string(places.size()) + " distinct places after the chunk: too few to tell "
                            "a slowdown from its decay (at least 4 rows at 3 places)");
   }
-  // The decay on a log grid; for each, the least-squares slowdown >= 0 (closed form).
+  std::vector<int64_t> batches;
+  for (const Ratio& r : ratios) batches.push_back(r.batch);
+  std::sort(batches.begin(), batches.end());
+  batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+  if (batches.size() > kMaxAfterPrefillBatches) {
+    return InvalidArgument(std::string(kStepAfterPrefill) + " rows at " + std::to_string(batches.size()) +
+                           " batch sizes, more than " + std::to_string(kMaxAfterPrefillBatches));
+  }
+  const auto index_of = [&](int64_t batch) {
+    return static_cast<size_t>(std::lower_bound(batches.begin(), batches.end(), batch) - batches.begin());
+  };
+  // The decay on a log grid; for each, each batch size's least-squares slowdown >= 0
+  // (closed form).
   double best_sse = std::numeric_limits<double>::infinity();
   constexpr int kGrid = 97;  // 0.25 to 64 steps, 12 points an octave
+  std::vector<double> ye(batches.size()), ee(batches.size()), slowdown(batches.size());
   for (int i = 0; i < kGrid; ++i) {
     const double decay = 0.25 * std::exp2(i / 12.0);
-    double ye = 0, ee = 0;
+    std::fill(ye.begin(), ye.end(), 0.0);
+    std::fill(ee.begin(), ee.end(), 0.0);
     for (const Ratio& r : ratios) {
       const double e = std::exp(-(r.k - 1) / decay);
-      ye += r.excess * e;
-      ee += e * e;
+      ye[index_of(r.batch)] += r.excess * e;
+      ee[index_of(r.batch)] += e * e;
     }
-    const double slowdown = std::clamp(ee > 0 ? ye / ee : 0.0, 0.0, kMaxAfterPrefillSlowdown);
+    for (size_t b = 0; b < batches.size(); ++b) {
+      slowdown[b] = std::clamp(ee[b] > 0 ? ye[b] / ee[b] : 0.0, 0.0, kMaxAfterPrefillSlowdown);
+    }
     double sse = 0;
     for (const Ratio& r : ratios) {
-      const double d = r.excess - slowdown * std::exp(-(r.k - 1) / decay);
+      const double d = r.excess - slowdown[index_of(r.batch)] * std::exp(-(r.k - 1) / decay);
       sse += d * d;
     }
     if (sse < best_sse) {
@@ -87,9 +117,10 @@ StatusOr<std::optional<AfterPrefill>> FitAfterPrefill(std::span<const ProfileTab
       fit.decay_steps = decay;
     }
   }
+  fit.batches = batches;
   double abs_sum = 0, sum = 0;
   for (const Ratio& r : ratios) {
-    const double rel = fit.Factor(r.k) / (1 + r.excess) - 1;
+    const double rel = fit.Factor(r.k, r.batch) / (1 + r.excess) - 1;
     abs_sum += std::abs(rel);
     sum += rel;
   }

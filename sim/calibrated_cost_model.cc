@@ -85,12 +85,19 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
                  (fitted.empty() ? std::string("none") : Join(fitted, ", ")) +
                  "; roofline: " + (roofline.empty() ? std::string("none") : Join(roofline, ", "));
   if (decode_graphs_) description_ += "; decode steps as CUDA graphs (padded rows, context bucket)";
-  if (model.after_prefill && model.after_prefill->slowdown > 0) {
+  if (model.after_prefill) {
     after_prefill_ = *model.after_prefill;
-    char said[160];
-    std::snprintf(said, sizeof said, "; decode steps after a prefill step: the first %.1f%% slower, decaying "
-                  "over %.2f steps", 100 * after_prefill_.slowdown, after_prefill_.decay_steps);
-    description_ += said;
+    std::vector<std::string> at;
+    for (size_t i = 0; i < after_prefill_.batches.size(); ++i) {
+      char said[64];
+      std::snprintf(said, sizeof said, "%.1f%% at %lld", 100 * after_prefill_.slowdown[i],
+                    static_cast<long long>(after_prefill_.batches[i]));
+      at.push_back(said);
+    }
+    char decay[64];
+    std::snprintf(decay, sizeof decay, ", decaying over %.2f steps", after_prefill_.decay_steps);
+    description_ += "; decode steps after a prefill step: the first slower by " + Join(at, ", ") +
+                    " sequences" + decay;
   }
   // The GEMM corrections at this deployment's shapes, on the fitted device (a CPU fit is
   // the CPU's whatever the deployment names), for 16-bit floating-point weights and
@@ -325,7 +332,7 @@ void CalibratedCostModel::StageTimes(const StepPlan& plan, std::span<TimeNs> sta
   }
   const StepParts p = PartsOf(plan);
   const TimeNs total = StepTime(plan);
-  const double factor = p.decode_only ? after_prefill_.Factor(plan.steps_since_prefill) : 1.0;
+  const double factor = p.decode_only ? after_prefill_.Factor(plan.steps_since_prefill, static_cast<int64_t>(plan.seqs.size())) : 1.0;
   // Stage ends as the running sum of stage times, rounded once each, the last the step's
   // time: the stage times sum to StepTime exactly. The embedding runs on the first stage,
   // the final norm, LM head and sampling on the last.
@@ -416,7 +423,7 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
 TimeNs CalibratedCostModel::StepTime(const StepPlan& plan) const {
   const StepParts p = PartsOf(plan);
   const double ops = OpsSeconds(p);
-  const double factor = p.decode_only ? after_prefill_.Factor(plan.steps_since_prefill) : 1.0;
+  const double factor = p.decode_only ? after_prefill_.Factor(plan.steps_since_prefill, static_cast<int64_t>(plan.seqs.size())) : 1.0;
   if (ops <= 0) return FromSeconds(overhead_s_ * factor);
   // A decode step's own overhead (negative where graphs save launches): never below 0.
   // With the model's graphs, a decode step the runner runs eagerly takes the others'.

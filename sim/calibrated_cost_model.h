@@ -91,8 +91,8 @@
 //                     steps after a prefill step (MODEL.yaml's `after_prefill`,
 //                     sim/after_prefill.h), a decode-only step k steps after a step with
 //                     prompt tokens (StepPlan::steps_since_prefill) takes its time x (1 +
-//                     slowdown x exp(-(k - 1) / decay_steps)); false: every decode step
-//                     settled. Read (and recorded) when the model has it
+//                     slowdown(its sequences) x exp(-(k - 1) / decay_steps)); false: every
+//                     decode step settled. Read (and recorded) when the model has it
 //   expert_imbalance, routing_skew, routing_locality, routing_favourites
 //                     MoE models: as the roofline's (ExpertRoutingOptions); the skew,
 //                     locality and favourites default to those MODEL.yaml's `routing`

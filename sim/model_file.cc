@@ -266,12 +266,30 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
     }
     if (const YAML::Node after = root["after_prefill"]) {
       if (!after.IsMap()) Fail(path, after, "after_prefill", "expected a mapping");
-      CheckKeys(path, after, "after_prefill", {"slowdown", "decay_steps", "rows", "prefill_tokens", "mape_pct",
-                                               "bias_pct"});
-      if (!after["slowdown"]) Fail(path, after, "after_prefill.slowdown", "missing");
-      if (!after["decay_steps"]) Fail(path, after, "after_prefill.decay_steps", "missing");
+      CheckKeys(path, after, "after_prefill", {"batches", "slowdown", "decay_steps", "rows", "prefill_tokens",
+                                               "mape_pct", "bias_pct"});
+      for (const char* key : {"batches", "slowdown", "decay_steps"}) {
+        if (!after[key]) Fail(path, after, std::string("after_prefill.") + key, "missing");
+      }
       AfterPrefill a;
-      a.slowdown = Number(path, after["slowdown"], "after_prefill.slowdown", 0, kMaxAfterPrefillSlowdown);
+      const Numbers batches = ReadNumbers(path, after["batches"], "after_prefill.batches", 1, 1 << 20);
+      const Numbers slowdown =
+          ReadNumbers(path, after["slowdown"], "after_prefill.slowdown", 0, kMaxAfterPrefillSlowdown);
+      if (batches.values.empty() || batches.values.size() > kMaxAfterPrefillBatches) {
+        Fail(path, after["batches"], "after_prefill.batches",
+             "1 to " + std::to_string(kMaxAfterPrefillBatches) + " batch sizes");
+      }
+      if (slowdown.values.size() != batches.values.size()) {
+        Fail(path, after["slowdown"], "after_prefill.slowdown", "one a batch size (after_prefill.batches)");
+      }
+      for (size_t i = 0; i < batches.values.size(); ++i) {
+        const double b = batches.values[i];
+        if (b != std::floor(b) || (i > 0 && !(b > batches.values[i - 1]))) {
+          Fail(path, batches.places[i], batches.keys[i], "whole numbers, increasing");
+        }
+        a.batches.push_back(static_cast<int64_t>(b));
+      }
+      a.slowdown = slowdown.values;
       a.decay_steps = Number(path, after["decay_steps"], "after_prefill.decay_steps", kMinAfterPrefillDecay,
                              kMaxAfterPrefillDecay);
       model.after_prefill = a;  // the rest says how it was fitted: informational

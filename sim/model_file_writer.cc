@@ -75,9 +75,14 @@ std::string CalibratedModelYaml(const CalibratedModel& model,
   }
   if (model.decode_graphs) out << "decode_graphs: true\n";
   if (const auto& a = model.after_prefill) {
-    out << "after_prefill:  # a decode-only step k steps after a step with prompt tokens takes its settled\n"
-           "                # time x (1 + slowdown x exp(-(k - 1) / decay_steps)) (sim/after_prefill.h)\n";
-    out << "  slowdown: " << FormatDouble(a->slowdown) << "\n";
+    out << "after_prefill:  # a decode-only step of B sequences k steps after a step with prompt tokens takes\n"
+           "                # its settled time x (1 + slowdown(B) x exp(-(k - 1) / decay_steps)), slowdown\n"
+           "                # interpolated in log(B) between the batches (sim/after_prefill.h)\n";
+    std::vector<std::string> batches, slowdown;
+    for (const int64_t b : a->batches) batches.push_back(std::to_string(b));
+    for (const double s : a->slowdown) slowdown.push_back(FormatDouble(s));
+    out << "  batches: [" << Join(batches, ", ") << "]\n";
+    out << "  slowdown: [" << Join(slowdown, ", ") << "]\n";
     out << "  decay_steps: " << FormatDouble(a->decay_steps) << "\n";
     out << "  rows: " << a->rows << "  # " << kStepAfterPrefill << " rows fitted\n";
     out << "  prefill_tokens: [" << a->prefill_tokens_min << ", " << a->prefill_tokens_max

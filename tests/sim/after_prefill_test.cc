@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -34,13 +35,23 @@ using testing::ReadModelText;
 
 TEST(AfterPrefillTest, TheFactorDecaysFromTheFirstDecode) {
   AfterPrefill a;
-  a.slowdown = 0.4;
+  a.batches = {1};
+  a.slowdown = {0.4};
   a.decay_steps = 2;
-  EXPECT_EQ(a.Factor(0), 1.0);  // a step with prompt tokens
-  EXPECT_DOUBLE_EQ(a.Factor(1), 1.4);
-  EXPECT_DOUBLE_EQ(a.Factor(3), 1 + 0.4 * std::exp(-1.0));
-  EXPECT_NEAR(a.Factor(60), 1.0, 1e-12);
-  EXPECT_EQ(AfterPrefill{}.Factor(1), 1.0);  // none fitted
+  EXPECT_EQ(a.Factor(0, 1), 1.0);  // a step with prompt tokens
+  EXPECT_DOUBLE_EQ(a.Factor(1, 1), 1.4);
+  EXPECT_DOUBLE_EQ(a.Factor(3, 1), 1 + 0.4 * std::exp(-1.0));
+  EXPECT_DOUBLE_EQ(a.Factor(1, 64), 1.4);  // one size fitted: every batch's
+  EXPECT_NEAR(a.Factor(60, 1), 1.0, 1e-12);
+  EXPECT_EQ(AfterPrefill{}.Factor(1, 1), 1.0);  // none fitted
+  // Between two fitted sizes, in log(B); beyond them, the nearest's.
+  a.batches = {2, 32};
+  a.slowdown = {0.4, 0.0};
+  EXPECT_DOUBLE_EQ(a.SlowdownAt(1), 0.4);
+  EXPECT_DOUBLE_EQ(a.SlowdownAt(8), 0.2);
+  EXPECT_NEAR(a.SlowdownAt(4), 0.3, 1e-15);
+  EXPECT_EQ(a.SlowdownAt(64), 0.0);
+  EXPECT_EQ(a.Factor(1, 32), 1.0);
 }
 
 // A settled decode row and its rows k = 1 ... `steps` after a chunk of 128 tokens, timed
@@ -67,33 +78,49 @@ void AddDecode(ProfileTable& table, int64_t batch, double settled_ms, int32_t st
   }
 }
 
-// Rows from slowdown 0.3 and decay 4 steps (on the fit's grid: 0.25 x 2^(48/12)) give
-// them back; with each time off by up to 2% (seeded), near them.
+// Rows from slowdowns 0.3, 0.1 and 0 at 1, 4 and 16 sequences and a decay of 4 steps (on
+// the fit's grid: 0.25 x 2^(48/12)) give them back; with each time off by up to 2%
+// (seeded), near them.
 TEST(AfterPrefillTest, TheFitRecoversAKnownSlowdownAndDecay) {
-  const auto known = [](int32_t k) { return 1 + 0.3 * std::exp(-(k - 1) / 4.0); };
+  const std::map<int64_t, double> slowdown = {{1, 0.3}, {4, 0.1}, {16, 0.0}};
+  const auto known = [&](int64_t batch) {
+    return [&slowdown, batch](int32_t k) { return 1 + slowdown.at(batch) * std::exp(-(k - 1) / 4.0); };
+  };
   ProfileTable table;
   table.path = "known.csv";
-  for (const int64_t batch : {1, 4, 16}) AddDecode(table, batch, 2.0 + batch, 12, known);
+  for (const int64_t batch : {1, 4, 16}) AddDecode(table, batch, 2.0 + batch, 12, known(batch));
   auto fit = FitAfterPrefill(std::vector<ProfileTable>{table});
   ASSERT_TRUE(fit.ok()) << fit.status().message();
   ASSERT_TRUE(fit->has_value());
   EXPECT_EQ((*fit)->decay_steps, 4.0);
-  EXPECT_NEAR((*fit)->slowdown, 0.3, 1e-12);
+  EXPECT_EQ((*fit)->batches, (std::vector<int64_t>{1, 4, 16}));
+  ASSERT_EQ((*fit)->slowdown.size(), 3u);
+  EXPECT_NEAR((*fit)->slowdown[0], 0.3, 1e-12);
+  EXPECT_NEAR((*fit)->slowdown[1], 0.1, 1e-12);
+  EXPECT_NEAR((*fit)->slowdown[2], 0.0, 1e-12);
   EXPECT_NEAR((*fit)->mape_pct, 0.0, 1e-9);
   EXPECT_EQ((*fit)->rows, 36);
   EXPECT_EQ((*fit)->prefill_tokens_min, 128);
   EXPECT_EQ((*fit)->prefill_tokens_max, 128);
 
+  // Two shapes' rows of one size fit together; each time off by up to 2%.
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> noise(-0.02, 0.02);
-  ProfileTable noisy;
+  ProfileTable noisy, other;
   noisy.path = "noisy.csv";
-  for (const int64_t batch : {1, 2, 4, 8, 16}) {
-    AddDecode(noisy, batch, 2.0 + batch, 12, [&](int32_t k) { return known(k) * (1 + noise(rng)); });
+  other.path = "other.csv";
+  for (const int64_t batch : {1, 4, 16}) {
+    AddDecode(noisy, batch, 2.0 + batch, 12, [&](int32_t k) { return known(batch)(k) * (1 + noise(rng)); });
+    AddDecode(other, batch, 3.0 + batch, 12, [&](int32_t k) { return known(batch)(k) * (1 + noise(rng)); });
   }
-  fit = FitAfterPrefill(std::vector<ProfileTable>{noisy});
+  other.rows.front().shape.hidden_size = 512;  // another shape's settled row...
+  for (ProfileRow& r : other.rows) r.shape.hidden_size = 512;  // ...and its rows
+  fit = FitAfterPrefill(std::vector<ProfileTable>{noisy, other});
   ASSERT_TRUE(fit.ok() && fit->has_value()) << fit.status().message();
-  EXPECT_NEAR((*fit)->slowdown, 0.3, 0.03);
+  EXPECT_EQ((*fit)->rows, 72);
+  EXPECT_NEAR((*fit)->slowdown[0], 0.3, 0.03);
+  EXPECT_NEAR((*fit)->slowdown[1], 0.1, 0.03);
+  EXPECT_NEAR((*fit)->slowdown[2], 0.0, 0.03);
   EXPECT_GT((*fit)->decay_steps, 3.0);
   EXPECT_LT((*fit)->decay_steps, 5.5);
   EXPECT_GT((*fit)->mape_pct, 0.1);
@@ -105,7 +132,7 @@ TEST(AfterPrefillTest, TheFitRecoversAKnownSlowdownAndDecay) {
   AddDecode(flat, 1, 2.0, 8, [](int32_t) { return 1.0; });
   fit = FitAfterPrefill(std::vector<ProfileTable>{flat});
   ASSERT_TRUE(fit.ok() && fit->has_value()) << fit.status().message();
-  EXPECT_EQ((*fit)->slowdown, 0.0);
+  EXPECT_EQ((*fit)->slowdown, std::vector<double>{0.0});
 }
 
 TEST(AfterPrefillTest, TooFewRowsOrNothingToCompareWithIsSaid) {
@@ -140,7 +167,8 @@ TEST(AfterPrefillTest, TooFewRowsOrNothingToCompareWithIsSaid) {
 TEST(AfterPrefillTest, TheModelFileCarriesIt) {
   CalibratedModel model = FreeOpsModel("cpu");
   AfterPrefill a;
-  a.slowdown = 0.125;
+  a.batches = {1, 4, 16};
+  a.slowdown = {0.125, 0.0625, 0};
   a.decay_steps = 3.5;
   a.rows = 36;
   a.prefill_tokens_min = a.prefill_tokens_max = 128;
@@ -150,23 +178,31 @@ TEST(AfterPrefillTest, TheModelFileCarriesIt) {
   auto read = ReadModelText(text, "after_prefill");
   ASSERT_TRUE(read.ok()) << read.status().message();
   ASSERT_TRUE(read->after_prefill.has_value());
-  EXPECT_EQ(read->after_prefill->slowdown, 0.125);
+  EXPECT_EQ(read->after_prefill->batches, a.batches);
+  EXPECT_EQ(read->after_prefill->slowdown, a.slowdown);
   EXPECT_EQ(read->after_prefill->decay_steps, 3.5);
   model.after_prefill.reset();
   read = ReadModelText(CalibratedModelYaml(model, {}), "after_prefill_none");
   ASSERT_TRUE(read.ok()) << read.status().message();
   EXPECT_FALSE(read->after_prefill.has_value());
 
-  std::string bad = text;
-  bad.replace(bad.find("slowdown: 0.125"), 15, "slowdown: -0.1");
-  read = ReadModelText(bad, "after_prefill_bad");
-  ASSERT_FALSE(read.ok());
-  EXPECT_THAT(read.status().message(), HasSubstr("after_prefill.slowdown"));
-  bad = text;
-  bad.replace(bad.find("decay_steps: 3.5"), 16, "decay_steps: 0");
-  read = ReadModelText(bad, "after_prefill_bad2");
-  ASSERT_FALSE(read.ok());
-  EXPECT_THAT(read.status().message(), HasSubstr("after_prefill.decay_steps"));
+  const auto refused = [&](const std::string& from, const std::string& to) {
+    std::string bad = text;
+    const size_t at = bad.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    bad.replace(at, from.size(), to);
+    auto read = ReadModelText(bad, "after_prefill_bad");
+    return read.ok() ? std::string("read") : read.status().message();
+  };
+  EXPECT_THAT(refused("slowdown: [0.125", "slowdown: [-0.1"), HasSubstr("after_prefill.slowdown[0]"));
+  EXPECT_THAT(refused("slowdown: [0.125, 0.0625, 0.0]", "slowdown: [0.125, 0.0625]"),
+              HasSubstr("after_prefill.slowdown: one a batch size"));
+  EXPECT_THAT(refused("batches: [1, 4, 16]", "batches: [1, 16, 4]"),
+              HasSubstr("after_prefill.batches[2]: whole numbers, increasing"));
+  EXPECT_THAT(refused("batches: [1, 4, 16]", "batches: [1, 4.5, 16]"), HasSubstr("after_prefill.batches[1]"));
+  EXPECT_THAT(refused("batches: [1, 4, 16]", "batches: []"), HasSubstr("after_prefill.batches: 1 to 64"));
+  EXPECT_THAT(refused("decay_steps: 3.5", "decay_steps: 0"), HasSubstr("after_prefill.decay_steps"));
+  EXPECT_THAT(refused("  decay_steps: 3.5\n", ""), HasSubstr("after_prefill.decay_steps: missing"));
 }
 
 class AfterPrefillRunTest : public ::testing::Test {
@@ -180,7 +216,8 @@ class AfterPrefillRunTest : public ::testing::Test {
     model.has_step_overhead = true;
     model.step_overhead_us = 10000;
     AfterPrefill a;
-    a.slowdown = 0.5;
+    a.batches = {1};
+    a.slowdown = {0.5};
     a.decay_steps = 2;
     model.after_prefill = a;
     std::ofstream(dir_ / "m.yaml") << CalibratedModelYaml(model, {});
@@ -293,7 +330,8 @@ TEST_F(AfterPrefillRunTest, AValidationOfAnEngineSlowAfterAPrefillStep) {
   model.has_step_overhead = true;
   model.step_overhead_us = 10000;
   AfterPrefill a;
-  a.slowdown = 0.3;
+  a.batches = {1};
+  a.slowdown = {0.3};
   a.decay_steps = 2;
   model.after_prefill = a;
   std::ofstream(dir_ / "engine.yaml") << CalibratedModelYaml(model, {});
