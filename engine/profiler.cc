@@ -110,6 +110,11 @@ Status CheckProfileOptions(const ProfileOptions& options) {
   SERVELAB_RETURN_IF_ERROR(range("--repeats", options.repeats, 1, kMaxProfileRepeats, "runs"));
   SERVELAB_RETURN_IF_ERROR(range("--after-prefill-steps", options.after_prefill_steps, 0, kMaxAfterPrefill,
                                  "decode steps (0: none)"));
+  if (options.after_prefill_steps > 0 && options.after_prefill_steps < kMinAfterPrefillSteps) {
+    return InvalidArgument("--after-prefill-steps " + std::to_string(options.after_prefill_steps) +
+                           ": 0 (none) or at least " + std::to_string(kMinAfterPrefillSteps) +
+                           ", for a fit to tell a slowdown from its decay");
+  }
   // Their upper bounds are the experiment's (ProfileEngine).
   SERVELAB_RETURN_IF_ERROR(range("--max-tokens", options.max_tokens, 0, INT32_MAX, "(0: the experiment's)"));
   SERVELAB_RETURN_IF_ERROR(range("--max-batch", options.max_batch, 0, INT32_MAX, "(0: the experiment's)"));
@@ -301,6 +306,7 @@ StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const
       if (chunk == nullptr || t->c.tokens > chunk->c.tokens) chunk = t.get();
     }
     std::vector<int32_t> batches = {1, 4, max_batch};
+    std::sort(batches.begin(), batches.end());
     batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
     for (const int32_t b : batches) {
       Timed* decode = find(ProfilePoint{true, b, check.back().context});

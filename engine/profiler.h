@@ -80,12 +80,13 @@ struct ProfileOptions {
   // True (and no points): the experiment's HostCheckPoints instead of the grid, a decode's
   // batch halved until the KV pool holds it.
   bool host_check = false;
-  // In passes over the full grid (no points, no host check): per pass, decodes of 1, 4
-  // and max_batch sequences at the host check's one-sequence context, each settled, then
-  // a prefill chunk of the host check's (min(128, max_tokens) tokens), then this many of
-  // the decode back to back, each timed: kStepAfterPrefill rows, k = 1 ... this (the
-  // first decodes after a compute-bound step run slower than settled ones:
-  // sim/after_prefill.h). 0: none.
+  // In passes over the full grid (no points, no host check): after each pass, decodes of
+  // 1, 4 and max_batch sequences at the host check's one-sequence context, each settled,
+  // then the grid's largest prefill chunk from position 0 of at most the host check's
+  // tokens (min(128, max_tokens, max_context)), then this many of the decode back to back,
+  // each timed: kStepAfterPrefill rows, k = 1 ... this (the first decodes after a
+  // compute-bound step run slower than settled ones: sim/after_prefill.h). 0: none; else
+  // at least kMinAfterPrefillSteps (FitAfterPrefill's least).
   int32_t after_prefill_steps = 12;
   // Each step's sequences' KV blocks interleaved, block after block, as sequences that grew
   // together got theirs in a serving run (UniformStep's interleave_blocks); else each
@@ -93,8 +94,9 @@ struct ProfileOptions {
   bool interleave_blocks = false;
   // Called after each measured run with (done, total) measured runs.
   std::function<void(int64_t, int64_t)> on_progress;
-  // Called before each measured run with its experiment's index (ProfileEngines) and its
-  // configuration: the profile's order.
+  // Called before each measured run of the grid with its experiment's index
+  // (ProfileEngines) and its configuration: the profile's order (not for the decodes timed
+  // after a prefill chunk, after_prefill_steps).
   std::function<void(size_t, const ProfilePoint&)> on_measure;
 };
 
@@ -106,6 +108,8 @@ inline constexpr int32_t kMaxProfileRepeats = 100'000;
 inline constexpr double kMaxProfileMs = 60'000;
 // Experiments profiled together (ProfileEngines: every model loaded at once).
 inline constexpr int32_t kMaxProfileExperiments = 16;
+// ProfileOptions::after_prefill_steps, when not 0: at least this many.
+inline constexpr int32_t kMinAfterPrefillSteps = 3;
 // InvalidArgument naming the command-line flag of the first option out of its range.
 Status CheckProfileOptions(const ProfileOptions& options);
 

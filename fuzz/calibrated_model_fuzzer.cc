@@ -76,6 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     decode.seqs.push_back(ScheduledRequest{r, 1, 1999, true, false});
   }
   decode.num_decode_tokens = decode.num_emitting = 2;
+  decode.steps_since_prefill = 1;  // a model's after_prefill applies
   mixed.seqs = decode.seqs;
   mixed.seqs.push_back(prefill.seqs[0]);
   mixed.num_prefill_tokens = 512;

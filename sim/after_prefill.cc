@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -31,13 +32,15 @@ double AfterPrefill::Factor(int32_t steps_since_prefill, int64_t seqs) const {
 namespace {
 
 // What makes a step row the same configuration as a kStepAfterPrefill row.
-using Configuration = std::tuple<std::string, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t,
-                                 int32_t, int64_t, int64_t, int64_t, int32_t>;
+using Configuration = std::tuple<std::string, std::vector<int64_t>, int64_t, int64_t, int64_t, int32_t>;
 Configuration ConfigurationOf(const ProfileRow& r) {
   const ModelSpec& m = r.shape;
-  return {r.device, m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.intermediate_size,
-          m.vocab_size, m.num_hidden_layers, m.num_experts, m.num_experts_per_tok, r.tokens, r.batch,
-          r.context, r.tp};
+  // The shape as the servelab layout writes it.
+  std::vector<int64_t> shape = {m.hidden_size,       m.num_attention_heads, m.num_key_value_heads,
+                                m.HeadDim(),         m.intermediate_size,   m.vocab_size,
+                                m.num_hidden_layers, m.num_experts,         m.num_experts_per_tok,
+                                m.moe_intermediate_size, m.shared_expert_intermediate_size};
+  return {r.device, std::move(shape), r.tokens, r.batch, r.context, r.tp};
 }
 
 struct Ratio {
@@ -52,9 +55,9 @@ StatusOr<std::optional<AfterPrefill>> FitAfterPrefill(std::span<const ProfileTab
   std::vector<Ratio> ratios;
   AfterPrefill fit;
   for (const ProfileTable& table : tables) {
-    std::map<Configuration, double> settled;
+    std::map<Configuration, const ProfileRow*> settled;
     for (const ProfileRow& r : table.rows) {
-      if (r.op == "step" && r.median_ms > 0) settled.emplace(ConfigurationOf(r), r.median_ms);
+      if (r.op == "step") settled.emplace(ConfigurationOf(r), &r);
     }
     for (const ProfileRow& r : table.rows) {
       if (r.op != kStepAfterPrefill || !(r.median_ms > 0)) continue;
@@ -64,7 +67,15 @@ StatusOr<std::optional<AfterPrefill>> FitAfterPrefill(std::span<const ProfileTab
                                " row of " + std::to_string(r.batch) + " sequences at context " +
                                std::to_string(r.context) + " and no step row of that decode to compare it with");
       }
-      ratios.push_back(Ratio{r.batch, r.after_prefill, r.median_ms / it->second - 1});
+      const double excess = r.median_ms / it->second->median_ms - 1;
+      if (!std::isfinite(excess) || excess > kMaxAfterPrefillSlowdown) {
+        return InvalidArgument(table.path + ":" + std::to_string(r.line) + ": a " + kStepAfterPrefill + " row " +
+                               std::to_string(r.median_ms) + " ms against its settled step's " +
+                               std::to_string(it->second->median_ms) + " ms (line " +
+                               std::to_string(it->second->line) + "): more than " +
+                               std::to_string(static_cast<int>(kMaxAfterPrefillSlowdown) + 1) + " times it");
+      }
+      ratios.push_back(Ratio{r.batch, r.after_prefill, excess});
       fit.prefill_tokens_min = fit.rows == 0 ? r.prefill_before : std::min(fit.prefill_tokens_min, r.prefill_before);
       fit.prefill_tokens_max = std::max(fit.prefill_tokens_max, r.prefill_before);
       ++fit.rows;
@@ -73,10 +84,10 @@ StatusOr<std::optional<AfterPrefill>> FitAfterPrefill(std::span<const ProfileTab
   if (ratios.empty()) return std::optional<AfterPrefill>();
   std::set<int32_t> places;
   for (const Ratio& r : ratios) places.insert(r.k);
-  if (ratios.size() < 4 || places.size() < 3) {
+  if (places.size() < 3) {
     return InvalidArgument(std::to_string(ratios.size()) + " " + kStepAfterPrefill + " rows at " +
                            std::to_string(places.size()) + " distinct places after the chunk: too few to tell "
-                           "a slowdown from its decay (at least 4 rows at 3 places)");
+                           "a slowdown from its decay (at least 3 places: profile --after-prefill-steps 3 or more)");
   }
   std::vector<int64_t> batches;
   for (const Ratio& r : ratios) batches.push_back(r.batch);
@@ -111,7 +122,7 @@ StatusOr<std::optional<AfterPrefill>> FitAfterPrefill(std::span<const ProfileTab
       const double d = r.excess - slowdown[index_of(r.batch)] * std::exp(-(r.k - 1) / decay);
       sse += d * d;
     }
-    if (sse < best_sse) {
+    if (i == 0 || sse < best_sse) {  // (the ratios are finite: so is every sse)
       best_sse = sse;
       fit.slowdown = slowdown;
       fit.decay_steps = decay;

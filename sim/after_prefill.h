@@ -12,8 +12,8 @@
 // its settled time and settled within 4-8 decodes (experiments/validation/README.md,
 // State after a change of step), decodes of 4 or more sequences (GEMMs, not the
 // matrix-vector products that stream every weight) not measurably; in the H200 recording
-// (experiments/results/h200/) the first decode after a prefill step was predicted 2-7
-// points faster than the settled ones at every batch size. `servelab profile` times
+// (experiments/results/h200/) the first decode after a prefill step was predicted 2-4
+// points faster than the settled ones overall, at every batch size. `servelab profile` times
 // decodes k = 1 ... after a chunk (kStepAfterPrefill rows) at a few batch sizes;
 // FitAfterPrefill fits one decay and a slowdown per batch size to them against the same
 // decodes' settled rows; the calibrated cost model applies it to decode-only steps, the
@@ -62,8 +62,9 @@ inline constexpr double kMinAfterPrefillDecay = 0.05, kMaxAfterPrefillDecay = 1e
 // over 1 (every shape's rows of that size together); the decay of the least squares over
 // all rows kept (at most kMaxAfterPrefillBatches sizes, else InvalidArgument). None
 // when no table has such rows. InvalidArgument naming the file and line of a row with no
-// settled row to compare with; naming the rows when they are too few to tell a decay from
-// a slowdown (fewer than 4, or fewer than 3 distinct k).
+// settled row to compare with, or more than 1 + kMaxAfterPrefillSlowdown times it (a
+// settled median of 0 among them); naming the rows when they are too few to tell a decay
+// from a slowdown (fewer than 3 distinct k).
 StatusOr<std::optional<AfterPrefill>> FitAfterPrefill(std::span<const ProfileTable> tables);
 
 }  // namespace servelab

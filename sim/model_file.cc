@@ -292,7 +292,19 @@ StatusOr<CalibratedModel> ParseCalibratedModel(const std::string& path, const st
       a.slowdown = slowdown.values;
       a.decay_steps = Number(path, after["decay_steps"], "after_prefill.decay_steps", kMinAfterPrefillDecay,
                              kMaxAfterPrefillDecay);
-      model.after_prefill = a;  // the rest says how it was fitted: informational
+      // How it was fitted (informational, yet checked): rows, the chunks' tokens, the error.
+      if (after["rows"]) a.rows = static_cast<int64_t>(Number(path, after["rows"], "after_prefill.rows", 0, 1e12));
+      if (after["prefill_tokens"]) {
+        const Numbers tokens = ReadNumbers(path, after["prefill_tokens"], "after_prefill.prefill_tokens", 0, 1 << 26);
+        if (tokens.values.size() != 2) {
+          Fail(path, after["prefill_tokens"], "after_prefill.prefill_tokens", "the smallest and largest: two numbers");
+        }
+        a.prefill_tokens_min = static_cast<int32_t>(tokens.values[0]);
+        a.prefill_tokens_max = static_cast<int32_t>(tokens.values[1]);
+      }
+      if (after["mape_pct"]) a.mape_pct = Number(path, after["mape_pct"], "after_prefill.mape_pct", 0, 1e9);
+      if (after["bias_pct"]) a.bias_pct = Number(path, after["bias_pct"], "after_prefill.bias_pct", -1e9, 1e9);
+      model.after_prefill = a;
     }
     if (const YAML::Node routing = root["routing"]) {
       if (!routing.IsSequence()) Fail(path, routing, "routing", "expected a list");

@@ -12,7 +12,10 @@ namespace servelab {
 //   load,quantity,statistic,engine,sim,error_pct
 // (step_time rows: statistic mape|bias|max|time over all|decode|mixed steps, engine and
 // sim those steps' mean measured and predicted times in seconds, `time` the error of
-// their summed time (of those means); step_time_decode rows autocorrelation, window_min and
+// their summed time (of those means); step_time_decode_B rows mape|bias per range of
+// decode batches (StepErrorsByRange) and step_time_decode_after_prefill_k=K rows mape|bias
+// per place after the last prefill step (DecodeErrorsAfterPrefill: k=1 ... k=16+), engine
+// and sim their steps' mean times; step_time_decode rows autocorrelation, window_min and
 // window_max (ErrorWander; error_pct holds the autocorrelation itself, a fraction, and
 // the stretches' mean errors in percent), when there is a whole stretch; for a mixture of
 // experts whose engine counts its routing, routing_experts and routing_single_row rows

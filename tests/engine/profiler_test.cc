@@ -193,6 +193,10 @@ TEST_F(ProfilerTest, DecodesAfterAPrefillChunkAreTimedOneByOne) {
     EXPECT_TRUE(std::none_of(none->begin(), none->end(),
                              [](const ProfileRow& r) { return r.op == kStepAfterPrefill; }));
   }
+  options.after_prefill_steps = 2;
+  auto two = ProfileEngine(c, options);
+  ASSERT_FALSE(two.ok());
+  EXPECT_THAT(two.status().message(), HasSubstr("--after-prefill-steps 2: 0 (none) or at least 3"));
   options.after_prefill_steps = kMaxAfterPrefill + 1;
   auto refused = ProfileEngine(c, options);
   ASSERT_FALSE(refused.ok());

@@ -151,7 +151,16 @@ TEST(AfterPrefillTest, TooFewRowsOrNothingToCompareWithIsSaid) {
   fit = FitAfterPrefill(std::vector<ProfileTable>{two});
   ASSERT_FALSE(fit.ok());
   EXPECT_EQ(fit.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(fit.status().message(), HasSubstr("4 step_after_prefill rows at 2 distinct places"));
+  EXPECT_THAT(fit.status().message(), HasSubstr("4 step_after_prefill rows at 2 distinct places after the chunk: too few"));
+
+  ProfileTable absurd;  // a settled median of 0: no ratio to take
+  absurd.path = "absurd.csv";
+  AddDecode(absurd, 1, 2.0, 4, known);
+  absurd.rows[0].median_ms = 0;
+  fit = FitAfterPrefill(std::vector<ProfileTable>{absurd});
+  ASSERT_FALSE(fit.ok());
+  EXPECT_THAT(fit.status().message(), HasSubstr("absurd.csv:3: a step_after_prefill row"));
+  EXPECT_THAT(fit.status().message(), HasSubstr("(line 2): more than 11 times it"));
 
   ProfileTable orphan;
   orphan.path = "orphan.csv";
@@ -181,6 +190,8 @@ TEST(AfterPrefillTest, TheModelFileCarriesIt) {
   EXPECT_EQ(read->after_prefill->batches, a.batches);
   EXPECT_EQ(read->after_prefill->slowdown, a.slowdown);
   EXPECT_EQ(read->after_prefill->decay_steps, 3.5);
+  EXPECT_EQ(read->after_prefill->rows, 36);
+  EXPECT_EQ(read->after_prefill->prefill_tokens_max, 128);
   model.after_prefill.reset();
   read = ReadModelText(CalibratedModelYaml(model, {}), "after_prefill_none");
   ASSERT_TRUE(read.ok()) << read.status().message();
@@ -203,6 +214,9 @@ TEST(AfterPrefillTest, TheModelFileCarriesIt) {
   EXPECT_THAT(refused("batches: [1, 4, 16]", "batches: []"), HasSubstr("after_prefill.batches: 1 to 64"));
   EXPECT_THAT(refused("decay_steps: 3.5", "decay_steps: 0"), HasSubstr("after_prefill.decay_steps"));
   EXPECT_THAT(refused("  decay_steps: 3.5\n", ""), HasSubstr("after_prefill.decay_steps: missing"));
+  EXPECT_THAT(refused("prefill_tokens: [128, 128]", "prefill_tokens: [128]"),
+              HasSubstr("after_prefill.prefill_tokens: the smallest and largest"));
+  EXPECT_THAT(refused("rows: 36", "rows: many"), HasSubstr("after_prefill.rows"));
 }
 
 class AfterPrefillRunTest : public ::testing::Test {
@@ -224,10 +238,12 @@ class AfterPrefillRunTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  // steps.csv of a run on that model (`extra`: more of the cost model's parameters).
-  std::string Steps(const std::string& extra) {
+  // steps.csv of a run on that model (`extra`: more of the cost model's parameters;
+  // `blocks`: a KV pool of that many blocks, 0 the memory formula's).
+  std::string Steps(const std::string& extra, int blocks = 0) {
     auto config = ParseExperiment(
-        "name: t\nseed: 3\nmodel: llama-2-7b\nhardware: {gpu: a100-80gb}\n"
+        "name: t\nseed: 3\nmodel: llama-2-7b\nhardware: {gpu: a100-80gb" +
+            (blocks > 0 ? ", num_gpu_blocks: " + std::to_string(blocks) : std::string()) + "}\n"
         "scheduler: {max_num_seqs: 8}\n"
         "workload: {num_requests: 60, arrival: {process: poisson, rate: 4},\n"
         "  input_tokens: {dist: uniform, min: 10, max: 300},\n"
@@ -257,17 +273,20 @@ int64_t DurationNs(const std::string& cell) {
 // Each step's place after the last prefill step, counted from steps.csv itself, gives its
 // time; the same with decode runs (the default) and stepping every iteration.
 TEST_F(AfterPrefillRunTest, EachDecodeStepTakesItsPlaceAfterThePrefill) {
+  // Also on a pool of 40 blocks of 16 tokens: requests preempted (recomputed, a prefill
+  // step again) and decode runs cut where a block is wanting.
+  for (const int blocks : {0, 40}) {
   for (const bool runs : {true, false}) {
-    SCOPED_TRACE(runs ? "decode runs" : "every iteration");
+    SCOPED_TRACE((runs ? "decode runs, " : "every iteration, ") + std::to_string(blocks) + " blocks");
     if (!runs) ::setenv("SERVELAB_DECODE_RUNS", "0", 1);
-    const std::string csv = Steps("");
+    const std::string csv = Steps("", blocks);
     ::unsetenv("SERVELAB_DECODE_RUNS");
     std::istringstream in(csv);
     std::string line;
     std::getline(in, line);
     ASSERT_THAT(line, HasSubstr("replica,start_s,duration_s,batch_size,prefill_tokens,decode_tokens"));
     int32_t k = 0;
-    int64_t decodes = 0, late = 0;
+    int64_t decodes = 0, late = 0, preempted = 0;
     while (std::getline(in, line)) {
       std::vector<std::string> cells;
       std::stringstream row(line);
@@ -278,10 +297,13 @@ TEST_F(AfterPrefillRunTest, EachDecodeStepTakesItsPlaceAfterThePrefill) {
       const double expected_s = prefill ? 0.010 : 0.010 * (1 + 0.5 * std::exp(-(k - 1) / 2.0));
       EXPECT_NEAR(static_cast<double>(DurationNs(cells[2])), expected_s * 1e9, 1.0) << line << " k " << k;
       decodes += prefill ? 0 : 1;
+      preempted += cells.size() > 9 ? std::stoll(cells[9]) : 0;
       late += k > 10 ? 1 : 0;
     }
     EXPECT_GT(decodes, 500);
     EXPECT_GT(late, 100);  // settled streaks, not only first decodes
+    if (blocks > 0) EXPECT_GT(preempted, 0);
+  }
   }
   // after_prefill: false: every step 10 ms.
   std::istringstream in(Steps(", after_prefill: false"));
