@@ -224,17 +224,20 @@ class AfterPrefillRunTest : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("servelab_after_prefill_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
-    // Every op free and a 10 ms step: a prefill step takes 10 ms, a decode-only step
-    // 10 ms x (1 + 0.5 exp(-(k - 1) / 2)).
+    WriteTenMillisecondModel(dir_ / "m.yaml", 0.5);
+  }
+  // Every op free and a 10 ms step: a prefill step takes 10 ms, a decode-only step 10 ms
+  // x (1 + slowdown exp(-(k - 1) / 2)), whatever its sequences.
+  static void WriteTenMillisecondModel(const std::filesystem::path& path, double slowdown) {
     CalibratedModel model = FreeOpsModel("a100-80gb");
     model.has_step_overhead = true;
     model.step_overhead_us = 10000;
     AfterPrefill a;
     a.batches = {1};
-    a.slowdown = {0.5};
+    a.slowdown = {slowdown};
     a.decay_steps = 2;
     model.after_prefill = a;
-    std::ofstream(dir_ / "m.yaml") << CalibratedModelYaml(model, {});
+    std::ofstream(path) << CalibratedModelYaml(model, {});
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
@@ -348,15 +351,7 @@ class SlowAfterPrefillEngine final : public Backend {
 // end to end; one without it (after_prefill: false) is 1 / 1.3 - 1 off on the first decodes
 // after a prefill step, and validation.md and .csv say so by place.
 TEST_F(AfterPrefillRunTest, AValidationOfAnEngineSlowAfterAPrefillStep) {
-  CalibratedModel model = FreeOpsModel("a100-80gb");
-  model.has_step_overhead = true;
-  model.step_overhead_us = 10000;
-  AfterPrefill a;
-  a.batches = {1};
-  a.slowdown = {0.3};
-  a.decay_steps = 2;
-  model.after_prefill = a;
-  std::ofstream(dir_ / "engine.yaml") << CalibratedModelYaml(model, {});
+  WriteTenMillisecondModel(dir_ / "engine.yaml", 0.3);
   const BackendFactory engine = [](int32_t) -> StatusOr<std::unique_ptr<Backend>> {
     return std::unique_ptr<Backend>(std::make_unique<SlowAfterPrefillEngine>());
   };
