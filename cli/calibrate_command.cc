@@ -99,14 +99,15 @@ constexpr const char* kCalibrateHelp =
     "named twice).\n";
 
 int CalibrateCommand(const std::vector<std::string>& args) {
-  po::options_description options("servelab calibrate PROFILE.csv... --out MODEL.yaml [options]");
+  po::options_description options("servelab calibrate PROFILE.csv... [--out MODEL.yaml] [options]");
   std::vector<std::string> profiles, evaluate, hold_outs;
   std::string out, device;
   double routing_skew = -1;
   options.add_options()
       ("help,h", "show this help")
       ("out", po::value<std::string>(&out),
-       "the model file to write (its folder gets the rest), or a folder to write MODEL.yaml in")
+       "the model file to write (its folder gets the rest), or a folder to write MODEL.yaml in "
+       "(default: results/<first profile's name>/MODEL.yaml)")
       ("evaluate", po::value<std::vector<std::string>>(&evaluate)->multitoken(),
        "profiles to predict with the fit (other shapes, TP degrees, GPUs)")
       ("device", po::value<std::string>(&device),
@@ -138,7 +139,9 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (profiles.empty()) return Report(InvalidArgument("no PROFILE.csv given"));
-  if (out.empty()) return Report(InvalidArgument("missing --out MODEL.yaml"));
+  // No --out: results/<the first profile's name>/MODEL.yaml, as `profile` writes
+  // results/<name>-profile.csv and `run` its results/<name>/.
+  if (out.empty()) out = (fs::path("results") / fs::path(profiles.front()).stem() / "MODEL.yaml").string();
   // Checked when given, whether or not a file needs it (a servelab profile names its own).
   if (vm.count("device")) {
     if (auto gpu = DeviceSpec(device); !gpu.ok()) {

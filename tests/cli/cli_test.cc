@@ -565,7 +565,6 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
        "key 'heads' is not one of: tokens, batch, context, tp"},
       {profile.string() + " --out " + (dir_ / "m" / "MODEL.yaml").string() + " --hold-out 'context>=0'",
        "--hold-out keeps every row out of the fit"},
-      {profile.string(), "missing --out MODEL.yaml"},
       {bad_profile + " --out " + (dir_ / "m" / "MODEL.yaml").string(),
        "broken.csv:2: expected a whole number in [1, 67108864], got 'x', column 'tokens'"},
       {unknown_op + " --out " + (dir_ / "m" / "MODEL.yaml").string(),
@@ -615,6 +614,12 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
                 HasSubstr((fs::path(folder) / "MODEL.yaml").string())) << folder;
     EXPECT_THAT(into.out, HasSubstr("model: " + (fs::path(folder) / "MODEL.yaml").string())) << folder;
   }
+  // No --out: results/<the profile's name>/MODEL.yaml under the working folder.
+  const std::string by_default = "cd " + dir_.string() + " && " + SERVELAB_BINARY + " calibrate " +
+                                 profile.string() + " --no-plots >" + (dir_ / "default.out").string() + " 2>&1";
+  ASSERT_EQ(std::system(by_default.c_str()), 0) << ReadFile(dir_ / "default.out");
+  EXPECT_EQ(ReadFile(dir_ / "results" / "profile" / "MODEL.yaml"), model_text);
+  EXPECT_THAT(ReadFile(dir_ / "default.out"), HasSubstr("model: results/profile/MODEL.yaml"));
 
   const fs::path out = dir_ / "v";
   const CliResult v = Run("validate " + exp.string() + " --cost-model " + fitted.string() +
