@@ -296,17 +296,10 @@ void PrintCalibration(const CalibratedModel& model, const Evaluation& in_sample,
                 "graphs): %.2f us\n", model.decode_step_overhead_us);
   }
   if (const auto& a = model.after_prefill) {
-    std::string at;
-    for (size_t i = 0; i < a->batches.size(); ++i) {
-      char said[64];
-      std::snprintf(said, sizeof said, "%s%.1f%% at %lld", i > 0 ? ", " : "", 100 * a->slowdown[i],
-                    static_cast<long long>(a->batches[i]));
-      at += said;
-    }
     std::printf("decodes after a prefill step (%lld rows, chunks of %d-%d tokens): the first slower than settled "
-                "by %s sequences, decaying over %.2f steps; the fit %.2f%% MAPE, bias %+.2f%%\n",
-                static_cast<long long>(a->rows), a->prefill_tokens_min, a->prefill_tokens_max, at.c_str(),
-                a->decay_steps, a->mape_pct, a->bias_pct);
+                "by %s; the fit %.2f%% MAPE, bias %+.2f%%\n",
+                static_cast<long long>(a->rows), a->prefill_tokens_min, a->prefill_tokens_max, a->Said().c_str(),
+                a->mape_pct, a->bias_pct);
   }
 }
 

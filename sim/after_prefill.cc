@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <set>
@@ -27,6 +28,19 @@ double AfterPrefill::Factor(int32_t steps_since_prefill, int64_t seqs) const {
   const double s = SlowdownAt(seqs);
   if (s <= 0) return 1;
   return 1 + s * std::exp(-static_cast<double>(steps_since_prefill - 1) / decay_steps);
+}
+
+std::string AfterPrefill::Said() const {
+  std::string said;
+  for (size_t i = 0; i < batches.size() && i < slowdown.size(); ++i) {
+    char at[64];
+    std::snprintf(at, sizeof at, "%s%.1f%% at %lld", i > 0 ? ", " : "", 100 * slowdown[i],
+                  static_cast<long long>(batches[i]));
+    said += at;
+  }
+  char decay[64];
+  std::snprintf(decay, sizeof decay, " sequences, decaying over %.2f steps", decay_steps);
+  return said + decay;
 }
 
 namespace {

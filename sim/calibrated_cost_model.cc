@@ -87,17 +87,7 @@ CalibratedCostModel::CalibratedCostModel(const CalibratedModel& model, const std
   if (decode_graphs_) description_ += "; decode steps as CUDA graphs (padded rows, context bucket)";
   if (model.after_prefill) {
     after_prefill_ = *model.after_prefill;
-    std::vector<std::string> at;
-    for (size_t i = 0; i < after_prefill_.batches.size(); ++i) {
-      char said[64];
-      std::snprintf(said, sizeof said, "%.1f%% at %lld", 100 * after_prefill_.slowdown[i],
-                    static_cast<long long>(after_prefill_.batches[i]));
-      at.push_back(said);
-    }
-    char decay[64];
-    std::snprintf(decay, sizeof decay, ", decaying over %.2f steps", after_prefill_.decay_steps);
-    description_ += "; decode steps after a prefill step: the first slower by " + Join(at, ", ") +
-                    " sequences" + decay;
+    description_ += "; decode steps after a prefill step: the first slower by " + after_prefill_.Said();
   }
   // The GEMM corrections at this deployment's shapes, on the fitted device (a CPU fit is
   // the CPU's whatever the deployment names), for 16-bit floating-point weights and
@@ -332,7 +322,7 @@ void CalibratedCostModel::StageTimes(const StepPlan& plan, std::span<TimeNs> sta
   }
   const StepParts p = PartsOf(plan);
   const TimeNs total = StepTime(plan);
-  const double factor = p.decode_only ? after_prefill_.Factor(plan.steps_since_prefill, static_cast<int64_t>(plan.seqs.size())) : 1.0;
+  const double factor = AfterPrefillFactor(plan, p);
   // Stage ends as the running sum of stage times, rounded once each, the last the step's
   // time: the stage times sum to StepTime exactly. The embedding runs on the first stage,
   // the final norm, LM head and sampling on the last.
@@ -420,10 +410,15 @@ double CalibratedCostModel::FittedAttentionSeconds(const StepPlan& plan, bool al
   return OpSeconds(Of(all_single ? Op::kAttentionDecode : Op::kAttentionPrefill), attention);
 }
 
+double CalibratedCostModel::AfterPrefillFactor(const StepPlan& plan, const StepParts& p) const {
+  if (!p.decode_only) return 1.0;
+  return after_prefill_.Factor(plan.steps_since_prefill, static_cast<int64_t>(plan.seqs.size()));
+}
+
 TimeNs CalibratedCostModel::StepTime(const StepPlan& plan) const {
   const StepParts p = PartsOf(plan);
   const double ops = OpsSeconds(p);
-  const double factor = p.decode_only ? after_prefill_.Factor(plan.steps_since_prefill, static_cast<int64_t>(plan.seqs.size())) : 1.0;
+  const double factor = AfterPrefillFactor(plan, p);
   if (ops <= 0) return FromSeconds(overhead_s_ * factor);
   // A decode step's own overhead (negative where graphs save launches): never below 0.
   // With the model's graphs, a decode step the runner runs eagerly takes the others'.

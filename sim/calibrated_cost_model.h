@@ -165,6 +165,8 @@ class CalibratedCostModel final : public CostModel {
   // sequences all bring one token and emit (static batching's padding counted as such).
   std::optional<DecodeGraphRun> GraphOf(const StepPlan& plan) const;
   StepParts PartsOf(const StepPlan& plan) const;
+  // A decode-only step's after_prefill_ factor by its place and sequences; 1 otherwise.
+  double AfterPrefillFactor(const StepPlan& plan, const StepParts& p) const;
   double OpsSeconds(const StepParts& p) const;
   // `dense` dense layers' and `moe` MoE layers' time (a dense model's layers all dense).
   static double LayersSeconds(const StepParts& p, double dense, double moe);

@@ -52,6 +52,7 @@ TEST(AfterPrefillTest, TheFactorDecaysFromTheFirstDecode) {
   EXPECT_NEAR(a.SlowdownAt(4), 0.3, 1e-15);
   EXPECT_EQ(a.SlowdownAt(64), 0.0);
   EXPECT_EQ(a.Factor(1, 32), 1.0);
+  EXPECT_EQ(a.Said(), "40.0% at 2, 0.0% at 32 sequences, decaying over 2.00 steps");
 }
 
 // A settled decode row and its rows k = 1 ... `steps` after a chunk of 128 tokens, timed
