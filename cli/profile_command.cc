@@ -43,11 +43,14 @@ constexpr const char* kProfileHelp =
     "steps settles into, and after each pass decodes of 1, 4 and max_batch sequences are\n"
     "timed one by one right after a prefill chunk, --after-prefill-steps of them\n"
     "(step_after_prefill rows: the first decodes after a compute-bound step run slower\n"
-    "than settled ones). With 5 repeats or more it prints how far each profile's whole\n"
-    "steps moved within their rows (p10 to p90 over the median, the median and p90 of\n"
-    "that over the rows), and a note when the median is above 15%: the host moved during\n"
-    "the profile, and a fit of it carries that; with --max-spread P, a median above P\n"
-    "ends the command with exit status 1 once every profile is written.\n\n"
+    "than settled ones). In passes, each measured run's times are divided by the host's\n"
+    "speed around it: the median, over the --drift-window - 1 runs measured nearest it,\n"
+    "of their times over their rows' medians (0: none). With 5 repeats or more it prints\n"
+    "how far each profile's whole steps moved within their rows (p10 to p90 over the\n"
+    "median, the median and p90 of that over the rows; and before the drift was taken\n"
+    "out), and a note when the median is above 15%: the host moved during the profile,\n"
+    "and a fit of it carries that; with --max-spread P, a median above P ends the\n"
+    "command with exit status 1 once every profile is written.\n\n"
     "Several experiments (model shapes to fit together) are profiled together, every\n"
     "model loaded at once, each pass running over each experiment's grid in turn: a host\n"
     "whose speed changes during the profile changes every shape's rows alike, where\n"
@@ -77,6 +80,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
       ("repeats", po::value<int32_t>(&profile.repeats)->default_value(defaults.repeats), "measured runs per step")
       ("after-prefill-steps", po::value<int32_t>(&profile.after_prefill_steps)->default_value(defaults.after_prefill_steps),
        "in passes, decodes timed one by one after a prefill chunk, each pass (0: none)")
+      ("drift-window", po::value<int32_t>(&profile.drift_window)->default_value(defaults.drift_window),
+       "in passes, the measured runs (with each) whose times over their rows' medians say the "
+       "host's speed around it, divided out (0: none)")
       ("max-tokens", po::value<int32_t>(&profile.max_tokens)->default_value(0),
        "longest prefill chunk (0: scheduler.max_num_batched_tokens)")
       ("max-batch", po::value<int32_t>(&profile.max_batch)->default_value(0),
@@ -159,8 +165,14 @@ int ProfileCommand(const std::vector<std::string>& args) {
       if (done == total) std::fputs("\r\033[K", stderr);
     };
   }
-  auto profiles = ProfileEngines(configs, profile);
+  ProfileDrift drift;
+  auto profiles = ProfileEngines(configs, profile, &drift);
   if (!profiles.ok()) return Report(profiles.status());
+  if (drift.window > 0) {
+    std::printf("the host's speed around each measured run (its neighbours' times over their rows' medians, "
+                "--drift-window %d): p10 %.3f, median %.3f, p90 %.3f; divided out of every row\n",
+                drift.window, drift.p10, drift.p50, drift.p90);
+  }
   std::vector<std::string> too_noisy;
   for (size_t i = 0; i < configs.size(); ++i) {
     const std::vector<ProfileRow>& rows = (*profiles)[i];
@@ -170,8 +182,13 @@ int ProfileCommand(const std::vector<std::string>& args) {
     std::printf("%zu measurements of %s on %s\nprofile: %s\n", rows.size(), configs[i].model.name.c_str(),
                 rows.empty() ? "?" : rows.front().device.c_str(), outs[i].c_str());
     if (const ProfileSpread spread = SpreadOf(rows); spread.rows > 0) {
-      std::printf("  whole steps' p10-p90 spread: median %.1f%%, p90 %.1f%% of a row's median\n",
+      std::printf("  whole steps' p10-p90 spread: median %.1f%%, p90 %.1f%% of a row's median",
                   spread.median_pct, spread.p90_pct);
+      if (i < drift.before.size() && drift.before[i].rows > 0) {
+        std::printf(" (%.1f%% and %.1f%% with the host's drift)", drift.before[i].median_pct,
+                    drift.before[i].p90_pct);
+      }
+      std::printf("\n");
       if (spread.median_pct > kNoisyProfileSpreadPct) {
         std::fprintf(stderr,
                      "servelab profile: note: %s: the host moved during the profile (a median spread "

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "core/host_drift.h"
 #include "core/percentile.h"
 #include "core/rng.h"
 #include "core/uniform_step.h"
@@ -108,6 +109,12 @@ Status CheckProfileOptions(const ProfileOptions& options) {
   SERVELAB_RETURN_IF_ERROR(range("--warmup-ms", options.warmup_ms, 0, kMaxProfileMs, "milliseconds"));
   SERVELAB_RETURN_IF_ERROR(range("--settle-ms", options.settle_ms, 0, kMaxProfileMs, "milliseconds"));
   SERVELAB_RETURN_IF_ERROR(range("--repeats", options.repeats, 1, kMaxProfileRepeats, "runs"));
+  SERVELAB_RETURN_IF_ERROR(range("--drift-window", options.drift_window, 0, kMaxDriftWindow,
+                                 "measured runs (0: none)"));
+  if (options.drift_window > 0 && options.drift_window < kMinDriftWindow) {
+    return InvalidArgument("--drift-window " + std::to_string(options.drift_window) + ": 0 (none) or at least " +
+                           std::to_string(kMinDriftWindow) + ", a run and a neighbour each side");
+  }
   SERVELAB_RETURN_IF_ERROR(range("--after-prefill-steps", options.after_prefill_steps, 0, kMaxAfterPrefill,
                                  "decode steps (0: none)"));
   if (options.after_prefill_steps > 0 && options.after_prefill_steps < kMinAfterPrefillSteps) {
@@ -167,6 +174,18 @@ struct Timed {
   std::optional<DecodeGraphRun> graph;
 };
 
+// A measured run, in the order they ran (for ProfileOptions::drift_window): the row it
+// belongs to (HostSpeed's), its time, and where its samples went: a grid configuration's
+// (its whole step's and ops' `index`-th) or a decode's after a prefill chunk.
+struct Logged {
+  int32_t row = 0;
+  double seconds = 0;
+  Timed* t = nullptr;
+  bool ops = false, step = false;
+  std::vector<double>* after = nullptr;
+  size_t index = 0;
+};
+
 // Decodes timed one by one right after a prefill chunk (ProfileOptions::
 // after_prefill_steps): two configurations of the grid, and each k-th decode's times.
 struct AfterPrefillRun {
@@ -189,6 +208,7 @@ struct Session {
   StepTimes times;
   std::vector<std::unique_ptr<Timed>> timed;
   std::vector<AfterPrefillRun> after_prefill;
+  bool full_grid = false;  // the grid, not given points or the host check
 };
 
 // `model`: the experiment's, already loaded; null: loaded here.
@@ -250,6 +270,7 @@ StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const
     }
     if (points.empty()) return InvalidArgument("profile: the KV pool holds none of the host check's steps");
   }
+  session->full_grid = points.empty();
   if (points.empty()) {
     grid = Grid(max_tokens, max_batch, max_context);
     std::erase_if(grid, [&](const ProfilePoint& c) { return !fits(c); });
@@ -325,7 +346,9 @@ StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const
 // runs or (Session::separate) in runs of each kind; in passes (options.interleave), each
 // pass over every session's grid in turn, so a change of the host's speed falls on every
 // session alike; else each configuration's runs back to back, session after session.
-Status Measure(std::span<const std::unique_ptr<Session>> sessions, const ProfileOptions& options) {
+// `log`, when given, gets every measured run in the order they ran (in passes only).
+Status Measure(std::span<const std::unique_ptr<Session>> sessions, const ProfileOptions& options,
+               std::vector<Logged>* log) {
   const SamplingParams greedy;
   std::vector<float> logits;
   std::vector<int32_t> ids;
@@ -390,19 +413,29 @@ Status Measure(std::span<const std::unique_ptr<Session>> sessions, const Profile
     total += int64_t{options.repeats} * options.after_prefill_steps * static_cast<int64_t>(s->after_prefill.size());
   }
   int64_t done = 0;
-  auto measure = [&](Session& s, Timed& t, bool time_ops, bool time_step) -> Status {
+  // Rows for the log: two per grid configuration (runs timing ops and whole steps together
+  // or apart run at different speeds), then one per decode after a chunk and its place.
+  std::map<const void*, int32_t> row_of;
+  auto row = [&](const void* what) { return row_of.try_emplace(what, static_cast<int32_t>(row_of.size())).first->second; };
+  // `pass`: in passes, the run's; its samples' place in their lists.
+  auto measure = [&](Session& s, Timed& t, bool time_ops, bool time_step, size_t pass) -> Status {
     if (options.on_measure) options.on_measure(s.index, t.c);
     SERVELAB_RETURN_IF_ERROR(time_one(s, t, true, time_ops, time_step));
+    if (log != nullptr) {
+      const void* what = time_step ? static_cast<const void*>(&t.steps) : static_cast<const void*>(&t.samples);
+      log->push_back(Logged{row(what), t.last_s, &t, time_ops, time_step, nullptr, pass});
+    }
     if (options.on_progress) options.on_progress(++done, total);
     return Status::Ok();
   };
   // A decode settled, a prefill chunk, then the decode's next runs, each timed.
-  auto after_prefill = [&](Session& s, AfterPrefillRun& run, bool time_ops) -> Status {
+  auto after_prefill = [&](Session& s, AfterPrefillRun& run, bool time_ops, size_t pass) -> Status {
     SERVELAB_RETURN_IF_ERROR(settle(s, *run.decode, time_ops, true));
     SERVELAB_RETURN_IF_ERROR(time_one(s, *run.chunk, false, time_ops, true));
     for (std::vector<double>& times : run.after) {
       SERVELAB_RETURN_IF_ERROR(time_one(s, *run.decode, false, time_ops, true));
       times.push_back(run.decode->last_s);
+      if (log != nullptr) log->push_back(Logged{row(&times), run.decode->last_s, nullptr, false, false, &times, pass});
       if (options.on_progress) options.on_progress(++done, total);
     }
     return Status::Ok();
@@ -431,11 +464,11 @@ Status Measure(std::span<const std::unique_ptr<Session>> sessions, const Profile
         for (const Runs& r : runs) {
           for (const auto& t : r.s->timed) {
             SERVELAB_RETURN_IF_ERROR(settle(*r.s, *t, r.time_ops, r.time_step));
-            SERVELAB_RETURN_IF_ERROR(measure(*r.s, *t, r.time_ops, r.time_step));
+            SERVELAB_RETURN_IF_ERROR(measure(*r.s, *t, r.time_ops, r.time_step, static_cast<size_t>(pass)));
           }
           if (!r.time_step) continue;
           for (AfterPrefillRun& run : r.s->after_prefill) {
-            SERVELAB_RETURN_IF_ERROR(after_prefill(*r.s, run, r.time_ops));
+            SERVELAB_RETURN_IF_ERROR(after_prefill(*r.s, run, r.time_ops, static_cast<size_t>(pass)));
           }
         }
       }
@@ -444,7 +477,7 @@ Status Measure(std::span<const std::unique_ptr<Session>> sessions, const Profile
         for (const auto& t : r.s->timed) {
           SERVELAB_RETURN_IF_ERROR(warm_up(*r.s, *t, r.time_ops, r.time_step));
           for (int32_t run = 0; run < options.repeats; ++run) {
-            SERVELAB_RETURN_IF_ERROR(measure(*r.s, *t, r.time_ops, r.time_step));
+            SERVELAB_RETURN_IF_ERROR(measure(*r.s, *t, r.time_ops, r.time_step, 0));
           }
         }
       }
@@ -455,7 +488,7 @@ Status Measure(std::span<const std::unique_ptr<Session>> sessions, const Profile
 }
 
 // A session's rows: per configuration, each op's and the whole step's median, p10 and p90.
-std::vector<ProfileRow> Rows(Session& s, const ProfileOptions& options) {
+std::vector<ProfileRow> Rows(const Session& s, const ProfileOptions& options) {
   std::vector<ProfileRow> rows;
   const std::string device = s.model->Device();
   for (const auto& t : s.timed) {
@@ -482,12 +515,12 @@ std::vector<ProfileRow> Rows(Session& s, const ProfileOptions& options) {
       r.graph_context = graph ? t->graph->context_bucket : 0;
       rows.push_back(std::move(r));
     };
-    for (auto& [op, values] : t->samples) row(std::string(InfoOf(op).name), std::move(values));
-    row("step", std::move(t->steps));
+    for (const auto& [op, values] : t->samples) row(std::string(InfoOf(op).name), values);
+    row("step", t->steps);
   }
-  for (AfterPrefillRun& run : s.after_prefill) {
+  for (const AfterPrefillRun& run : s.after_prefill) {
     for (size_t k = 0; k < run.after.size(); ++k) {
-      std::vector<double>& values = run.after[k];
+      std::vector<double> values = run.after[k];
       std::sort(values.begin(), values.end());
       ProfileRow r;
       r.device = device;
@@ -511,11 +544,46 @@ std::vector<ProfileRow> Rows(Session& s, const ProfileOptions& options) {
   return rows;
 }
 
+// Divides each logged run's samples by the host's speed around it (HostSpeed over the
+// log, options.drift_window a window), saying what it took out in `drift`.
+void TakeOutDrift(std::span<const std::unique_ptr<Session>> sessions, const ProfileOptions& options,
+                  std::span<const Logged> log, ProfileDrift& drift) {
+  drift.window = options.drift_window;
+  for (const auto& s : sessions) drift.before.push_back(SpreadOf(Rows(*s, options)));
+  std::vector<int32_t> rows;
+  std::vector<double> seconds;
+  for (const Logged& l : log) {
+    rows.push_back(l.row);
+    seconds.push_back(l.seconds);
+  }
+  std::vector<double> factors = HostSpeed(rows, seconds, options.drift_window);
+  for (size_t i = 0; i < log.size(); ++i) {
+    const Logged& l = log[i];
+    const double f = factors[i];
+    auto divide = [&](std::vector<double>& values) {
+      if (l.index < values.size()) values[l.index] /= f;
+    };
+    if (l.after != nullptr) divide(*l.after);
+    if (l.t != nullptr && l.step) divide(l.t->steps);
+    if (l.t != nullptr && l.ops) {
+      for (auto& [op, values] : l.t->samples) divide(values);
+    }
+  }
+  if (factors.empty()) return;
+  std::sort(factors.begin(), factors.end());
+  drift.p10 = PercentileOfSorted(factors, 10);
+  drift.p50 = PercentileOfSorted(factors, 50);
+  drift.p90 = PercentileOfSorted(factors, 90);
+}
+
 // Every experiment's session, prepared (all checked before any is measured), then measured.
-// `model`: one experiment's model, already loaded; null: each loaded here.
+// `model`: one experiment's model, already loaded; null: each loaded here. The host's
+// drift is taken out in passes over full grids (ProfileOptions::drift_window), and said
+// in `drift` when given.
 StatusOr<std::vector<std::unique_ptr<Session>>> Measured(std::span<const ExperimentConfig> configs,
                                                          const ProfileOptions& options,
-                                                         std::shared_ptr<EngineModel> model = nullptr) {
+                                                         std::shared_ptr<EngineModel> model = nullptr,
+                                                         ProfileDrift* drift = nullptr) {
   SERVELAB_RETURN_IF_ERROR(CheckProfileOptions(options));
   if (configs.empty() || configs.size() > static_cast<size_t>(kMaxProfileExperiments)) {
     return InvalidArgument("profile: " + std::to_string(configs.size()) + " experiments: from 1 to " +
@@ -529,15 +597,21 @@ StatusOr<std::vector<std::unique_ptr<Session>>> Measured(std::span<const Experim
     (*session)->index = sessions.size();
     sessions.push_back(std::move(*session));
   }
-  SERVELAB_RETURN_IF_ERROR(Measure(sessions, options));
+  const bool full_grids = std::all_of(sessions.begin(), sessions.end(), [](const auto& s) { return s->full_grid; });
+  const bool drifts = options.interleave && options.drift_window > 0 && full_grids;
+  std::vector<Logged> log;
+  SERVELAB_RETURN_IF_ERROR(Measure(sessions, options, drifts ? &log : nullptr));
+  ProfileDrift said;
+  if (drifts) TakeOutDrift(sessions, options, log, said);
+  if (drift != nullptr) *drift = std::move(said);
   return sessions;
 }
 
 }  // namespace
 
 StatusOr<std::vector<std::vector<ProfileRow>>> ProfileEngines(std::span<const ExperimentConfig> configs,
-                                                              const ProfileOptions& options) {
-  auto sessions = Measured(configs, options);
+                                                              const ProfileOptions& options, ProfileDrift* drift) {
+  auto sessions = Measured(configs, options, nullptr, drift);
   if (!sessions.ok()) return sessions.status();
   std::vector<std::vector<ProfileRow>> rows;
   for (const auto& s : *sessions) rows.push_back(Rows(*s, options));

@@ -31,6 +31,12 @@
 // two speeds, did not bring the 62 MB model's one-sequence decodes to a serving run's.
 // After each pass over the grid, decodes timed one by one right after a prefill chunk
 // (ProfileOptions::after_prefill_steps), each decode's k-th as a kStepAfterPrefill row.
+// Then, in passes over the grid, each measured run's times are divided by the host's speed
+// around it, from its neighbours in time (ProfileOptions::drift_window, core/host_drift.h):
+// on this VM the host slowed by 25-30% for seconds at a time on every step alike, and a
+// profile's rows then spread by a median of 8-12% (4.5 minutes) to 20-44% (8 minutes);
+// taken out, 2.6-4.5%, and the medians of odd and even passes agreed 2-3 times closer
+// (2026-12-05).
 // A row gives the median, p10 and p90 of the repeats (numpy's linear percentiles), per
 // layer for per-layer ops (the step's total over its layers, divided by them), per step
 // otherwise. A whole step's row also says how the runner ran it: the CUDA graph it replayed
@@ -88,6 +94,12 @@ struct ProfileOptions {
   // compute-bound step run slower than settled ones: sim/after_prefill.h). 0: none; else
   // at least kMinAfterPrefillSteps (FitAfterPrefill's least).
   int32_t after_prefill_steps = 12;
+  // In passes over the full grid (no points, no host check): each measured run's times
+  // divided by the host's speed around it, HostSpeed (core/host_drift.h) over the measured
+  // runs in the order they ran, this many in a window; 0: kept as measured. On the shared
+  // 2-core VM the host's speed moves by up to 25-30% in episodes of a fraction of a second
+  // to tens of seconds, on every step alike; a row's repeats fall in different episodes.
+  int32_t drift_window = 9;
   // Each step's sequences' KV blocks interleaved, block after block, as sequences that grew
   // together got theirs in a serving run (UniformStep's interleave_blocks); else each
   // sequence's blocks in a row.
@@ -110,6 +122,8 @@ inline constexpr double kMaxProfileMs = 60'000;
 inline constexpr int32_t kMaxProfileExperiments = 16;
 // ProfileOptions::after_prefill_steps, when not 0: at least this many.
 inline constexpr int32_t kMinAfterPrefillSteps = 3;
+// ProfileOptions::drift_window, when not 0: at least this many (the run and one each side).
+inline constexpr int32_t kMinDriftWindow = 3;
 // InvalidArgument naming the command-line flag of the first option out of its range.
 Status CheckProfileOptions(const ProfileOptions& options);
 
@@ -163,6 +177,17 @@ StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const
 StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
                                                 const ProfileOptions& options);
 
+// What ProfileEngines took out of its rows as the host's drift (ProfileOptions::
+// drift_window).
+struct ProfileDrift {
+  int32_t window = 0;  // 0: nothing taken out (runs back to back, given points, the host check)
+  // The host's speed factors of the measured runs (a run's time over its row's usual
+  // time, around it: 1.2 = 20% slower): their p10, median and p90.
+  double p10 = 1, p50 = 1, p90 = 1;
+  // Per experiment, its whole steps' spread with the drift left in (SpreadOf).
+  std::vector<ProfileSpread> before;
+};
+
 // Several experiments' engines profiled together, every model loaded at once: in passes
 // (options.interleave), each pass runs over every experiment's grid in turn, so a change
 // of the host's speed during the profile falls on every experiment's rows alike. Profiles
@@ -170,7 +195,9 @@ StatusOr<std::vector<ProfileRow>> ProfileEngine(const ExperimentConfig& config,
 // model shapes then reads the host's change as the shapes' (2026-12-03, this 2-core VM:
 // two shapes profiled 15 minutes apart, fitted together, in-sample whole-step bias +5.1%
 // and -9.5%, each file's own direction). The rows of configs[i] are the result's [i].
+// `drift`, when given, says what was taken out as the host's drift.
 StatusOr<std::vector<std::vector<ProfileRow>>> ProfileEngines(std::span<const ExperimentConfig> configs,
-                                                              const ProfileOptions& options);
+                                                              const ProfileOptions& options,
+                                                              ProfileDrift* drift = nullptr);
 
 }  // namespace servelab

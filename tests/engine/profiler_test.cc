@@ -296,6 +296,56 @@ TEST_F(ProfilerTest, PassesOverTheGridOrRunsBackToBackTimeTheSameRows) {
   EXPECT_GT(keys[0].size(), 20u);
 }
 
+// The host's drift is taken out of passes over the full grid, and said; not of runs back to
+// back (a row's repeats then share their moment), nor of given points or the host check
+// (`servelab validate` times those to see the host's speed, which taking it out would hide).
+TEST_F(ProfilerTest, TheHostsDriftIsTakenOutOfPassesOverTheGridOnly) {
+  const std::vector<ExperimentConfig> configs = {Config()};
+  int64_t step_rows = 0;  // the last profile's
+  auto profile = [&](const std::function<void(ProfileOptions&)>& set) {
+    ProfileOptions options;
+    options.warmup = 0;
+    options.warmup_ms = 0;
+    options.settle_ms = 0;
+    options.repeats = 5;  // kMinSpreadRepeats: the spread is said
+    options.max_context = 40;
+    options.after_prefill_steps = 3;
+    options.drift_window = 5;
+    set(options);
+    ProfileDrift drift;
+    drift.window = -1;
+    auto rows = ProfileEngines(configs, options, &drift);
+    EXPECT_TRUE(rows.ok()) << rows.status().message();
+    step_rows = 0;
+    if (rows.ok()) {
+      for (const ProfileRow& r : rows->front()) {
+        step_rows += r.op == "step" ? 1 : 0;
+        EXPECT_GT(r.p10_ms, 0) << r.op;
+        EXPECT_LE(r.p10_ms, r.median_ms) << r.op;
+        EXPECT_LE(r.median_ms, r.p90_ms) << r.op;
+      }
+    }
+    return drift;
+  };
+  const ProfileDrift passes = profile([](ProfileOptions&) {});
+  EXPECT_EQ(passes.window, 5);
+  ASSERT_EQ(passes.before.size(), 1u);
+  EXPECT_EQ(passes.before[0].rows, step_rows);  // every whole step's, before
+  EXPECT_GT(step_rows, 5);
+  EXPECT_GT(passes.p10, 0);
+  EXPECT_LE(passes.p10, passes.p50);
+  EXPECT_LE(passes.p50, passes.p90);
+  for (const auto& set : std::vector<std::function<void(ProfileOptions&)>>{
+           [](ProfileOptions& o) { o.interleave = false; }, [](ProfileOptions& o) { o.drift_window = 0; },
+           [](ProfileOptions& o) { o.host_check = true; },
+           [](ProfileOptions& o) { o.points = {ProfilePoint{true, 2, 15}, ProfilePoint{false, 8, 0}}; }}) {
+    const ProfileDrift none = profile(set);
+    EXPECT_EQ(none.window, 0);
+    EXPECT_TRUE(none.before.empty());
+    EXPECT_EQ(none.p50, 1.0);
+  }
+}
+
 // Several experiments profiled together: each gets the rows it gets alone, with its own
 // shape; in passes, every pass runs over each experiment's grid in turn (a host changing
 // speed during the profile then changes every experiment's rows alike); back to back,
@@ -529,6 +579,9 @@ TEST_F(ProfilerTest, BadInputIsSaid) {
       {[](ProfileOptions& o) { o.settle_ms = -1; }, "--settle-ms -1: must be in [0, 60000]"},
       {[](ProfileOptions& o) { o.settle_ms = 60001; }, "--settle-ms 60001: must be in [0, 60000]"},
       {[](ProfileOptions& o) { o.settle_ms = std::nan(""); }, "--settle-ms nan: must be in [0, 60000]"},
+      {[](ProfileOptions& o) { o.drift_window = 2; }, "--drift-window 2: 0 (none) or at least 3"},
+      {[](ProfileOptions& o) { o.drift_window = -1; }, "--drift-window -1: must be in [0, 1001]"},
+      {[](ProfileOptions& o) { o.drift_window = 1002; }, "--drift-window 1002: must be in [0, 1001]"},
       {[](ProfileOptions& o) { o.max_tokens = -1; }, "--max-tokens -1: must be in [0, "},
       {[](ProfileOptions& o) { o.max_context = -5; }, "--max-context -5: must be in [0, "},
       {[](ProfileOptions& o) { o.max_batch = 5; }, "--max-batch 5: above "},
