@@ -444,11 +444,6 @@ int ValidateCommand(const std::vector<std::string>& args) {
                    "profiled, or the model from this shape; the step errors carry that\n",
                    Printable(label).c_str(), host.ErrorPct(false), max_drift);
     }
-    if (!v->host.steps.empty()) {
-      if (Status at = ValidateAtHostSpeed(*v, load_dir, progress); !at.ok()) {
-        return Report(Status(at.code(), label + ": " + at.message()));
-      }
-    }
     v->label = label;
     if (!recorded.empty()) v->recorded_from = (fs::path(recorded) / label).string();
     if (config.hardware.num_gpu_blocks == 0) {  // the first load's first run: pin its pool

@@ -28,16 +28,14 @@ using validation_internal::RecordingBackend;
 using validation_internal::ReplayBackend;
 using validation_internal::ReplayState;
 
-}  // namespace
-
-namespace validation_internal {
-
+// Whether `step` is one of `kind` with a measured time to compare against.
 bool Compared(const StepComparison& step, StepKind kind) {
   if (kind == StepKind::kDecodeOnly && !step.decode_only) return false;
   if (kind == StepKind::kMixed && step.decode_only) return false;
   return step.measured_s > 0;
 }
 
+// Each compared step's (predicted - measured) / measured, in step order.
 std::vector<double> RelativeErrors(const std::vector<StepComparison>& steps, StepKind kind) {
   std::vector<double> rel;
   for (const StepComparison& step : steps) {
@@ -45,13 +43,6 @@ std::vector<double> RelativeErrors(const std::vector<StepComparison>& steps, Ste
   }
   return rel;
 }
-
-}  // namespace validation_internal
-
-namespace {
-
-using validation_internal::Compared;
-using validation_internal::RelativeErrors;
 
 double SumOf(const std::vector<ReferenceStep>& steps, double ReferenceStep::*seconds) {
   double sum = 0;
@@ -213,17 +204,6 @@ double HostCheck::ErrorPct(bool after) const {
 
 bool HostCheck::Drifted(double max_drift_pct) const { return MaxDriftPct() > max_drift_pct; }
 
-double HostCheck::Speed() const {
-  double sum = 0;
-  int32_t counted = 0;
-  for (const ReferenceStep& r : steps) {
-    if (!(r.predicted_s > 0 && r.before_s > 0 && r.after_s > 0)) continue;
-    sum += (r.before_s + r.after_s) / 2 / r.predicted_s;
-    ++counted;
-  }
-  return counted > 0 ? sum / counted : 1.0;
-}
-
 double LoadValidation::ErrorPct(const std::string& metric, const std::string& statistic) const {
   for (const MetricComparison& m : metrics) {
     if (m.metric == metric && m.statistic == statistic) return m.error_pct;
@@ -336,12 +316,11 @@ Status RunEngineRecorded(const ExperimentConfig& config, const BackendFactory& e
   return Status::Ok();
 }
 
-}  // namespace
-
-namespace validation_internal {
-
-StatusOr<RunSummary> RunTwin(ExperimentConfig twin, const std::string& folder, bool progress,
-                             const std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>, int32_t)>& wrap) {
+// The simulated twin's run into `folder`, each replica's backend wrapped by `wrap` when
+// given.
+StatusOr<RunSummary> RunTwin(
+    ExperimentConfig twin, const std::string& folder, bool progress,
+    const std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>, int32_t)>& wrap = {}) {
   twin.output.dir = folder;
   auto prepared = PrepareExperiment(twin);
   if (!prepared.ok()) return prepared.status();
@@ -356,9 +335,7 @@ StatusOr<RunSummary> RunTwin(ExperimentConfig twin, const std::string& folder, b
   return RunToFolder(*prepared, wrapped, progress);
 }
 
-}  // namespace validation_internal
-
-using validation_internal::RunTwin;
+}  // namespace
 
 std::string RerunFolder(int32_t run) { return "run-" + std::to_string(run); }
 

@@ -150,30 +150,6 @@ struct HostCheck {
   // True when some step changed by more than max_drift_pct (MaxDriftPct): a step that
   // slowed and one that sped up do not cancel.
   bool Drifted(double max_drift_pct) const;
-  // The host's speed around the run against the one the model was fitted on: the mean
-  // over the steps of their before and after medians' mean over the simulator's time (1.2:
-  // the engine's reference steps took 20% longer than predicted); 1 without a step both
-  // measured and predicted.
-  double Speed() const;
-};
-
-// The simulator's errors with the host's speed around a load's run taken out
-// (ValidateAtHostSpeed): every simulated step's time multiplied by HostCheck::Speed. On a
-// shared host the speed moves for minutes at a time, between the profile and a run as
-// much as within one, and every step of a run carries it alike (2026-12-05, this
-// project's 2-core VM: the host check's error before the run -19.4 to +14.5% over nine
-// loads, each run's step bias within a few points of it). What is left is the model's:
-// its error by configuration, and what the host did during the run, which the host check
-// does not see. Not the validation's figures, which stay as measured: what they would be
-// on a host as fast as the profiled one.
-// ValidateAtHostSpeed leaves a speed beyond [1 / this, this] alone: a model that far from
-// the engine is not off by the host's drift.
-inline constexpr double kMaxHostSpeed = 4;
-struct AtHostSpeed {
-  double speed = 1;
-  ErrorStats step_error, decode_step_error, mixed_step_error;  // percent
-  RunSummary sim;                         // the simulated run at that speed
-  std::vector<MetricComparison> metrics;  // CompareRuns(engine, sim)
 };
 
 // How the decode-only steps' errors move through a run, in step order. Neighbouring steps
@@ -251,7 +227,6 @@ struct LoadValidation {
   ExperimentConfig sim_config;  // the simulated run's experiment (SimulatedTwin)
   std::optional<StepReplay> replay;  // a first run's (ValidateLoad); none for reruns
   HostCheck host;
-  std::optional<AtHostSpeed> at_host_speed;  // ValidateAtHostSpeed's, with a host check
   // The runs of the load this one is the last of: `servelab validate --retries` runs a
   // load again when its host check drifted or its decode errors wandered (ErrorWander),
   // and keeps the last.
@@ -313,12 +288,6 @@ std::string RerunFolder(int32_t run);
 StatusOr<LoadValidation> ValidateLoadAgain(const ExperimentConfig& config, const BackendFactory& engine,
                                            const std::string& dir, const LoadValidation& first,
                                            int32_t run, bool progress);
-
-// `v`'s simulated run again with every step's time multiplied by v.host.Speed(), into
-// dir/sim_at_host_speed, and its steps' errors so scaled: v.at_host_speed (left empty for
-// a speed beyond kMaxHostSpeed). REQUIRES: a host check (v.host.steps not empty).
-// Errors: the run's.
-Status ValidateAtHostSpeed(LoadValidation& v, const std::string& dir, bool progress);
 
 // Each step's predicted_s: its time on a fresh backend of `sim_config` (the simulator's
 // cost model, as on the run's step plans). Errors: the backend's.

@@ -1,12 +1,10 @@
 #pragma once
 // The backends a validation wraps around the engine's and the simulator's (validation.h):
 // RecordingBackend costs each step the engine executes on the simulator too, and keeps it
-// for ReplayBackend, which runs the simulator on the engine's own step times; and what
-// validation.cc shares with validation_host_speed.cc. Only those, recorded_engine.cc
-// (WrappingBackend) and their tests include this.
+// for ReplayBackend, which runs the simulator on the engine's own step times. Only
+// validation.cc, recorded_engine.cc (WrappingBackend) and their tests include this.
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,15 +17,6 @@
 #include "sim/validation.h"
 
 namespace servelab::validation_internal {
-
-// Whether `step` is one of `kind` with a measured time to compare against.
-bool Compared(const StepComparison& step, StepKind kind);
-// Each compared step's (predicted - measured) / measured, in step order.
-std::vector<double> RelativeErrors(const std::vector<StepComparison>& steps, StepKind kind);
-// The simulated twin's run into `folder`, each replica's backend wrapped by `wrap` when
-// given.
-StatusOr<RunSummary> RunTwin(ExperimentConfig twin, const std::string& folder, bool progress,
-                             const std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>, int32_t)>& wrap = {});
 
 // What tells one step of a run from another: its sequences (each one's request, new
 // tokens, context and whether it emits, in order, hashed) and its swap copies, the counts

@@ -387,18 +387,6 @@ std::string ValidationCsv(const std::vector<LoadValidation>& loads) {
     for (const LoadValidation& again : v.reruns) rows(again);
     // The simulated run against the mean of the engine's runs.
     if (!v.reruns.empty()) MetricRows(csv, v.label + "/mean", v.AgainstEngineMean());
-    if (v.at_host_speed) {
-      const AtHostSpeed& at = *v.at_host_speed;
-      const std::string at_label = v.label + "/at_host_speed";
-      csv += at_label + ",host_speed,factor,,," + Number(at.speed) + "\n";
-      const std::pair<const char*, const ErrorStats*> kinds[] = {
-          {"all", &at.step_error}, {"decode", &at.decode_step_error}, {"mixed", &at.mixed_step_error}};
-      for (const auto& [kind, stats] : kinds) {
-        csv += at_label + ",step_time_" + kind + ",mape,,," + Number(stats->mape) + "\n";
-        csv += at_label + ",step_time_" + kind + ",bias,,," + Number(stats->bias) + "\n";
-      }
-      MetricRows(csv, at_label, at.metrics);
-    }
   }
   return csv;
 }
@@ -499,7 +487,6 @@ std::string ValidationMarkdown(const std::string& experiment,
   MetricColumns errors;
   for (const LoadValidation* v : runs) errors.emplace_back(v->label, v->metrics);
   md += "\nEnd to end, error % of the simulated run:\n\n" + MetricTable(errors);
-  md += AtHostSpeedMarkdown(loads);
   md += ReplayMarkdown(loads);
   md += RunToRunMarkdown(loads);
   return md;

@@ -37,10 +37,6 @@ namespace servelab {
 // with the same rows (none of the host check), so a figure's engine column in a rerun's
 // rows against the first run's is the engine's run-to-run change, and rows under
 // <load>/mean hold the simulated run against the runs' mean (AgainstEngineMean); rows
-// under <load>/at_host_speed the figures at the host's speed around the run
-// (AtHostSpeed): a host_speed row (statistic factor, error_pct the speed), step_time_all,
-// step_time_decode and step_time_mixed rows mape|bias (engine and sim empty), then the
-// end-to-end figures, sim the run at that speed's; rows
 // under <load>/replay the replay against the engine (StepReplay): schedule rows,
 // statistic steps (sim the replay's own steps) and matched (sim those it replayed as the
 // engine's before the schedules parted), engine the engine's steps, error_pct the
@@ -54,9 +50,6 @@ namespace servelab {
 // error on the first run is within the largest of them, and a table of the simulated run
 // against the runs' mean.
 std::string ValidationCsv(const std::vector<LoadValidation>& loads);
-// validation.md's table of the loads' figures at the host's speed around their runs
-// (LoadValidation::at_host_speed); "" when none has them.
-std::string AtHostSpeedMarkdown(const std::vector<LoadValidation>& loads);
 std::string ValidationMarkdown(const std::string& experiment, const std::vector<LoadValidation>& loads);
 
 }  // namespace servelab

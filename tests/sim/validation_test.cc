@@ -664,9 +664,6 @@ TEST_F(ValidationTest, TheHostCheckIsReportedPerLoad) {
   EXPECT_EQ(host.ErrorPct(true), 0.0);
   EXPECT_EQ(HostCheck{}.DriftPct(), 0.0);
   EXPECT_FALSE(HostCheck{}.Drifted(0));
-  // The host's speed: (0.25 + 0.3125) / 2 / 0.3125 = 0.9 and 1, their mean; none: 1.
-  EXPECT_DOUBLE_EQ(host.Speed(), 0.95);
-  EXPECT_EQ(HostCheck{}.Speed(), 1.0);
   HostCheck opposite;
   opposite.steps = {{true, 1, 63, 0.5, 0.625, 0}, {false, 128, 0, 0.5, 0.375, 0}};
   EXPECT_EQ(opposite.DriftPct(), 0.0);  // +25% and -25%
@@ -698,53 +695,6 @@ TEST_F(ValidationTest, TheHostCheckIsReportedPerLoad) {
   // The load took two runs, the last kept.
   EXPECT_THAT(csv, HasSubstr("\nrate-12,attempts,runs,2,,\n"));
   EXPECT_THAT(md, HasSubstr("the last run kept, runs: rate-12 2.\n"));
-}
-
-// An engine a quarter slower than the cost model, as a host a quarter slower than the one
-// profiled would run it: its reference steps say so (1.25 x predicted, before and after),
-// and at that speed the simulator has no error on the steps nor end to end, where as
-// measured it is 20% fast on every step. A speed beyond kMaxHostSpeed is left alone.
-TEST_F(ValidationTest, AtTheHostsSpeedAnEngineAQuarterSlowerHasNoError) {
-  const ExperimentConfig config = Config();
-  auto v = ValidateLoad(config, Engine(config, 1.25), dir_.string(), false);
-  ASSERT_TRUE(v.ok()) << v.status().message();
-  EXPECT_NEAR(v->step_error.bias, -20.0, 1e-4);
-  v->label = "rate-12";
-  auto reference = [&](double factor) {
-    HostCheck host;
-    host.steps = {{true, 1, 63, 0, 0, 0}, {true, 16, 255, 0, 0, 0}, {false, 128, 0, 0, 0, 0}};
-    EXPECT_TRUE(PredictReferenceSteps(v->sim_config, host.steps).ok());
-    for (ReferenceStep& r : host.steps) r.before_s = r.after_s = factor * r.predicted_s;
-    return host;
-  };
-  v->host = reference(5.0);  // past kMaxHostSpeed: not a host's drift
-  ASSERT_TRUE(ValidateAtHostSpeed(*v, dir_.string(), false).ok());
-  EXPECT_FALSE(v->at_host_speed.has_value());
-  EXPECT_THAT(ValidationMarkdown("v", {*v}), Not(HasSubstr("At the host's speed")));
-
-  v->host = reference(1.25);
-  ASSERT_TRUE(ValidateAtHostSpeed(*v, dir_.string(), false).ok());
-  ASSERT_TRUE(v->at_host_speed.has_value());
-  const AtHostSpeed& at = *v->at_host_speed;
-  EXPECT_NEAR(at.speed, 1.25, 1e-12);
-  EXPECT_EQ(at.step_error.points, v->step_error.points);
-  EXPECT_NEAR(at.step_error.mape, 0.0, 1e-4);
-  EXPECT_NEAR(at.decode_step_error.bias, 0.0, 1e-4);
-  EXPECT_NEAR(at.mixed_step_error.bias, 0.0, 1e-4);
-  ASSERT_EQ(at.metrics.size(), 18u);
-  for (const MetricComparison& m : at.metrics) EXPECT_NEAR(m.error_pct, 0.0, 1e-4) << m.metric << " " << m.statistic;
-  // Its own simulated run, beside the load's.
-  EXPECT_TRUE(fs::exists(dir_ / "sim_at_host_speed" / "requests.csv"));
-  // As measured, the validation's own figures are unchanged.
-  EXPECT_NEAR(v->step_error.bias, -20.0, 1e-4);
-  EXPECT_LT(v->ErrorPct("e2e", "mean"), 0.0);
-  const std::string csv = ValidationCsv({*v});
-  EXPECT_THAT(csv, HasSubstr("\nrate-12/at_host_speed,host_speed,factor,,,1.25\n"));
-  EXPECT_THAT(csv, HasSubstr("\nrate-12/at_host_speed,step_time_all,mape,,,"));
-  EXPECT_THAT(csv, HasSubstr("\nrate-12/at_host_speed,e2e,p99,"));
-  const std::string md = ValidationMarkdown("v", {*v});
-  EXPECT_THAT(md, HasSubstr("At the host's speed around the run"));
-  EXPECT_THAT(md, MatchesRegex("(.|\n)*\\| rate-12 \\| 1\\.250 \\| 0\\.00 \\| [-+]0\\.00 \\|(.|\n)*"));
 }
 
 }  // namespace
