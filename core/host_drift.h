@@ -8,10 +8,10 @@
 // in episodes of a fraction of a second to tens of seconds, by up to 25-30%, on every
 // configuration alike. A profile in passes puts each row's repeats in different episodes,
 // so p10-p90 within a row is mostly the host: the profile's whole steps spread by a median
-// of 8.0-12.2% over four model shapes, 20-44% in the longer profiles of that day. The
+// of 8.0-12.2% over four model shapes, 12-44% in the longer profiles of that day. The
 // ratio of the runs timed around a run to their rows' medians says how fast the host was
-// then; dividing it out took the spread to 2.6-4.5% and the disagreement of the medians
-// of odd and even passes from 1.3-2.6% to 0.5-1.0% (9 runs a window).
+// then; dividing it out took the spread to 3.2-4.5% and the disagreement of the medians
+// of odd and even passes from 1.3-2.6% to 0.5-1.1% (9 runs a window).
 #include <cstdint>
 #include <span>
 #include <vector>

@@ -34,9 +34,9 @@
 // Then, in passes over the grid, each measured run's times are divided by the host's speed
 // around it, from its neighbours in time (ProfileOptions::drift_window, core/host_drift.h):
 // on this VM the host slowed by 25-30% for seconds at a time on every step alike, and a
-// profile's rows then spread by a median of 8-12% (4.5 minutes) to 20-44% (8 minutes);
-// taken out, 2.6-4.5%, and the medians of odd and even passes agreed 2-3 times closer
-// (2026-12-05).
+// profile's rows then spread by a median of 8-12% (4.5 minutes) to 12-32% (8 minutes);
+// taken out, 3.2-4.5% and 3.8-8.1%, and the medians of odd and even passes agreed 1.5 to
+// 3 times closer (2026-12-05).
 // A row gives the median, p10 and p90 of the repeats (numpy's linear percentiles), per
 // layer for per-layer ops (the step's total over its layers, divided by them), per step
 // otherwise. A whole step's row also says how the runner ran it: the CUDA graph it replayed

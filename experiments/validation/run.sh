@@ -27,8 +27,9 @@ mkdir -p "$out"
 # shapes, so the GEMMs see three weight sizes and the KV heads bracket the unseen shape's
 # (a and b alone: the unseen shape's qkv_proj predicted 15% fast, rope 28% slow).
 # A profile whose whole steps moved by a median above MAX_SPREAD percent within their
-# rows (quiet hours here: 3-8%; noisy ones 20-36%) stops the loop there, 7 minutes in
-# instead of 20, since a fit of it carries the host: MAX_SPREAD=1000 goes on regardless.
+# rows, once the host's drift is taken out (profile --drift-window; 2026-12-05: 3.8-8.1%,
+# in hours when they spread 12-32% with it), stops the loop there, 7 minutes in instead
+# of 20, since a fit of it carries the host: MAX_SPREAD=1000 goes on regardless.
 "$servelab" profile experiments/validation/cpu_profiled_a.yaml experiments/validation/cpu_profiled_b.yaml \
   experiments/validation/cpu_profiled_c.yaml experiments/validation/cpu_moe.yaml --repeats 15 \
   --max-spread "${MAX_SPREAD:-15}" \
