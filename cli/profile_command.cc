@@ -44,7 +44,7 @@ constexpr const char* kProfileHelp =
     "timed one by one right after a prefill chunk, --after-prefill-steps of them\n"
     "(step_after_prefill rows: the first decodes after a compute-bound step run slower\n"
     "than settled ones). In passes, each measured run's times are divided by the host's\n"
-    "speed around it: the median, over the --drift-window - 1 runs measured nearest it,\n"
+    "speed around it: the median, over the --drift-window - 1 runs measured around it,\n"
     "of their times over their rows' medians (0: none). With 5 repeats or more it prints\n"
     "how far each profile's whole steps moved within their rows (p10 to p90 over the\n"
     "median, the median and p90 of that over the rows; and before the drift was taken\n"

@@ -38,7 +38,7 @@ std::vector<double> HostSpeed(std::span<const int32_t> rows, std::span<const dou
   for (size_t i = 0; i < n; ++i) {
     // [lo, lo + others] holds i and `others` more, as centred on i as the ends allow.
     size_t lo = i >= before ? i - before : 0;
-    if (n > others && lo + others >= n) lo = n - 1 - others;
+    if (lo + others >= n) lo = n > others ? n - 1 - others : 0;
     const size_t hi = std::min(n - 1, lo + others);
     around.clear();
     for (size_t j = lo; j <= hi; ++j) {
@@ -49,6 +49,25 @@ std::vector<double> HostSpeed(std::span<const int32_t> rows, std::span<const dou
     factor[i] = PercentileOfSorted(around, 50);
   }
   return factor;
+}
+
+std::vector<double> DivideByHostSpeed(std::span<const LoggedRun> runs, int32_t window) {
+  std::vector<int32_t> rows;
+  std::vector<double> seconds;
+  rows.reserve(runs.size());
+  seconds.reserve(runs.size());
+  for (const LoggedRun& run : runs) {
+    rows.push_back(run.row);
+    seconds.push_back(run.seconds);
+  }
+  std::vector<double> factors = HostSpeed(rows, seconds, window);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (const SampleRef& sample : runs[i].samples) {
+      SERVELAB_CHECK(sample.values != nullptr && sample.index < sample.values->size());
+      (*sample.values)[sample.index] /= factors[i];
+    }
+  }
+  return factors;
 }
 
 }  // namespace servelab

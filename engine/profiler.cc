@@ -174,17 +174,6 @@ struct Timed {
   std::optional<DecodeGraphRun> graph;
 };
 
-// A measured run, in the order they ran (for ProfileOptions::drift_window): the row it
-// belongs to (HostSpeed's), its time, and where its samples went: a grid configuration's
-// (its whole step's and ops' `index`-th) or a decode's after a prefill chunk.
-struct Logged {
-  int32_t row = 0;
-  double seconds = 0;
-  Timed* t = nullptr;
-  bool ops = false, step = false;
-  std::vector<double>* after = nullptr;
-  size_t index = 0;
-};
 
 // Decodes timed one by one right after a prefill chunk (ProfileOptions::
 // after_prefill_steps): two configurations of the grid, and each k-th decode's times.
@@ -346,9 +335,10 @@ StatusOr<std::unique_ptr<Session>> Prepare(const ExperimentConfig& config, const
 // runs or (Session::separate) in runs of each kind; in passes (options.interleave), each
 // pass over every session's grid in turn, so a change of the host's speed falls on every
 // session alike; else each configuration's runs back to back, session after session.
-// `log`, when given, gets every measured run in the order they ran (in passes only).
+// `log`, when given, gets every measured run in the order they ran, with the samples it
+// wrote (ProfileOptions::drift_window).
 Status Measure(std::span<const std::unique_ptr<Session>> sessions, const ProfileOptions& options,
-               std::vector<Logged>* log) {
+               std::vector<LoggedRun>* log) {
   const SamplingParams greedy;
   std::vector<float> logits;
   std::vector<int32_t> ids;
@@ -413,29 +403,37 @@ Status Measure(std::span<const std::unique_ptr<Session>> sessions, const Profile
     total += int64_t{options.repeats} * options.after_prefill_steps * static_cast<int64_t>(s->after_prefill.size());
   }
   int64_t done = 0;
-  // Rows for the log: two per grid configuration (runs timing ops and whole steps together
-  // or apart run at different speeds), then one per decode after a chunk and its place.
+  // Rows for the log: a grid configuration's runs (two rows when ops and whole steps are
+  // timed in runs apart, which run at different speeds), and each decode after a chunk
+  // by its place.
   std::map<const void*, int32_t> row_of;
   auto row = [&](const void* what) { return row_of.try_emplace(what, static_cast<int32_t>(row_of.size())).first->second; };
-  // `pass`: in passes, the run's; its samples' place in their lists.
-  auto measure = [&](Session& s, Timed& t, bool time_ops, bool time_step, size_t pass) -> Status {
+  // The last sample of each list, as a measured run just wrote it.
+  auto last = [](std::vector<double>& values) { return SampleRef{&values, values.size() - 1}; };
+  auto measure = [&](Session& s, Timed& t, bool time_ops, bool time_step) -> Status {
     if (options.on_measure) options.on_measure(s.index, t.c);
     SERVELAB_RETURN_IF_ERROR(time_one(s, t, true, time_ops, time_step));
     if (log != nullptr) {
-      const void* what = time_step ? static_cast<const void*>(&t.steps) : static_cast<const void*>(&t.samples);
-      log->push_back(Logged{row(what), t.last_s, &t, time_ops, time_step, nullptr, pass});
+      LoggedRun run;
+      run.row = row(time_step ? static_cast<const void*>(&t.steps) : static_cast<const void*>(&t.samples));
+      run.seconds = t.last_s;
+      if (time_step) run.samples.push_back(last(t.steps));
+      if (time_ops) {
+        for (const auto& [op, seconds] : s.times.Seconds()) run.samples.push_back(last(t.samples.at(op)));
+      }
+      log->push_back(std::move(run));
     }
     if (options.on_progress) options.on_progress(++done, total);
     return Status::Ok();
   };
   // A decode settled, a prefill chunk, then the decode's next runs, each timed.
-  auto after_prefill = [&](Session& s, AfterPrefillRun& run, bool time_ops, size_t pass) -> Status {
+  auto after_prefill = [&](Session& s, AfterPrefillRun& run, bool time_ops) -> Status {
     SERVELAB_RETURN_IF_ERROR(settle(s, *run.decode, time_ops, true));
     SERVELAB_RETURN_IF_ERROR(time_one(s, *run.chunk, false, time_ops, true));
     for (std::vector<double>& times : run.after) {
       SERVELAB_RETURN_IF_ERROR(time_one(s, *run.decode, false, time_ops, true));
       times.push_back(run.decode->last_s);
-      if (log != nullptr) log->push_back(Logged{row(&times), run.decode->last_s, nullptr, false, false, &times, pass});
+      if (log != nullptr) log->push_back(LoggedRun{row(&times), run.decode->last_s, {last(times)}});
       if (options.on_progress) options.on_progress(++done, total);
     }
     return Status::Ok();
@@ -464,11 +462,11 @@ Status Measure(std::span<const std::unique_ptr<Session>> sessions, const Profile
         for (const Runs& r : runs) {
           for (const auto& t : r.s->timed) {
             SERVELAB_RETURN_IF_ERROR(settle(*r.s, *t, r.time_ops, r.time_step));
-            SERVELAB_RETURN_IF_ERROR(measure(*r.s, *t, r.time_ops, r.time_step, static_cast<size_t>(pass)));
+            SERVELAB_RETURN_IF_ERROR(measure(*r.s, *t, r.time_ops, r.time_step));
           }
           if (!r.time_step) continue;
           for (AfterPrefillRun& run : r.s->after_prefill) {
-            SERVELAB_RETURN_IF_ERROR(after_prefill(*r.s, run, r.time_ops, static_cast<size_t>(pass)));
+            SERVELAB_RETURN_IF_ERROR(after_prefill(*r.s, run, r.time_ops));
           }
         }
       }
@@ -477,7 +475,7 @@ Status Measure(std::span<const std::unique_ptr<Session>> sessions, const Profile
         for (const auto& t : r.s->timed) {
           SERVELAB_RETURN_IF_ERROR(warm_up(*r.s, *t, r.time_ops, r.time_step));
           for (int32_t run = 0; run < options.repeats; ++run) {
-            SERVELAB_RETURN_IF_ERROR(measure(*r.s, *t, r.time_ops, r.time_step, 0));
+            SERVELAB_RETURN_IF_ERROR(measure(*r.s, *t, r.time_ops, r.time_step));
           }
         }
       }
@@ -544,31 +542,13 @@ std::vector<ProfileRow> Rows(const Session& s, const ProfileOptions& options) {
   return rows;
 }
 
-// Divides each logged run's samples by the host's speed around it (HostSpeed over the
-// log, options.drift_window a window), saying what it took out in `drift`.
+// Divides each logged run's samples by the host's speed around it (DivideByHostSpeed,
+// options.drift_window a window), saying what it took out in `drift`.
 void TakeOutDrift(std::span<const std::unique_ptr<Session>> sessions, const ProfileOptions& options,
-                  std::span<const Logged> log, ProfileDrift& drift) {
+                  std::span<const LoggedRun> log, ProfileDrift& drift) {
   drift.window = options.drift_window;
   for (const auto& s : sessions) drift.before.push_back(SpreadOf(Rows(*s, options)));
-  std::vector<int32_t> rows;
-  std::vector<double> seconds;
-  for (const Logged& l : log) {
-    rows.push_back(l.row);
-    seconds.push_back(l.seconds);
-  }
-  std::vector<double> factors = HostSpeed(rows, seconds, options.drift_window);
-  for (size_t i = 0; i < log.size(); ++i) {
-    const Logged& l = log[i];
-    const double f = factors[i];
-    auto divide = [&](std::vector<double>& values) {
-      if (l.index < values.size()) values[l.index] /= f;
-    };
-    if (l.after != nullptr) divide(*l.after);
-    if (l.t != nullptr && l.step) divide(l.t->steps);
-    if (l.t != nullptr && l.ops) {
-      for (auto& [op, values] : l.t->samples) divide(values);
-    }
-  }
+  std::vector<double> factors = DivideByHostSpeed(log, options.drift_window);
   if (factors.empty()) return;
   std::sort(factors.begin(), factors.end());
   drift.p10 = PercentileOfSorted(factors, 10);
@@ -599,7 +579,7 @@ StatusOr<std::vector<std::unique_ptr<Session>>> Measured(std::span<const Experim
   }
   const bool full_grids = std::all_of(sessions.begin(), sessions.end(), [](const auto& s) { return s->full_grid; });
   const bool drifts = options.interleave && options.drift_window > 0 && full_grids;
-  std::vector<Logged> log;
+  std::vector<LoggedRun> log;
   SERVELAB_RETURN_IF_ERROR(Measure(sessions, options, drifts ? &log : nullptr));
   ProfileDrift said;
   if (drifts) TakeOutDrift(sessions, options, log, said);

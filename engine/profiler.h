@@ -164,7 +164,8 @@ struct TimedStep {
 
 // ProfileEngine's whole steps only, each with its configuration (decodes told from
 // prefill chunks of one token, which the rows cannot). `options.points` or `host_check`
-// usually choose them. `model`, when given, is the experiment's model already loaded
+// usually choose them, and their times stay as measured (over the full grid in passes,
+// the host's drift is taken out, as ProfileEngine's). `model`, when given, is the experiment's model already loaded
 // (EngineModel::Load(config)), for the runner to be made from: on the CPU engine its
 // weights are timed, not a copy read again (two copies in one process can run at
 // different speeds, experiments/validation/README.md), so `servelab validate` times its

@@ -115,5 +115,61 @@ TEST(HostSpeedTest, TimingsThatSayNothingAreLeftOut) {
   EXPECT_TRUE(HostSpeed({}, {}, 3).empty());
 }
 
+TEST(HostSpeedTest, FewerTimingsThanTheWindowUseEveryOther) {
+  // Eight timings, window 9: each one's factor is the median of the seven others, at the
+  // end as at the start. Rows of two (times 1 and 3: median 2), ratios 0.5 and 1.5 apart
+  // from the last two, a row of two at 2 (ratios 1).
+  const std::vector<int32_t> rows = {0, 1, 2, 0, 1, 2, 3, 3};
+  const std::vector<double> seconds = {1, 1, 1, 3, 3, 3, 2, 2};
+  const std::vector<double> f = HostSpeed(rows, seconds, 9);
+  // Ratios 0.5 x3, 1.5 x3, 1, 1: without the first, sorted 0.5 0.5 1 1 1.5 1.5 1.5.
+  EXPECT_DOUBLE_EQ(f[0], 1.0);
+  EXPECT_DOUBLE_EQ(f[3], 1.0);  // 0.5 0.5 0.5 1 1 1.5 1.5
+  EXPECT_DOUBLE_EQ(f[7], 1.0);  // 0.5 0.5 0.5 1 1.5 1.5 1.5
+  const std::vector<double> g = HostSpeed(std::vector<int32_t>{0, 0, 0, 0}, std::vector<double>{1, 2, 2, 8}, 9);
+  // Median 2: ratios 0.5, 1, 1, 4. The last: the median of 0.5, 1, 1.
+  EXPECT_DOUBLE_EQ(g[3], 1.0);
+  EXPECT_DOUBLE_EQ(g[0], 1.0);   // 1, 1, 4
+  EXPECT_DOUBLE_EQ(g[1], 1.0);   // 0.5, 1, 4
+}
+
+// Each run's samples divided by its own factor, once: a run's whole step and its ops, and
+// runs of other rows in between.
+TEST(DivideByHostSpeedTest, EachSampleByItsOwnRunsFactor) {
+  // Two rows timed in turn over five passes; the third pass 20% slow.
+  const std::vector<double> speed = {1, 1, 1.2, 1, 1};
+  std::vector<double> steps_a, ops_a, steps_b;
+  std::vector<LoggedRun> runs;
+  for (double s : speed) {
+    steps_a.push_back(0.010 * s);
+    ops_a.push_back(0.004 * s);
+    runs.push_back(LoggedRun{0, 0.010 * s, {{&steps_a, steps_a.size() - 1}, {&ops_a, ops_a.size() - 1}}});
+    steps_b.push_back(0.030 * s);
+    runs.push_back(LoggedRun{1, 0.030 * s, {{&steps_b, steps_b.size() - 1}}});
+  }
+  std::vector<int32_t> rows;
+  std::vector<double> seconds;
+  for (const LoggedRun& r : runs) {
+    rows.push_back(r.row);
+    seconds.push_back(r.seconds);
+  }
+  const std::vector<double> expected = HostSpeed(rows, seconds, 3);
+  const std::vector<double> before_a = steps_a, before_ops = ops_a, before_b = steps_b;
+  const std::vector<double> factors = DivideByHostSpeed(runs, 3);
+  ASSERT_EQ(factors, expected);
+  for (size_t p = 0; p < speed.size(); ++p) {
+    EXPECT_DOUBLE_EQ(steps_a[p], before_a[p] / factors[2 * p]) << p;
+    EXPECT_DOUBLE_EQ(ops_a[p], before_ops[p] / factors[2 * p]) << p;
+    EXPECT_DOUBLE_EQ(steps_b[p], before_b[p] / factors[2 * p + 1]) << p;
+  }
+  // The slow pass's two runs see each other's ratio (1.2) and one of 1: 1.1 each, and
+  // their neighbours 1.1 too; the first and last runs 1.
+  EXPECT_DOUBLE_EQ(factors[4], 1.1);
+  EXPECT_DOUBLE_EQ(factors[5], 1.1);
+  EXPECT_DOUBLE_EQ(factors[0], 1.0);
+  EXPECT_DOUBLE_EQ(factors[9], 1.0);
+  EXPECT_TRUE(DivideByHostSpeed({}, 3).empty());
+}
+
 }  // namespace
 }  // namespace servelab
