@@ -174,7 +174,6 @@ struct Timed {
   std::optional<DecodeGraphRun> graph;
 };
 
-
 // Decodes timed one by one right after a prefill chunk (ProfileOptions::
 // after_prefill_steps): two configurations of the grid, and each k-th decode's times.
 struct AfterPrefillRun {

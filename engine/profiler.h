@@ -34,8 +34,8 @@
 // Then, in passes over the grid, each measured run's times are divided by the host's speed
 // around it, from its neighbours in time (ProfileOptions::drift_window, core/host_drift.h):
 // on this VM the host slowed by 25-30% for seconds at a time on every step alike, and a
-// profile's rows then spread by a median of 8-12% (4.5 minutes) to 12-32% (8 minutes);
-// taken out, 3.2-4.5% and 3.8-8.1%, and the medians of odd and even passes agreed 1.5 to
+// profile's rows then spread by a median of 8-12% (4.5 minutes) to 8-32% (8 minutes);
+// taken out, 3.2-4.5% and 3.0-8.1%, and the medians of odd and even passes agreed 1.5 to
 // 3 times closer (2026-12-05).
 // A row gives the median, p10 and p90 of the repeats (numpy's linear percentiles), per
 // layer for per-layer ops (the step's total over its layers, divided by them), per step
@@ -165,11 +165,12 @@ struct TimedStep {
 // ProfileEngine's whole steps only, each with its configuration (decodes told from
 // prefill chunks of one token, which the rows cannot). `options.points` or `host_check`
 // usually choose them, and their times stay as measured (over the full grid in passes,
-// the host's drift is taken out, as ProfileEngine's). `model`, when given, is the experiment's model already loaded
-// (EngineModel::Load(config)), for the runner to be made from: on the CPU engine its
-// weights are timed, not a copy read again (two copies in one process can run at
-// different speeds, experiments/validation/README.md), so `servelab validate` times its
-// host check on the weights its engine runs; a CUDA runner reads its own device copy.
+// the host's drift is taken out, as ProfileEngine's). `model`, when given, is the
+// experiment's model already loaded (EngineModel::Load(config)), for the runner to be
+// made from: on the CPU engine its weights are timed, not a copy read again (two copies
+// in one process can run at different speeds, experiments/validation/README.md), so
+// `servelab validate` times its host check on the weights its engine runs; a CUDA runner
+// reads its own device copy.
 StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const ProfileOptions& options,
                                            std::shared_ptr<EngineModel> model = nullptr);
 
