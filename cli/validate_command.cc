@@ -299,10 +299,18 @@ int ValidateCommand(const std::vector<std::string>& args) {
   auto base = LoadExperiment(experiment_path, sets, &notes);
   if (!base.ok()) return Report(base.status());
   std::vector<std::pair<std::string, ExperimentConfig>> loads;
+  // Loads that differ only in their workload (BLIS's sweep of the arrival rate) are
+  // served by one engine, as one server serves every rate: its model read once and its
+  // runner kept from run to run (EngineModel::MakeRunner). Any other swept key may change
+  // the engine, and each load then has its own.
+  bool one_engine = false;
   if (notes.sweep_line > 0) {
     auto sweep = LoadSweep(experiment_path, sets);
     if (!sweep.ok()) return Report(sweep.status());
     for (SweepPoint& p : sweep->points) loads.emplace_back(p.folder, std::move(p.config));
+    one_engine = std::all_of(sweep->axes.begin(), sweep->axes.end(), [](const SweepAxis& axis) {
+      return axis.key.starts_with("workload.");
+    });
   } else {
     loads.emplace_back(base->name, *base);
   }
@@ -361,17 +369,21 @@ int ValidateCommand(const std::vector<std::string>& args) {
   // by a few blocks from one runner to the next in one process; pinned, every run and its
   // simulated twin serve with the same pool. A pool the YAML sets stays as set.
   int64_t pinned_blocks = 0;
+  std::shared_ptr<EngineModel> model;  // the load's: read for it, or the one engine's
+  if (one_engine && recorded.empty() && loads.size() > 1) {
+    std::fprintf(stderr, "servelab validate: the loads differ only in their workload: one engine "
+                 "serves them all (its model read once, its runner kept)\n");
+  }
   for (auto& load : loads) {
     // Plain references, not a structured binding: the lambdas below capture them.
     const std::string& label = load.first;
     ExperimentConfig& config = load.second;
     if (config.hardware.num_gpu_blocks == 0) config.hardware.num_gpu_blocks = pinned_blocks;
-    // The load's model, read once for its engine runs and its host check: on the CPU
-    // engine both run the same weights (two copies of one model's weights in one process
-    // can run at different speeds: experiments/validation/README.md, What limits); a
-    // CUDA runner reads its own copy onto the device either way.
-    std::shared_ptr<EngineModel> model;
-    if (recorded.empty()) {
+    // The load's model, read once for its engine runs and its host check (or once for
+    // every load, one_engine): its runner serves both, so they run the same weights (two
+    // copies of one model's weights in one process can run at different speeds:
+    // experiments/validation/README.md, What limits).
+    if (recorded.empty() && (model == nullptr || !one_engine)) {
       auto loaded = EngineModel::Load(config);
       if (!loaded.ok()) return Report(Status(loaded.status().code(), label + ": " + loaded.status().message()));
       model = std::move(loaded).value();

@@ -172,6 +172,10 @@ std::string EngineModel::Device() const {
 }
 
 StatusOr<std::unique_ptr<ModelRunner>> EngineModel::MakeRunner() const {
+  return idle_runners_->Lend(config_.hardware.num_gpu_blocks, [this] { return NewRunner(); });
+}
+
+StatusOr<std::unique_ptr<ModelRunner>> EngineModel::NewRunner() const {
   const EngineConfig& engine = config_.engine;
 #if SERVELAB_HAS_CUDA
   if (engine.device == EngineDevice::kCuda) {

@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "driver/driver.h"
 #include "driver/experiment_config.h"
+#include "engine/idle_runners.h"
 #include "engine/model_config.h"
 #include "engine/model_runner.h"
 #include "engine/model_weights.h"
@@ -33,21 +34,27 @@ class EngineModel {
   // "cpu", or the experiment's GPU (hardware.gpu) for the CUDA runner: the device its
   // profiles are measured on.
   std::string Device() const;
-  // A runner with its own KV pool. Errors: device set-up, memory.
+  // A runner with its own KV pool, lent (engine/idle_runners.h): one this model, or a
+  // copy of it by WithKvBlocks, made before and no one holds now, when its pool is the
+  // one this model asks for; else a new one. It goes back to this model's idle runners
+  // when destroyed. Errors: device set-up, memory.
   StatusOr<std::unique_ptr<ModelRunner>> MakeRunner() const;
   // The same model with its runners' KV pools of exactly `num_gpu_blocks` blocks
   // (hardware.num_gpu_blocks; what validate pins after its first engine run), sharing
-  // the weights already read (the CPU engine's; a CUDA runner reads its own).
+  // the weights already read (the CPU engine's; a CUDA runner reads its own) and the
+  // idle runners (a runner whose pool has that many blocks serves it again).
   std::shared_ptr<EngineModel> WithKvBlocks(int64_t num_gpu_blocks) const;
 
  private:
   explicit EngineModel(ExperimentConfig config) : config_(std::move(config)) {}
   Status LoadModel();
+  StatusOr<std::unique_ptr<ModelRunner>> NewRunner() const;
 
   ExperimentConfig config_;
   ModelConfig model_config_;
   std::shared_ptr<const ModelWeights> weights_;  // cpu: the checkpoint, as float32
   int32_t max_model_len_ = 0;
+  std::shared_ptr<IdleRunners> idle_runners_ = std::make_shared<IdleRunners>();
 };
 
 // Checks the engine section at once (what the options allow, without reading the

@@ -626,6 +626,8 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
                           " --out " + out.string() + " --no-plots");
   ASSERT_EQ(v.exit_code, 0) << v.err;
   EXPECT_THAT(v.err, HasSubstr("2 loads; BLIS's method validates at three or more"));
+  // The sweep varies the arrival rate alone: one engine serves both loads.
+  EXPECT_THAT(v.err, HasSubstr("the loads differ only in their workload: one engine serves them all"));
   const std::string table = ReadFile(out / "validation.csv");
   EXPECT_EQ(table.substr(0, table.find('\n')), "load,quantity,statistic,engine,sim,error_pct");
   for (const char* load : {"rate-50", "rate-400"}) {
@@ -736,6 +738,15 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
     EXPECT_THAT(ReadFile(later / "config.resolved.yaml"),
                 HasSubstr("num_gpu_blocks: " + std::to_string(first_blocks) + "\n")) << later;
   }
+  // A sweep of anything else may change the engine: each load has its own.
+  std::string seqs_text = ReadFile(exp);
+  seqs_text.replace(seqs_text.find("workload.arrival.rate: [50, 400]"), 32, "scheduler.max_num_seqs: [2, 4]");
+  const CliResult seqs = Run("validate " + Write("seqs.yaml", seqs_text).string() + " --cost-model " +
+                             fitted.string() + " --out " + (dir_ / "v6").string() +
+                             " --no-plots --no-host-check --set workload.num_requests=3");
+  ASSERT_EQ(seqs.exit_code, 0) << seqs.err;
+  EXPECT_THAT(seqs.out, HasSubstr("max_num_seqs-4: "));
+  EXPECT_THAT(seqs.err, Not(HasSubstr("one engine serves them all")));
   const CliResult once = Run(v3);
   ASSERT_EQ(once.exit_code, 0) << once.err;
   // On a wall clock the host's time between steps passes too: the replay's steps start

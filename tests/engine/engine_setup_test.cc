@@ -18,10 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Nonzero floats in each of the first `blocks` blocks of the first layer's K cache, in
-// the backend the experiment's engine factory makes.
-std::vector<int64_t> WrittenKv(const std::string& engine_options, const fs::path& dir, int32_t blocks) {
-  auto config = ParseExperiment(
+StatusOr<ExperimentConfig> TinyEngine(const std::string& engine_options, const fs::path& dir) {
+  return ParseExperiment(
       "name: warm\nbackend: engine\n"
       "engine: {model_path: m, create_model: true, kv_cache_gib: 0.001" + engine_options + "}\n"
       "model: {base: llama-2-7b, name: m, hidden_size: 32, num_hidden_layers: 1,\n"
@@ -29,15 +27,13 @@ std::vector<int64_t> WrittenKv(const std::string& engine_options, const fs::path
       "        vocab_size: 61, max_position_embeddings: 256}\n"
       "hardware: {gpu: a10}\nscheduler: {max_num_seqs: 4, max_num_batched_tokens: 40}\n",
       (dir / "exp.yaml").string(), dir.string());
-  EXPECT_TRUE(config.ok()) << config.status().message();
-  if (!config.ok()) return {};
-  auto factory = MakeEngineBackendFactory(*config);
-  EXPECT_TRUE(factory.ok()) << factory.status().message();
-  if (!factory.ok()) return {};
-  auto backend = (*factory)(0);
-  EXPECT_TRUE(backend.ok()) << backend.status().message();
-  if (!backend.ok()) return {};
-  auto& runner = dynamic_cast<CpuModelRunner&>(dynamic_cast<EngineBackend&>(**backend).Runner());
+}
+
+// Nonzero floats in each of the first `blocks` blocks of the first layer's K cache of
+// `backend`'s runner.
+std::vector<int64_t> WrittenKv(Backend& backend, int32_t blocks) {
+  auto& lent = dynamic_cast<LentRunner&>(dynamic_cast<EngineBackend&>(backend).Runner());
+  auto& runner = dynamic_cast<CpuModelRunner&>(lent.Runner());
   const std::span<const float> k = runner.KCache(0);
   std::vector<int64_t> nonzero;
   for (int32_t b = 0; b < blocks; ++b) {
@@ -46,6 +42,20 @@ std::vector<int64_t> WrittenKv(const std::string& engine_options, const fs::path
     nonzero.push_back(std::count_if(block.begin(), block.end(), [](float x) { return x != 0.0f; }));
   }
   return nonzero;
+}
+
+// The same, in the backend the experiment's engine factory makes.
+std::vector<int64_t> WrittenKv(const std::string& engine_options, const fs::path& dir, int32_t blocks) {
+  auto config = TinyEngine(engine_options, dir);
+  EXPECT_TRUE(config.ok()) << config.status().message();
+  if (!config.ok()) return {};
+  auto factory = MakeEngineBackendFactory(*config);
+  EXPECT_TRUE(factory.ok()) << factory.status().message();
+  if (!factory.ok()) return {};
+  auto backend = (*factory)(0);
+  EXPECT_TRUE(backend.ok()) << backend.status().message();
+  if (!backend.ok()) return {};
+  return WrittenKv(**backend, blocks);
 }
 
 TEST(EngineSetupTest, WarmUpWritesTheWidestChunkBeforeServingUnlessTurnedOff) {
@@ -91,6 +101,47 @@ TEST(EngineSetupTest, NumGpuBlocksSetsTheEnginePool) {
   EXPECT_EQ(pool(""), 262);
   EXPECT_EQ(pool(", num_gpu_blocks: 7"), 7);
   EXPECT_EQ(pool(", num_gpu_blocks: 1000"), 1000);
+  fs::remove_all(dir);
+}
+
+// One model's backends serve on the runner it keeps (engine/idle_runners.h), as validate's
+// runs of every load do: what one backend's warm-up wrote is in the KV pool the next one
+// serves with, a pool pinned to its blocks is the same runner, and a backend made while
+// the first is held (another replica) has a runner of its own.
+TEST(EngineSetupTest, AModelsBackendsServeOnTheRunnerItKeeps) {
+  const fs::path dir = fs::temp_directory_path() / ("servelab_engine_kept_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto warm = TinyEngine("", dir);
+  auto cold = TinyEngine(", warmup: false", dir);
+  ASSERT_TRUE(warm.ok() && cold.ok());
+  auto model = EngineModel::Load(*warm);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const std::vector<int64_t> warmed{16 * 32, 16 * 32, 10 * 32, 10 * 32, 0};
+  int32_t blocks = 0;
+  {
+    auto factory = MakeEngineBackendFactory(*warm, *model);
+    ASSERT_TRUE(factory.ok());
+    auto backend = (*factory)(0);
+    ASSERT_TRUE(backend.ok());
+    EXPECT_EQ(WrittenKv(**backend, 5), warmed);
+    blocks = (*backend)->Capacity().num_gpu_blocks;
+  }
+  {
+    auto pinned = MakeEngineBackendFactory(*cold, (*model)->WithKvBlocks(blocks));
+    ASSERT_TRUE(pinned.ok());
+    auto backend = (*pinned)(0);
+    ASSERT_TRUE(backend.ok());
+    EXPECT_EQ(WrittenKv(**backend, 5), warmed);  // not warmed: the first backend's runner
+  }
+  auto factory = MakeEngineBackendFactory(*cold, *model);
+  ASSERT_TRUE(factory.ok());
+  auto kept = (*factory)(0);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(WrittenKv(**kept, 5), warmed);
+  auto second = (*factory)(1);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(WrittenKv(**second, 5), std::vector<int64_t>(5, 0));  // a runner of its own
   fs::remove_all(dir);
 }
 
