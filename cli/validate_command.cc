@@ -151,8 +151,10 @@ engine's runs drawn).
 Host check: right before and after each load's run, three reference steps (a prefill
 chunk of up to 128 tokens, a decode of max_num_seqs sequences, halved until the KV pool
 holds it, and a decode of one sequence) are timed as `servelab profile` times its rows,
-on the load's own model: on the CPU engine the very weights its runs stream (a CUDA runner
-reads its own copy onto the device) (--no-host-check skips them). Their change
+on the very runner the load's engine runs on (--no-host-check skips them). When the
+sweep varies only workload keys or the seed, one engine serves every load, as one server
+serves every rate: the model is read once and its runner kept from run to run; the last
+line on stderr says how many runners were made. Their change
 across the run is the host's drift: a shared or throttled host that changes speed during
 a run shows up there, not only as the model's error; the simulator's error on them says
 how far the host then was from the one the model was fitted on. validation.md has a
@@ -299,17 +301,17 @@ int ValidateCommand(const std::vector<std::string>& args) {
   auto base = LoadExperiment(experiment_path, sets, &notes);
   if (!base.ok()) return Report(base.status());
   std::vector<std::pair<std::string, ExperimentConfig>> loads;
-  // Loads that differ only in their workload (BLIS's sweep of the arrival rate) are
-  // served by one engine, as one server serves every rate: its model read once and its
-  // runner kept from run to run (EngineModel::MakeRunner). Any other swept key may change
-  // the engine, and each load then has its own.
+  // Loads that differ only in their workload or seed (BLIS's sweep of the arrival rate)
+  // are served by one engine, as one server serves every rate: its model read once and
+  // its runner kept from run to run (EngineModel::MakeRunner). Any other swept key may
+  // change the engine, and each load then has its own.
   bool one_engine = false;
   if (notes.sweep_line > 0) {
     auto sweep = LoadSweep(experiment_path, sets);
     if (!sweep.ok()) return Report(sweep.status());
     for (SweepPoint& p : sweep->points) loads.emplace_back(p.folder, std::move(p.config));
     one_engine = std::all_of(sweep->axes.begin(), sweep->axes.end(), [](const SweepAxis& axis) {
-      return axis.key.starts_with("workload.");
+      return axis.key == "workload" || axis.key.starts_with("workload.") || axis.key == "seed";
     });
   } else {
     loads.emplace_back(base->name, *base);
@@ -370,6 +372,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
   // simulated twin serve with the same pool. A pool the YAML sets stays as set.
   int64_t pinned_blocks = 0;
   std::shared_ptr<EngineModel> model;  // the load's: read for it, or the one engine's
+  const int64_t runners_before = EngineModel::RunnersMadeInProcess();
   if (one_engine && recorded.empty() && loads.size() > 1) {
     std::fprintf(stderr, "servelab validate: the loads differ only in their workload: one engine "
                  "serves them all (its model read once, its runner kept)\n");
@@ -384,6 +387,9 @@ int ValidateCommand(const std::vector<std::string>& args) {
     // copies of one model's weights in one process can run at different speeds:
     // experiments/validation/README.md, What limits).
     if (recorded.empty() && (model == nullptr || !one_engine)) {
+      // The last load's weights and idle runner gone before the next are read (its
+      // engine factory, the other holder, went with the last iteration).
+      model.reset();
       auto loaded = EngineModel::Load(config);
       if (!loaded.ok()) return Report(Status(loaded.status().code(), label + ": " + loaded.status().message()));
       model = std::move(loaded).value();
@@ -492,6 +498,14 @@ int ValidateCommand(const std::vector<std::string>& args) {
       v->reruns.push_back(std::move(again).value());
     }
     results.push_back(std::move(v).value());
+  }
+  if (recorded.empty()) {
+    // Every engine run and host check of a load is served by one runner (of every load,
+    // one_engine); more says a run made its own.
+    const int64_t runners_made = EngineModel::RunnersMadeInProcess() - runners_before;
+    std::fprintf(stderr, "servelab validate: %lld engine runner%s made for %zu load%s\n",
+                 static_cast<long long>(runners_made), runners_made == 1 ? "" : "s", loads.size(),
+                 loads.size() == 1 ? "" : "s");
   }
 
   auto folder = OutputDir::Open(dir);

@@ -171,8 +171,19 @@ std::string EngineModel::Device() const {
   return config_.engine.device == EngineDevice::kCuda ? config_.hardware.gpu.name : "cpu";
 }
 
+namespace {
+std::atomic<int64_t> runners_made{0};
+}  // namespace
+
+int64_t EngineModel::RunnersMadeInProcess() { return runners_made.load(); }
+
 StatusOr<std::unique_ptr<ModelRunner>> EngineModel::MakeRunner() const {
-  return idle_runners_->Lend(config_.hardware.num_gpu_blocks, [this] { return NewRunner(); });
+  return idle_runners_->Lend(config_.hardware.num_gpu_blocks,
+                             [this]() -> StatusOr<std::unique_ptr<ModelRunner>> {
+                               auto runner = NewRunner();
+                               if (runner.ok()) ++runners_made;
+                               return runner;
+                             });
 }
 
 StatusOr<std::unique_ptr<ModelRunner>> EngineModel::NewRunner() const {

@@ -44,6 +44,9 @@ class EngineModel {
   // the weights already read (the CPU engine's; a CUDA runner reads its own) and the
   // idle runners (a runner whose pool has that many blocks serves it again).
   std::shared_ptr<EngineModel> WithKvBlocks(int64_t num_gpu_blocks) const;
+  // Runners made so far in this process, by every model (a runner lent again counts
+  // once): what validate reports, so that a run on a runner of its own shows.
+  static int64_t RunnersMadeInProcess();
 
  private:
   explicit EngineModel(ExperimentConfig config) : config_(std::move(config)) {}
@@ -54,7 +57,7 @@ class EngineModel {
   ModelConfig model_config_;
   std::shared_ptr<const ModelWeights> weights_;  // cpu: the checkpoint, as float32
   int32_t max_model_len_ = 0;
-  std::shared_ptr<IdleRunners> idle_runners_ = std::make_shared<IdleRunners>();
+  std::shared_ptr<IdleRunners> idle_runners_ = IdleRunners::Create();
 };
 
 // Checks the engine section at once (what the options allow, without reading the

@@ -5,6 +5,7 @@
 namespace servelab {
 
 LentRunner::~LentRunner() {
+  if (failed_) return;  // destroyed with this
   runner_->SetOpTimer(nullptr);  // the borrower's timer dies with it
   owner_->Return(IdleRunners::Kept{std::move(runner_), requested_});
 }

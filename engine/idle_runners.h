@@ -3,12 +3,14 @@
 // validation's loads, their further runs and their host checks all serve on the runner
 // the first run made, instead of each making its own (a new CUDA runner uploads the
 // weights again, sizes a new KV pool and captures its decode graphs again; on the H200,
-// 2026-12-04, the decode steps of every runner after a process's first ran 3-6% slower
-// than the first's at the same batch: experiments/results/h200/README.md).
+// 2026-12-04, the two loads that ran on a process's second and third runners had their
+// decode steps 3-6% slower than the first load's at the same batch, the cause open:
+// experiments/results/h200/README.md).
 //
 // Lend hands out an idle runner whose KV pool fits the request, else makes one; the
 // runner it hands out goes back to the idle ones when it is destroyed, its op timer
-// cleared. A runner is lent to one user at a time: two replicas get two runners.
+// cleared, unless a step on it failed (a CUDA error can stick to the runner): it is then
+// destroyed. A runner is lent to one user at a time: two replicas get two runners.
 // Thread-safe.
 #include <cstdint>
 #include <functional>
@@ -26,6 +28,9 @@ class IdleRunners : public std::enable_shared_from_this<IdleRunners> {
  public:
   using Make = std::function<StatusOr<std::unique_ptr<ModelRunner>>()>;
 
+  // Held by a shared_ptr only: every runner lent holds one too.
+  static std::shared_ptr<IdleRunners> Create() { return std::shared_ptr<IdleRunners>(new IdleRunners); }
+
   // A runner for a KV pool of `num_blocks` blocks (0: as the settings size it, which
   // only a runner made for 0 matches): an idle one made for that request or holding
   // exactly that many blocks; else, once every idle runner is destroyed (a CUDA runner
@@ -35,6 +40,7 @@ class IdleRunners : public std::enable_shared_from_this<IdleRunners> {
   size_t NumIdle() const;
 
  private:
+  IdleRunners() = default;
   friend class LentRunner;
   struct Kept {
     std::unique_ptr<ModelRunner> runner;
@@ -46,8 +52,9 @@ class IdleRunners : public std::enable_shared_from_this<IdleRunners> {
   std::vector<Kept> idle_;
 };
 
-// What Lend hands out: the kept runner, every call passed through, and given back to
-// the idle ones on destruction.
+// What Lend hands out: the kept runner, every call passed through (a virtual added to
+// ModelRunner must be passed through here too), and given back to the idle ones on
+// destruction.
 class LentRunner final : public ModelRunner {
  public:
   LentRunner(std::shared_ptr<IdleRunners> owner, std::unique_ptr<ModelRunner> runner,
@@ -66,7 +73,7 @@ class LentRunner final : public ModelRunner {
   void SwapIn(std::span<const BlockCopy> copies) override { runner_->SwapIn(copies); }
   Status Execute(const StepPlan& plan, const TokenStore& tokens,
                  std::vector<float>& logits) override {
-    return runner_->Execute(plan, tokens, logits);
+    return Noted(runner_->Execute(plan, tokens, logits));
   }
   bool SamplesOnDevice(const SamplingParams& params) const override {
     return runner_->SamplesOnDevice(params);
@@ -74,7 +81,7 @@ class LentRunner final : public ModelRunner {
   Status ExecuteAndSample(const StepPlan& plan, const TokenStore& tokens,
                           const SamplingParams& params, std::span<const double> uniforms,
                           std::vector<int32_t>& token_ids) override {
-    return runner_->ExecuteAndSample(plan, tokens, params, uniforms, token_ids);
+    return Noted(runner_->ExecuteAndSample(plan, tokens, params, uniforms, token_ids));
   }
   void SetOpTimer(OpTimer* timer) override { runner_->SetOpTimer(timer); }
   std::optional<ExpertsRun> LastRouting() const override { return runner_->LastRouting(); }
@@ -86,9 +93,15 @@ class LentRunner final : public ModelRunner {
   bool OpTimerAltersSteps() const override { return runner_->OpTimerAltersSteps(); }
 
  private:
+  Status Noted(Status status) {
+    failed_ = failed_ || !status.ok();
+    return status;
+  }
+
   std::shared_ptr<IdleRunners> owner_;
   std::unique_ptr<ModelRunner> runner_;
   int64_t requested_;
+  bool failed_ = false;  // a step failed: the runner is not lent again
 };
 
 }  // namespace servelab

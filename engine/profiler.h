@@ -166,11 +166,11 @@ struct TimedStep {
 // prefill chunks of one token, which the rows cannot). `options.points` or `host_check`
 // usually choose them, and their times stay as measured (over the full grid in passes,
 // the host's drift is taken out, as ProfileEngine's). `model`, when given, is the
-// experiment's model already loaded (EngineModel::Load(config)), for the runner to be
-// made from: on the CPU engine its weights are timed, not a copy read again (two copies
-// in one process can run at different speeds, experiments/validation/README.md), so
-// `servelab validate` times its host check on the weights its engine runs; a CUDA runner
-// reads its own device copy.
+// experiment's model already loaded (EngineModel::Load(config)), whose runner the steps
+// are timed on (an idle one it keeps, engine/idle_runners.h): `servelab validate` times
+// its host check on the very runner its engine runs, not on a copy of the weights read
+// again (two copies in one process can run at different speeds on the CPU engine,
+// experiments/validation/README.md).
 StatusOr<std::vector<TimedStep>> TimeSteps(const ExperimentConfig& config, const ProfileOptions& options,
                                            std::shared_ptr<EngineModel> model = nullptr);
 

@@ -295,9 +295,12 @@ if want calibration && [[ -x $SERVELAB ]] && has_time "profile -> calibrate -> v
   fi
 fi
 if want validate && [[ -x $SERVELAB && -f $OUT/calibration/MODEL.yaml ]] && has_time "validate"; then
-  # --no-host-check unless HOST_CHECK=1: the check times reference steps on a runner of
-  # its own before and after each load (the 2026-12-04 runs left it out for the budget;
-  # it is what would tell a later load's slower steps from the model's). A second engine
+  # --no-host-check unless HOST_CHECK=1: the check times reference steps before and after
+  # each load (the 2026-12-04 runs left it out for the budget; it is what would tell a
+  # later load's slower steps from the model's). Since 2026-12-05 every load, its reruns
+  # and its checks serve on one runner, the first one made (each load had a new one, and
+  # the later loads' decode steps ran 3-6% slow); validate's last line says how many runners
+  # it made. A second engine
   # run per load (the same requests again: the GPU's own run-to-run change, the floor
   # under the simulator's error that the CPU host cannot give) only when 200 s are left.
   runs=1
@@ -317,6 +320,8 @@ if want validate && [[ -x $SERVELAB && -f $OUT/calibration/MODEL.yaml ]] && has_
   # Each load's line: step MAPE, end-to-end errors, and the replay on the engine's own
   # step times (whether the simulator scheduled exactly as the CUDA engine did).
   grep -E "^rate-" "$OUT/validate.log" | tee -a "$SUMMARY"
+  # How many runners served the loads (one: every load on the first one made).
+  grep -E "engine runners? made" "$OUT/validate_times.log" | tee -a "$SUMMARY" || true
   note "calibration loop: ${SECONDS}s"
 fi
 exit $status

@@ -628,6 +628,8 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_THAT(v.err, HasSubstr("2 loads; BLIS's method validates at three or more"));
   // The sweep varies the arrival rate alone: one engine serves both loads.
   EXPECT_THAT(v.err, HasSubstr("the loads differ only in their workload: one engine serves them all"));
+  // Its two loads' engine runs and their host checks (before and after each) on one runner.
+  EXPECT_THAT(v.err, HasSubstr("servelab validate: 1 engine runner made for 2 loads\n"));
   const std::string table = ReadFile(out / "validation.csv");
   EXPECT_EQ(table.substr(0, table.find('\n')), "load,quantity,statistic,engine,sim,error_pct");
   for (const char* load : {"rate-50", "rate-400"}) {
@@ -718,6 +720,7 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_THAT(ReadFile(dir_ / "v3" / "validation.csv"), Not(HasSubstr("reference_step")));
   EXPECT_THAT(unchecked.out, Not(HasSubstr("host drift")));
   EXPECT_THAT(unchecked.out, HasSubstr("rate-400/run-2: "));
+  EXPECT_THAT(unchecked.err, HasSubstr("servelab validate: 1 engine runner made for 2 loads\n"));
   EXPECT_THAT(unchecked.out, HasSubstr("; the engine's E2E p50 "));
   for (const char* load : {"rate-50", "rate-400"}) {
     EXPECT_TRUE(fs::exists(dir_ / "v3" / load / "run-2" / "engine" / "requests.csv")) << load;
@@ -747,6 +750,7 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   ASSERT_EQ(seqs.exit_code, 0) << seqs.err;
   EXPECT_THAT(seqs.out, HasSubstr("max_num_seqs-4: "));
   EXPECT_THAT(seqs.err, Not(HasSubstr("one engine serves them all")));
+  EXPECT_THAT(seqs.err, HasSubstr("servelab validate: 2 engine runners made for 2 loads\n"));
   const CliResult once = Run(v3);
   ASSERT_EQ(once.exit_code, 0) << once.err;
   // On a wall clock the host's time between steps passes too: the replay's steps start
