@@ -11,6 +11,7 @@
 
 #include "core/kv_cache_manager.h"
 #include "core/scheduler.h"
+#include "engine/idle_runners.h"
 #include "tests/engine/engine_drive.h"
 #include "tests/engine/test_files.h"
 #include "tests/engine/tiny_model.h"
@@ -336,6 +337,42 @@ TEST_F(EngineBackendTest, WarmUpChangesNoSampledToken) {
   EXPECT_GT(swapped.swap_steps, 0);
   EXPECT_EQ(swapped.tokens, Drive(weights_, cold).tokens);
   EXPECT_EQ(swapped.tokens_left, 0u);
+}
+
+// A runner kept from run to run (engine/idle_runners.h, as validate's loads share one):
+// the second run on it, its KV and swap pools holding the first run's blocks, samples
+// what a fresh runner does, with a prefix cache and with swap preemption.
+TEST_F(EngineBackendTest, AKeptRunnerChangesNoSampledToken) {
+  RunOptions options;
+  options.backend.ignore_eos = true;
+  options.backend.sampling = SamplingParams{0.8f, 20, 0.95f, 0};
+  options.backend.seed = 7;
+  options.shared_prefixes = true;
+  options.prefix_cache = PrefixCacheType::kHash;
+  options.num_blocks = 24;
+  options.num_cpu_blocks = 64;
+  options.preemption = PreemptionMode::kSwap;
+  const Outcome fresh = Drive(weights_, options);
+  EXPECT_GT(fresh.swap_steps, 0);
+  EXPECT_GT(fresh.cached_tokens, 0);
+  auto idle = IdleRunners::Create();
+  int made = 0;
+  const IdleRunners::Make make = [&]() -> StatusOr<std::unique_ptr<ModelRunner>> {
+    ++made;
+    return std::unique_ptr<ModelRunner>(testing::MakeRunner(weights_, 24, 4, 64));
+  };
+  RunOptions other = options;  // a first run of other requests' tokens
+  other.backend.seed = 8;
+  auto lent = idle->Lend(0, make);
+  ASSERT_TRUE(lent.ok());
+  const Outcome first = testing::DriveEngine(std::move(lent).value(), other);
+  EXPECT_NE(first.tokens, fresh.tokens);
+  auto again = idle->Lend(0, make);
+  ASSERT_TRUE(again.ok());
+  const Outcome kept = testing::DriveEngine(std::move(again).value(), options);
+  EXPECT_EQ(made, 1);
+  EXPECT_GT(kept.swap_steps, 0);
+  EXPECT_EQ(kept.tokens, fresh.tokens);
 }
 
 // A model with a sliding window serves contexts up to the window only: the backend says
