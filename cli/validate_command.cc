@@ -374,7 +374,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
   std::shared_ptr<EngineModel> model;  // the load's: read for it, or the one engine's
   const int64_t runners_before = EngineModel::RunnersMadeInProcess();
   if (one_engine && recorded.empty() && loads.size() > 1) {
-    std::fprintf(stderr, "servelab validate: the loads differ only in their workload: one engine "
+    std::fprintf(stderr, "servelab validate: the loads differ only in their workload or seed: one engine "
                  "serves them all (its model read once, its runner kept)\n");
   }
   for (auto& load : loads) {

@@ -627,7 +627,7 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   ASSERT_EQ(v.exit_code, 0) << v.err;
   EXPECT_THAT(v.err, HasSubstr("2 loads; BLIS's method validates at three or more"));
   // The sweep varies the arrival rate alone: one engine serves both loads.
-  EXPECT_THAT(v.err, HasSubstr("the loads differ only in their workload: one engine serves them all"));
+  EXPECT_THAT(v.err, HasSubstr("the loads differ only in their workload or seed: one engine serves them all"));
   // Its two loads' engine runs and their host checks (before and after each) on one runner.
   EXPECT_THAT(v.err, HasSubstr("servelab validate: 1 engine runner made for 2 loads\n"));
   const std::string table = ReadFile(out / "validation.csv");
