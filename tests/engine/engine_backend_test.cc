@@ -315,16 +315,22 @@ TEST_F(EngineBackendTest, WarmUpKeepsToThePoolAndTheContextServed) {
   EXPECT_EQ(windowed[0].emitting, 6);
 }
 
+// Requests sampled at temperature with `seed`, sharing prefixes, with a hash prefix cache.
+RunOptions SampledWithPrefixes(uint64_t seed) {
+  RunOptions options;
+  options.backend.ignore_eos = true;
+  options.backend.sampling = SamplingParams{0.8f, 20, 0.95f, 0};
+  options.backend.seed = seed;
+  options.shared_prefixes = true;
+  options.prefix_cache = PrefixCacheType::kHash;
+  return options;
+}
+
 // What the warm-up wrote changes nothing served after it: sampled tokens are those of a
 // cold engine's, with sampling at temperature, with a prefix cache (its blocks are the
 // warm-up's), and with swap preemption.
 TEST_F(EngineBackendTest, WarmUpChangesNoSampledToken) {
-  RunOptions cold;
-  cold.backend.ignore_eos = true;
-  cold.backend.sampling = SamplingParams{0.8f, 20, 0.95f, 0};
-  cold.backend.seed = 99;
-  cold.shared_prefixes = true;
-  cold.prefix_cache = PrefixCacheType::kHash;
+  RunOptions cold = SampledWithPrefixes(99);
   const Outcome reference = Drive(weights_, cold);
   EXPECT_GT(reference.cached_tokens, 0);  // warmed, the cache's blocks are ones the warm-up wrote
   RunOptions warm = cold;
@@ -343,12 +349,7 @@ TEST_F(EngineBackendTest, WarmUpChangesNoSampledToken) {
 // the second run on it, its KV and swap pools holding the first run's blocks, samples
 // what a fresh runner does, with a prefix cache and with swap preemption.
 TEST_F(EngineBackendTest, AKeptRunnerChangesNoSampledToken) {
-  RunOptions options;
-  options.backend.ignore_eos = true;
-  options.backend.sampling = SamplingParams{0.8f, 20, 0.95f, 0};
-  options.backend.seed = 7;
-  options.shared_prefixes = true;
-  options.prefix_cache = PrefixCacheType::kHash;
+  RunOptions options = SampledWithPrefixes(7);
   options.num_blocks = 24;
   options.num_cpu_blocks = 64;
   options.preemption = PreemptionMode::kSwap;
@@ -361,7 +362,7 @@ TEST_F(EngineBackendTest, AKeptRunnerChangesNoSampledToken) {
     ++made;
     return std::unique_ptr<ModelRunner>(testing::MakeRunner(weights_, 24, 4, 64));
   };
-  RunOptions other = options;  // a first run of other requests' tokens
+  RunOptions other = options;  // a first run of other tokens
   other.backend.seed = 8;
   auto lent = idle->Lend(0, make);
   ASSERT_TRUE(lent.ok());
