@@ -27,6 +27,16 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
+// A quick profile of the small model: no warm-up, `repeats` passes, contexts up to 40.
+ProfileOptions Quick(int32_t repeats) {
+  ProfileOptions options;
+  options.warmup = 0;
+  options.warmup_ms = 0;
+  options.repeats = repeats;
+  options.max_context = 40;
+  return options;
+}
+
 class ProfilerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -54,10 +64,7 @@ class ProfilerTest : public ::testing::Test {
 };
 
 TEST_F(ProfilerTest, TimesEveryOpOverTheSchedulersGrid) {
-  ProfileOptions options;
-  options.warmup = 0;
-  options.repeats = 1;  // each row is then one run's time, so a step's parts add up
-  options.max_context = 40;
+  ProfileOptions options = Quick(1);  // each row is then one run's time, so a step's parts add up
   auto rows = ProfileEngine(Config(), options);
   ASSERT_TRUE(rows.ok()) << rows.status().message();
   // Prefill chunks 1, 2, 3, 4, 6, 8 (the scheduler's 8-token budget) at context 0 (128
@@ -129,11 +136,8 @@ TEST_F(ProfilerTest, TimesEveryOpOverTheSchedulersGrid) {
 // (kStepAfterPrefill) against the same decode's settled step row; passes only, and
 // after_prefill_steps of them (0: none). Progress counts them.
 TEST_F(ProfilerTest, DecodesAfterAPrefillChunkAreTimedOneByOne) {
-  ProfileOptions options;
-  options.warmup = 0;
-  options.warmup_ms = 0;
+  ProfileOptions options = Quick(3);
   options.settle_ms = 1;
-  options.repeats = 3;
   options.max_context = 100;
   options.after_prefill_steps = 5;
   int64_t done = 0, total = 0;
@@ -216,10 +220,7 @@ TEST_F(ProfilerTest, AMixtureOfExpertsTimesItsMlpAsOneOp) {
       "scheduler: {max_num_seqs: 2, max_num_batched_tokens: 4}\n",
       (dir_ / "exp.yaml").string(), dir_.string());
   ASSERT_TRUE(c.ok()) << c.status().message();
-  ProfileOptions options;
-  options.warmup = 0;
-  options.repeats = 1;
-  options.max_context = 40;
+  ProfileOptions options = Quick(1);
   auto rows = ProfileEngine(*c, options);
   ASSERT_TRUE(rows.ok()) << rows.status().message();
   std::map<std::tuple<int64_t, int64_t, int64_t>, double> parts, whole;
@@ -262,11 +263,7 @@ TEST_F(ProfilerTest, AMixtureOfExpertsTimesItsMlpAsOneOp) {
 TEST_F(ProfilerTest, PassesOverTheGridOrRunsBackToBackTimeTheSameRows) {
   std::vector<std::set<std::tuple<std::string, int64_t, int64_t, int64_t>>> keys;
   for (const bool interleave : {true, false}) {
-    ProfileOptions options;
-    options.warmup = 0;
-    options.warmup_ms = 0;
-    options.repeats = 3;
-    options.max_context = 40;
+    ProfileOptions options = Quick(3);
     options.interleave = interleave;
     options.after_prefill_steps = 0;  // passes only: DecodesAfterAPrefillChunkAreTimedOneByOne
     int64_t calls = 0, last_total = 0;
@@ -303,12 +300,8 @@ TEST_F(ProfilerTest, TheHostsDriftIsTakenOutOfPassesOverTheGridOnly) {
   const std::vector<ExperimentConfig> configs = {Config()};
   int64_t step_rows = 0;  // the last profile's
   auto profile = [&](const std::function<void(ProfileOptions&)>& set) {
-    ProfileOptions options;
-    options.warmup = 0;
-    options.warmup_ms = 0;
+    ProfileOptions options = Quick(5);  // kMinSpreadRepeats: the spread is said
     options.settle_ms = 0;
-    options.repeats = 5;  // kMinSpreadRepeats: the spread is said
-    options.max_context = 40;
     options.after_prefill_steps = 3;
     options.drift_window = 5;
     set(options);
@@ -363,12 +356,8 @@ TEST_F(ProfilerTest, SeveralExperimentsTogetherEachPassOverEveryGrid) {
     return k;
   };
   for (const bool interleave : {true, false}) {
-    ProfileOptions options;
-    options.warmup = 0;
-    options.warmup_ms = 0;
+    ProfileOptions options = Quick(3);
     options.settle_ms = 0;
-    options.repeats = 3;
-    options.max_context = 40;
     options.interleave = interleave;
     options.after_prefill_steps = 0;  // passes only: DecodesAfterAPrefillChunkAreTimedOneByOne
     std::vector<std::pair<size_t, std::tuple<bool, int32_t, int32_t>>> order;
@@ -424,11 +413,7 @@ TEST_F(ProfilerTest, SeveralExperimentsTogetherEachPassOverEveryGrid) {
 // Given points, or the host check's, those configurations are timed, in their order, each
 // as the grid's are.
 TEST_F(ProfilerTest, TimesTheGivenPointsOrTheHostChecks) {
-  ProfileOptions options;
-  options.warmup = 0;
-  options.warmup_ms = 0;
-  options.repeats = 2;
-  options.max_context = 40;
+  ProfileOptions options = Quick(2);
   options.points = {{true, 3, 20}, {false, 5, 7}, {true, 1, 0}};
   auto rows = ProfileEngine(Config(), options);
   ASSERT_TRUE(rows.ok()) << rows.status().message();
@@ -511,12 +496,8 @@ TEST_F(ProfilerTest, ALoadedModelIsTimedAndServedWithoutReadingItAgain) {
   fs::remove_all(config.engine.model_path);
   ExperimentConfig unwritable = config;  // so that nothing writes the model back either
   unwritable.engine.create_model = false;
-  ProfileOptions options;
-  options.warmup = 0;
-  options.warmup_ms = 0;
-  options.repeats = 1;
+  ProfileOptions options = Quick(1);
   options.settle_ms = 0;
-  options.max_context = 40;
   options.points = {{true, 2, 15}};
   auto again = TimeSteps(unwritable, options);
   ASSERT_FALSE(again.ok());
