@@ -25,11 +25,11 @@ inline constexpr int32_t kMaxDriftWindow = 1001;
 // `seconds[i]` its time: the host's speed factor at each timing, the median over the
 // `window - 1` other timings nearest it in that order (half before it, half after; at the
 // ends, the nearest window - 1 on one side and the other; every other one when there are
-// no more) of their ratio to their row's median. 1.0 means as fast as usual; 1.25, every timing around it 25% slower than its
-// row's median. Timings whose time or row median is not positive and finite say nothing
-// (a factor with none to go by is 1.0). A timing's own ratio is not in its factor, so a
-// row's own deviation is not taken for the host's. REQUIRES: rows.size() ==
-// seconds.size(); 3 <= window <= kMaxDriftWindow.
+// no more) of their ratio to their row's median. 1.0 means as fast as usual; 1.25, every
+// timing around it 25% slower than its row's median. Timings whose time or row median is
+// not positive and finite say nothing (a factor with none to go by is 1.0). A timing's
+// own ratio is not in its factor, so a row's own deviation is not taken for the host's.
+// REQUIRES: rows.size() == seconds.size(); 3 <= window <= kMaxDriftWindow.
 std::vector<double> HostSpeed(std::span<const int32_t> rows, std::span<const double> seconds, int32_t window);
 
 // A sample a timed run wrote: `values[index]`.
