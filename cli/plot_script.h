@@ -11,6 +11,12 @@ namespace servelab {
 // Returns true when the script ran and exited 0.
 bool RunPlotScript(const std::string& command, const std::string& script,
                    const std::vector<std::string>& args);
+// The same with another interpreter and scripts' folder (tests). The interpreter runs
+// the script only once matplotlib and pandas import; its exit status 86 says they did
+// not (a skip, noted as such).
+bool RunPlotScript(const std::string& command, const std::string& script,
+                   const std::vector<std::string>& args, const std::string& python,
+                   const std::string& scripts_dir);
 
 // Removes the figure at `path` (a regular file only) before its tables are drawn anew or
 // not at all (--no-plots, a failed script): an earlier run's figure beside new tables
