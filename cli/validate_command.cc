@@ -31,6 +31,20 @@ namespace {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
+// Whether loads that differ in the swept `key` can share one engine (its model and its
+// runner): the key varies the requests (workload, seed), the order the scheduler serves
+// them in (scheduler.policy), what the sampler draws (engine.sampling, engine.ignore_eos:
+// the backend's own options, set per load) or only the simulator's side (cost_model).
+// Every other key may change the model or the runner (its KV pool, swap space, the batch
+// limits its buffers and CUDA graphs are sized by), and then each load has its own.
+bool KeepsTheEngine(const std::string& key) {
+  for (const char* section : {"workload", "seed", "scheduler.policy", "engine.sampling",
+                              "engine.ignore_eos", "cost_model"}) {
+    if (key == section || key.starts_with(std::string(section) + ".")) return true;
+  }
+  return false;
+}
+
 int Report(const Status& status) { return ReportFailure("validate", status); }
 
 // steps_compared.csv: a row per step the engine executed (its new tokens, sequences and
@@ -152,9 +166,11 @@ Host check: right before and after each load's run, three reference steps (a pre
 chunk of up to 128 tokens, a decode of max_num_seqs sequences, halved until the KV pool
 holds it, and a decode of one sequence) are timed as `servelab profile` times its rows,
 on the very runner the load's engine runs on (--no-host-check skips them). When the
-sweep varies only workload keys or the seed, one engine serves every load, as one server
-serves every rate: the model is read once and its runner kept from run to run; the last
-line on stderr says how many runners were made. Their change
+sweep varies only the requests (workload keys, the seed), the policy
+(scheduler.policy), the sampling (engine.sampling, engine.ignore_eos) or the cost model,
+one engine serves every load, as one server serves every rate: the model is read once
+and its runner kept from run to run; the last line on stderr says how many runners were
+made. Their change
 across the run is the host's drift: a shared or throttled host that changes speed during
 a run shows up there, not only as the model's error; the simulator's error on them says
 how far the host then was from the one the model was fitted on. validation.md has a
@@ -301,18 +317,18 @@ int ValidateCommand(const std::vector<std::string>& args) {
   auto base = LoadExperiment(experiment_path, sets, &notes);
   if (!base.ok()) return Report(base.status());
   std::vector<std::pair<std::string, ExperimentConfig>> loads;
-  // Loads that differ only in their workload or seed (BLIS's sweep of the arrival rate)
-  // are served by one engine, as one server serves every rate: its model read once and
-  // its runner kept from run to run (EngineModel::MakeRunner). Any other swept key may
-  // change the engine, and each load then has its own.
+  // Loads that differ only in what KeepsTheEngine allows (BLIS's sweep of the arrival
+  // rate, a comparison of policies) are served by one engine, as one server serves every
+  // rate: its model read once and its runner kept from run to run
+  // (EngineModel::MakeRunner). Any other swept key may change the engine, and each load
+  // then has its own.
   bool one_engine = false;
   if (notes.sweep_line > 0) {
     auto sweep = LoadSweep(experiment_path, sets);
     if (!sweep.ok()) return Report(sweep.status());
     for (SweepPoint& p : sweep->points) loads.emplace_back(p.folder, std::move(p.config));
-    one_engine = std::all_of(sweep->axes.begin(), sweep->axes.end(), [](const SweepAxis& axis) {
-      return axis.key == "workload" || axis.key.starts_with("workload.") || axis.key == "seed";
-    });
+    one_engine = std::all_of(sweep->axes.begin(), sweep->axes.end(),
+                             [](const SweepAxis& axis) { return KeepsTheEngine(axis.key); });
   } else {
     loads.emplace_back(base->name, *base);
   }
@@ -374,7 +390,8 @@ int ValidateCommand(const std::vector<std::string>& args) {
   std::shared_ptr<EngineModel> model;  // the load's: read for it, or the one engine's
   const int64_t runners_before = EngineModel::RunnersMadeInProcess();
   if (one_engine && recorded.empty() && loads.size() > 1) {
-    std::fprintf(stderr, "servelab validate: the loads differ only in their workload or seed: one engine "
+    std::fprintf(stderr, "servelab validate: the loads differ only in their requests, policy, sampling "
+                 "or cost model: one engine "
                  "serves them all (its model read once, its runner kept)\n");
   }
   for (auto& load : loads) {

@@ -627,7 +627,7 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   ASSERT_EQ(v.exit_code, 0) << v.err;
   EXPECT_THAT(v.err, HasSubstr("2 loads; BLIS's method validates at three or more"));
   // The sweep varies the arrival rate alone: one engine serves both loads.
-  EXPECT_THAT(v.err, HasSubstr("the loads differ only in their workload or seed: one engine serves them all"));
+  EXPECT_THAT(v.err, HasSubstr("the loads differ only in their requests, policy, sampling or cost model: one engine serves them all"));
   // Its two loads' engine runs and their host checks (before and after each) on one runner.
   EXPECT_THAT(v.err, HasSubstr("servelab validate: 1 engine runner made for 2 loads\n"));
   const std::string table = ReadFile(out / "validation.csv");
@@ -751,6 +751,17 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
   EXPECT_THAT(seqs.out, HasSubstr("max_num_seqs-4: "));
   EXPECT_THAT(seqs.err, Not(HasSubstr("one engine serves them all")));
   EXPECT_THAT(seqs.err, HasSubstr("servelab validate: 2 engine runners made for 2 loads\n"));
+  // A comparison of policies leaves the runner as it is: one engine serves both.
+  std::string policies_text = ReadFile(exp);
+  policies_text.replace(policies_text.find("workload.arrival.rate: [50, 400]"), 32, "scheduler.policy: [fcfs, sjf]");
+  const CliResult policies = Run("validate " + Write("policies.yaml", policies_text).string() + " --cost-model " +
+                                 fitted.string() + " --out " + (dir_ / "v7").string() +
+                                 " --no-plots --no-host-check --set workload.num_requests=3");
+  ASSERT_EQ(policies.exit_code, 0) << policies.err;
+  EXPECT_THAT(policies.out, HasSubstr("policy-sjf: "));
+  EXPECT_THAT(policies.err, HasSubstr("the loads differ only in their requests, policy, sampling or cost model: "
+                                      "one engine serves them all"));
+  EXPECT_THAT(policies.err, HasSubstr("servelab validate: 1 engine runner made for 2 loads\n"));
   const CliResult once = Run(v3);
   ASSERT_EQ(once.exit_code, 0) << once.err;
   // On a wall clock the host's time between steps passes too: the replay's steps start
