@@ -741,22 +741,21 @@ TEST_F(CliTest, ProfileCalibrateValidate) {
     EXPECT_THAT(ReadFile(later / "config.resolved.yaml"),
                 HasSubstr("num_gpu_blocks: " + std::to_string(first_blocks) + "\n")) << later;
   }
+  // The experiment swept over `axis` in place of the rate, validated into `out`.
+  const auto validate_swept = [&](const std::string& axis, const std::string& out) {
+    std::string text = ReadFile(exp);
+    text.replace(text.find("workload.arrival.rate: [50, 400]"), 32, axis);
+    return Run("validate " + Write(out + ".yaml", text).string() + " --cost-model " + fitted.string() +
+               " --out " + (dir_ / out).string() + " --no-plots --no-host-check --set workload.num_requests=3");
+  };
   // A sweep of anything else may change the engine: each load has its own.
-  std::string seqs_text = ReadFile(exp);
-  seqs_text.replace(seqs_text.find("workload.arrival.rate: [50, 400]"), 32, "scheduler.max_num_seqs: [2, 4]");
-  const CliResult seqs = Run("validate " + Write("seqs.yaml", seqs_text).string() + " --cost-model " +
-                             fitted.string() + " --out " + (dir_ / "v6").string() +
-                             " --no-plots --no-host-check --set workload.num_requests=3");
+  const CliResult seqs = validate_swept("scheduler.max_num_seqs: [2, 4]", "v6");
   ASSERT_EQ(seqs.exit_code, 0) << seqs.err;
   EXPECT_THAT(seqs.out, HasSubstr("max_num_seqs-4: "));
   EXPECT_THAT(seqs.err, Not(HasSubstr("one engine serves them all")));
   EXPECT_THAT(seqs.err, HasSubstr("servelab validate: 2 engine runners made for 2 loads\n"));
   // A comparison of policies leaves the runner as it is: one engine serves both.
-  std::string policies_text = ReadFile(exp);
-  policies_text.replace(policies_text.find("workload.arrival.rate: [50, 400]"), 32, "scheduler.policy: [fcfs, sjf]");
-  const CliResult policies = Run("validate " + Write("policies.yaml", policies_text).string() + " --cost-model " +
-                                 fitted.string() + " --out " + (dir_ / "v7").string() +
-                                 " --no-plots --no-host-check --set workload.num_requests=3");
+  const CliResult policies = validate_swept("scheduler.policy: [fcfs, sjf]", "v7");
   ASSERT_EQ(policies.exit_code, 0) << policies.err;
   EXPECT_THAT(policies.out, HasSubstr("policy-sjf: "));
   EXPECT_THAT(policies.err, HasSubstr("the loads differ only in their requests, policy, sampling or cost model: "
