@@ -93,6 +93,7 @@ def main(argv):
         ax.set_xlabel("tokens (attention_decode: sequences)", fontsize=8)
         ax.set_ylabel("ms per layer / step", fontsize=8)
         ax.tick_params(labelsize=7)
+        ax.minorticks_off()
     for ax in list(axes.flat)[len(ops):]:
         ax.set_visible(False)
     handles, labels = axes.flat[0].get_legend_handles_labels()
