@@ -322,6 +322,14 @@ if want validate && [[ -x $SERVELAB && -f $OUT/calibration/MODEL.yaml ]] && has_
   grep -E "^rate-" "$OUT/validate.log" | tee -a "$SUMMARY"
   # How many runners served the loads (one: every load on the first one made).
   grep -E "engine runners? made" "$OUT/validate_times.log" | tee -a "$SUMMARY" || true
+  # Mixed steps measured 3 ms or more over the model, per load (run 4: 19, 14 and 9; the
+  # H200 README's TTFT tail): few or none with EAGER=1, and lazy loading was their cause.
+  for f in "$OUT"/validation/*/steps_compared.csv; do
+    [[ -f $f ]] || continue
+    awk -F, -v load="$(basename "$(dirname "$f")")" '
+      NR > 1 && $4 == 0 { mixed++; if ($5 - $6 >= 3) { n++; over += $5 - $6 } }
+      END { printf "%s: %d of %d mixed steps 3 ms or more over the model (%+.1f ms)\n", load, n, mixed, over }' "$f"
+  done | tee -a "$SUMMARY"
   note "calibration loop: ${SECONDS}s"
 fi
 exit $status
